@@ -1,0 +1,131 @@
+"""Entry points that dispatch on the kind of source or artifact.
+
+Each tokenizer kind lives in its own module and is imported only when used:
+    wordpiece  -> fstok.wordpiece.WordPieceTokenizer
+    bpe        -> fstok.bpe.BPETokenizer
+    regex_dfa  -> fstok.pretokenize.CompiledPattern
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from typing import Any
+
+from . import artifact as _art
+from .registry import ENCODINGS, cache_dir
+
+_KIND_LOADERS = {
+    _art.KIND_WORDPIECE: ("fstok.wordpiece", "WordPieceTokenizer"),
+    _art.KIND_BPE: ("fstok.bpe", "BPETokenizer"),
+    _art.KIND_REGEX_DFA: ("fstok.pretokenize", "CompiledPattern"),
+}
+
+
+def _cls(kind: int):
+    mod, name = _KIND_LOADERS[kind]
+    return getattr(importlib.import_module(mod), name)
+
+
+def _from_artifact(art: _art.Artifact):
+    return _cls(art.kind).from_artifact(art)
+
+
+def load(path: str | os.PathLike, use_mmap: bool = True):
+    """Load a compiled artifact (validated: magic, version, sizes, checksums, table bounds)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"fstok.load expects a path, got {type(path).__name__}")
+    return _from_artifact(_art.read_artifact(path, use_mmap=use_mmap))
+
+
+def loads(data: bytes):
+    """Load an artifact from bytes (the inverse of `tok.to_bytes()`)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"fstok.loads expects bytes, got {type(data).__name__}")
+    return _from_artifact(_art.parse_artifact(bytes(data)))
+
+
+def _sniff_json_model(path: str) -> str:
+    with open(path, "rb") as f:
+        try:
+            obj = json.loads(f.read().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: not a valid tokenizer.json ({e})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
+        raise ValueError(f"{path}: not a tokenizer.json (no 'model' object)")
+    return str(obj["model"].get("type", ""))
+
+
+def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name from the spec
+    """Compile a tokenizer source into an in-memory tokenizer (save it with `.save(path)`).
+
+    Sources: a BERT `vocab.txt` (WordPiece), an HF `tokenizer.json` (WordPiece or byte-level BPE),
+    a `.tiktoken` / tiktoken-format `tokenizer.model` file (BPE, needs `pattern=`), or a GPT-2
+    `vocab.json` (BPE, with `merges.txt` next to it).
+    """
+    if not isinstance(src, (str, os.PathLike)):
+        raise TypeError(f"fstok.compile expects a path, got {type(src).__name__}")
+    path = os.fspath(src)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"no such tokenizer source: {path}")
+    if os.path.isdir(path):
+        for cand in ("tokenizer.json", "vocab.txt"):
+            if os.path.exists(os.path.join(path, cand)):
+                return compile(os.path.join(path, cand), **options)
+        raise ValueError(f"{path}: directory has no tokenizer.json or vocab.txt")
+    base = os.path.basename(path).lower()
+    if base.endswith(".json") and base != "vocab.json":
+        model = _sniff_json_model(path)
+        if model == "WordPiece":
+            from .wordpiece import WordPieceTokenizer
+
+            return WordPieceTokenizer.compile_tokenizer_json(path, **options)
+        if model == "BPE":
+            from .bpe import BPETokenizer
+
+            return BPETokenizer.compile_tokenizer_json(path, **options)
+        raise ValueError(f"{path}: model type {model!r} is not supported (supported: WordPiece, BPE)")
+    if base == "vocab.json":
+        from .bpe import BPETokenizer
+
+        return BPETokenizer.compile_gpt2(path, **options)
+    if base.endswith(".tiktoken") or base.endswith(".model"):
+        from .bpe import BPETokenizer
+
+        return BPETokenizer.compile_tiktoken(path, **options)
+    from .wordpiece import WordPieceTokenizer
+
+    return WordPieceTokenizer.compile_vocab(path, **options)
+
+
+def list_encodings() -> list[str]:
+    return sorted(ENCODINGS)
+
+
+_LOADED: dict[str, Any] = {}
+
+
+def get_encoding(name: str):
+    """A bundled tokenizer by name: compiled on first use into the cache, then mmap-loaded."""
+    if not isinstance(name, str):
+        raise TypeError(f"encoding name must be a str, got {type(name).__name__}")
+    if name in _LOADED:
+        return _LOADED[name]
+    try:
+        spec = ENCODINGS[name]
+    except KeyError:
+        raise ValueError(f"unknown encoding {name!r}; known: {', '.join(list_encodings())}") from None
+    path = os.path.join(cache_dir(), f"{name}-{spec.cache_key()}.fst")
+    tok = None
+    if os.path.exists(path):
+        try:
+            tok = load(path)
+        except _art.ArtifactError:
+            tok = None  # stale or damaged cache entry: rebuild it below
+    if tok is None:
+        tok = spec.build()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tok.save(path)
+        tok = load(path)
+    _LOADED[name] = tok
+    return tok
