@@ -1,0 +1,29 @@
+import os
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
+CORPUS = os.path.join(SHARED, "corpus")
+VOCAB = os.path.join(SHARED, "vocab")
+CORPORA = ["english", "multilingual", "code", "chinese_long", "stress"]
+
+
+def corpus_path(name: str) -> str:
+    return os.path.join(CORPUS, f"{name}.txt")
+
+
+def read_corpus(name: str) -> str:
+    with open(corpus_path(name), encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+needs_shared = pytest.mark.skipif(not os.path.isdir(CORPUS), reason="../shared/data not present")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory):
+    # bundled encodings compile into a per-session cache so tests never read a stale one
+    if "FSTOK_CACHE_DIR" not in os.environ:
+        os.environ["FSTOK_CACHE_DIR"] = str(tmp_path_factory.mktemp("fstok-cache"))
+    yield
