@@ -1,0 +1,217 @@
+"""WordPiece vocabulary -> LinMaxMatch tables (Fast WordPiece, Song et al. 2021, Sections 3-4).
+
+Builder only: everything here runs once, offline.  The runtime (C, and the pure-Python
+reference in fstok/reference/wordpiece.py) only reads the arrays produced here.
+
+Trie over UTF-8 bytes of every vocabulary token ("##"-prefixed suffix tokens hang below
+r# = the node of the suffix indicator).  Failure links f(v) and failure pops F(v) by
+Algorithm 2 (BFS from r and r#).  Because a byte trie of a 120k vocabulary has ~10^6
+(state x byte) pairs per 1k states, a full delta'/sigma' table does not fit; the layout is:
+
+  * dense rows: for the D "hub" states (r, r#, and every state with fan-out >= DENSE_FANOUT)
+    the FST form of Section 3.6 is stored in full: dense_target[u*256+b] = delta'(u, b) and
+    dense_pops[u*256+b] = sigma'(u, b).  One lookup per byte, failure chains resolved offline.
+    States are numbered so that the hubs are 0..D-1 (one compare tells the row kind).
+  * sparse states: sorted child labels (CSR) + f(v) + F(v).  A miss follows f(v), which
+    almost always lands on a hub (r# for suffixes), so chains are short.
+
+All pops (F and sigma') live in one flat uint32 pool of token ids; a node or row entry holds
+`offset << 8 | length` (0 = no pops).  Lists with no new pops share their parent's slice.
+
+E2E (Section 4): punctuation and whitespace are decided per code point by the normalization
+table (fstok/compile/bert_normalize.py), which already has to read every code point; a
+punctuation character is run as a one-character word from r, which is exactly the paper's
+punctuation node with failure link r_p.  Tokens that contain a boundary character can never
+be reached in E2E mode, and they do not change f/F of reachable states, so one trie serves
+both single-word and E2E mode.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+NONE = 0xFFFFFFFF
+FAIL = 0xFFFFFFFF
+MAX_POPS = 255
+DENSE_FANOUT = 24  # measured trade-off, see docs/wordpiece-tables.md
+
+
+class VocabError(ValueError):
+    pass
+
+
+def original_maxmatch(word: str, vocab: dict[str, int], unk: str, prefix: str, max_chars: int) -> list[str]:
+    """The original (quadratic) greedy longest-match-first WordPiece, as HF tokenizers runs it."""
+    if len(word) > max_chars:
+        return [unk]
+    out: list[str] = []
+    start = 0
+    n = len(word)
+    while start < n:
+        end = n
+        cur = None
+        while start < end:
+            sub = word[start:end]
+            if start > 0:
+                sub = prefix + sub
+            if sub in vocab:
+                cur = sub
+                break
+            end -= 1
+        if cur is None:
+            return [unk]
+        out.append(cur)
+        start = end
+    return out
+
+
+@dataclass
+class TrieBuild:
+    children: list[dict[int, int]] = field(default_factory=list)
+    token: list[int] = field(default_factory=list)  # token id at node or -1
+    depth: list[int] = field(default_factory=list)
+
+    def new_node(self, depth: int) -> int:
+        self.children.append({})
+        self.token.append(-1)
+        self.depth.append(depth)
+        return len(self.children) - 1
+
+    def insert(self, key: bytes) -> int:
+        u = 0
+        for b in key:
+            nxt = self.children[u].get(b)
+            if nxt is None:
+                nxt = self.new_node(self.depth[u] + 1)
+                self.children[u][b] = nxt
+            u = nxt
+        return u
+
+
+def build_tables(tokens: list[str], token_to_id: dict[str, int], unk_token: str, prefix: str, max_chars: int,
+                 dense_fanout: int = DENSE_FANOUT) -> tuple[dict[str, np.ndarray], dict]:
+    """Build the trie, failure links/pops and dense rows. Returns (sections, meta)."""
+    if unk_token not in token_to_id:
+        raise VocabError(f"the unk token {unk_token!r} is not in the vocabulary")
+    t = TrieBuild()
+    root = t.new_node(0)
+    for tok, tid in token_to_id.items():
+        if tok == "":
+            continue  # the empty string is never a WordPiece match (HF skips it too)
+        v = t.insert(tok.encode("utf-8"))
+        t.token[v] = tid
+    suffix_root = t.insert(prefix.encode("utf-8"))  # == root for an empty prefix
+    n = len(t.children)
+    fail = [NONE] * n
+    pops: list[tuple[int, ...]] = [()] * n
+    # Algorithm 2
+    queue = deque([root] if suffix_root == root else [root, suffix_root])
+    while queue:
+        u = queue.popleft()
+        for c, v in t.children[u].items():
+            if v == suffix_root:
+                continue
+            if t.token[v] >= 0:
+                fail[v], pops[v] = suffix_root, (t.token[v],)
+            else:
+                z, zpops = fail[u], []
+                while z != NONE and c not in t.children[z]:
+                    zpops.extend(pops[z])
+                    z = fail[z]
+                if z != NONE:
+                    fail[v] = t.children[z][c]
+                    pops[v] = pops[u] + tuple(zpops) if zpops else pops[u]
+            queue.append(v)
+
+    # State numbering: hubs first (root, suffix root, high fan-out), then BFS order.
+    bfs = [root]
+    seen = bytearray(n)
+    seen[root] = 1
+    i = 0
+    while i < len(bfs):
+        for _, v in sorted(t.children[bfs[i]].items()):
+            if not seen[v]:
+                seen[v] = 1
+                bfs.append(v)
+        i += 1
+    hubs = [root] + ([suffix_root] if suffix_root != root else [])
+    hubset = set(hubs)
+    for u in bfs:
+        if u not in hubset and len(t.children[u]) >= dense_fanout:
+            hubs.append(u)
+            hubset.add(u)
+    order = hubs + [u for u in bfs if u not in hubset]
+    newid = [0] * n
+    for k, u in enumerate(order):
+        newid[u] = k
+    n_dense = len(hubs)
+
+    # Pops pool with slice sharing.
+    pool: list[int] = []
+    slices: dict[tuple[int, ...], int] = {}
+
+    def pack(p: tuple[int, ...]) -> int:
+        if not p:
+            return 0
+        if len(p) > MAX_POPS:
+            raise VocabError(f"a failure-pop list has {len(p)} tokens (max {MAX_POPS}); vocabulary too unusual")
+        off = slices.get(p)
+        if off is None:
+            off = len(pool)
+            slices[p] = off
+            pool.extend(p)
+        if off >= (1 << 24):
+            raise VocabError("failure-pop pool exceeds 2^24 entries")
+        return (off << 8) | len(p)
+
+    edge_start = np.zeros(n + 1, dtype=np.uint32)
+    labels: list[int] = []
+    targets: list[int] = []
+    fail_arr = np.full(n, NONE, dtype=np.uint32)
+    pops_arr = np.zeros(n, dtype=np.uint32)
+    for k, u in enumerate(order):
+        edge_start[k] = len(labels)
+        for c, v in sorted(t.children[u].items()):
+            labels.append(c)
+            targets.append(newid[v])
+        fail_arr[k] = NONE if fail[u] == NONE else newid[fail[u]]
+        pops_arr[k] = pack(pops[u])
+    edge_start[n] = len(labels)
+
+    dense_target = np.full(n_dense * 256, FAIL, dtype=np.uint32)
+    dense_pops = np.zeros(n_dense * 256, dtype=np.uint32)
+    for k, u in enumerate(hubs):
+        for b in range(256):
+            z, acc = u, []
+            while z != NONE and b not in t.children[z]:
+                acc.extend(pops[z])
+                z = fail[z]
+            if z != NONE:
+                dense_target[k * 256 + b] = newid[t.children[z][b]]
+                dense_pops[k * 256 + b] = pack(tuple(acc))
+            else:
+                dense_target[k * 256 + b] = FAIL
+                dense_pops[k * 256 + b] = 0
+
+    sections = {
+        "wp.edge_start": edge_start,
+        "wp.edge_label": np.array(labels, dtype=np.uint8),
+        "wp.edge_target": np.array(targets, dtype=np.uint32),
+        "wp.fail": fail_arr,
+        "wp.pops": pops_arr,
+        "wp.pool": np.array(pool if pool else [0], dtype=np.uint32),
+        "wp.dense_target": dense_target,
+        "wp.dense_pops": dense_pops,
+    }
+    suffix_word = [token_to_id[s] for s in original_maxmatch(prefix, token_to_id, unk_token, prefix, max_chars)] if prefix else []
+    meta = {
+        "n_nodes": n,
+        "n_dense": n_dense,
+        "root": newid[root],
+        "suffix_root": newid[suffix_root],
+        "suffix_word": suffix_word,
+        "dense_fanout": dense_fanout,
+    }
+    return sections, meta

@@ -1,0 +1,672 @@
+/* fstok WordPiece runtime: LinMaxMatch over compiled tables, end-to-end with BERT
+ * normalization fused into the same pass.
+ *
+ * The tables are built by fstok/compile/wordpiece.py and fstok/compile/bert_normalize.py and
+ * validated (every index in range) by fstok/wordpiece.py before this module sees them, so
+ * the hot loop does no bounds checks on table reads.  Input text is UTF-8 from a Python str
+ * (always valid) or validated bytes.
+ *
+ * Performance notes:
+ *  - one normalization-table read per code point; word chars that normalize to themselves
+ *    (KIND_REG) feed their original bytes straight into the trie;
+ *  - hub states (0..n_dense-1) have full delta'/sigma' rows: one read per byte;
+ *  - sparse states scan their sorted labels, then follow f(v) (usually to a hub);
+ *  - offsets are computed only when asked for (a separate instantiation of the loop);
+ *  - the GIL is released around every encode; encode_batch runs on pthreads.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NONE32 0xFFFFFFFFu
+#define KIND_REG 0
+#define KIND_DEL 1
+#define KIND_SPACE 2
+#define KIND_ISO 3
+#define KIND_MAP 4
+#define CLS_WORD 0
+#define CLS_SPACE 1
+#define CLS_PUNCT 2
+
+typedef struct {
+    const uint32_t *edge_start;
+    const uint8_t *edge_label;
+    const uint32_t *edge_target;
+    const uint32_t *fail;
+    const uint32_t *pops;
+    const uint32_t *pool;
+    const uint32_t *dense_target;
+    const uint32_t *dense_pops;
+    const uint32_t *tok_len;
+    const uint16_t *norm1;
+    const uint32_t *norm2;
+    const uint32_t *npool;
+    const uint32_t *suffix_word;
+    uint32_t n_suffix_word;
+    uint32_t n_nodes, n_dense, root, suffix_root;
+    uint32_t prefix_len, unk_id, max_chars;
+    int strip_mode;
+} wp_tables;
+
+/* ---------------------------------------------------------------- output */
+typedef struct {
+    uint32_t *ids;
+    uint32_t *offs; /* 2 per id when want_offs */
+    size_t n, cap;
+    int want_offs;
+    int oom;
+} outbuf;
+
+static int out_reserve(outbuf *o, size_t extra) {
+    if (o->n + extra <= o->cap) return 1;
+    size_t nc = o->cap ? o->cap * 2 : 256;
+    while (nc < o->n + extra) nc *= 2;
+    uint32_t *ni = (uint32_t *)realloc(o->ids, nc * sizeof(uint32_t));
+    if (!ni) { o->oom = 1; return 0; }
+    o->ids = ni;
+    if (o->want_offs) {
+        uint32_t *no = (uint32_t *)realloc(o->offs, nc * 2 * sizeof(uint32_t));
+        if (!no) { o->oom = 1; return 0; }
+        o->offs = no;
+    }
+    o->cap = nc;
+    return 1;
+}
+
+static void out_free(outbuf *o) {
+    free(o->ids);
+    free(o->offs);
+    o->ids = o->offs = NULL;
+    o->n = o->cap = 0;
+}
+
+/* ---------------------------------------------------------------- word state */
+typedef struct {
+    uint32_t cp, ccc, orig, cls;
+} pend_item;
+
+typedef struct {
+    const wp_tables *t;
+    outbuf *out;
+    /* current word */
+    int in_word, failed, first_tok;
+    uint32_t u;
+    size_t word_out_start;
+    uint32_t nchars;
+    size_t wbytes, tokpos;
+    uint32_t first_orig, last_orig;
+    uint32_t *b2o; /* byte -> original char index (offsets only) */
+    size_t b2o_cap;
+    /* canonical reordering of surviving combining marks (strip_accents mode only) */
+    pend_item *pend;
+    size_t npend, pend_cap;
+} wstate;
+
+static void emit_slice(wstate *w, uint32_t packed) {
+    const wp_tables *t = w->t;
+    uint32_t len = packed & 0xFF, off = packed >> 8;
+    outbuf *o = w->out;
+    if (!out_reserve(o, len)) return;
+    for (uint32_t k = 0; k < len; k++) {
+        uint32_t id = t->pool[off + k];
+        o->ids[o->n] = id;
+        if (o->want_offs) {
+            uint32_t L = t->tok_len[id];
+            if (!w->first_tok) L = L >= t->prefix_len ? L - t->prefix_len : 0;
+            size_t s = w->tokpos, e = w->tokpos + L;
+            if (e > w->wbytes) e = w->wbytes;
+            if (s >= e) { s = e ? e - 1 : 0; }
+            o->offs[2 * o->n] = w->b2o[s];
+            o->offs[2 * o->n + 1] = w->b2o[e ? e - 1 : 0] + 1;
+            w->tokpos = e;
+        }
+        w->first_tok = 0;
+        o->n++;
+    }
+}
+
+/* One transition: delta'/sigma' for hubs, trie edge or failure link otherwise. */
+static inline uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
+    const wp_tables *t = w->t;
+    for (;;) {
+        if (u < t->n_dense) {
+            size_t k = (size_t)u * 256 + b;
+            uint32_t p = t->dense_pops[k];
+            if (p) emit_slice(w, p);
+            return t->dense_target[k];
+        }
+        uint32_t s = t->edge_start[u], e = t->edge_start[u + 1];
+        const uint8_t *lab = t->edge_label;
+        for (uint32_t i = s; i < e; i++) {
+            if (lab[i] == b) return t->edge_target[i];
+            if (lab[i] > b) break;
+        }
+        uint32_t f = t->fail[u];
+        if (f == NONE32) return NONE32;
+        if (t->pops[u]) emit_slice(w, t->pops[u]);
+        u = f;
+    }
+}
+
+static int b2o_reserve(wstate *w, size_t need) {
+    if (need <= w->b2o_cap) return 1;
+    size_t nc = w->b2o_cap ? w->b2o_cap * 2 : 1024;
+    while (nc < need) nc *= 2;
+    uint32_t *nb = (uint32_t *)realloc(w->b2o, nc * sizeof(uint32_t));
+    if (!nb) { w->out->oom = 1; return 0; }
+    w->b2o = nb;
+    w->b2o_cap = nc;
+    return 1;
+}
+
+static inline void word_begin(wstate *w, uint32_t orig) {
+    w->in_word = 1;
+    w->failed = 0;
+    w->first_tok = 1;
+    w->u = w->t->root;
+    w->word_out_start = w->out->n;
+    w->nchars = 0;
+    w->wbytes = 0;
+    w->tokpos = 0;
+    w->first_orig = orig;
+}
+
+/* Feed one normalized character (its UTF-8 bytes) into the current word. */
+static inline void feed(wstate *w, const uint8_t *bytes, int nb, uint32_t orig) {
+    if (!w->in_word) word_begin(w, orig);
+    w->last_orig = orig;
+    w->nchars++;
+    if (w->failed) return;
+    if (w->nchars > w->t->max_chars) { w->failed = 1; return; }
+    if (w->out->want_offs && !b2o_reserve(w, w->wbytes + nb)) { w->failed = 1; return; }
+    uint32_t u = w->u;
+    for (int k = 0; k < nb; k++) {
+        if (w->out->want_offs) w->b2o[w->wbytes] = orig;
+        w->wbytes++;
+        u = wp_step(w, u, bytes[k]);
+        if (u == NONE32) { w->failed = 1; return; }
+    }
+    w->u = u;
+}
+
+static void word_end(wstate *w) {
+    if (!w->in_word) return;
+    w->in_word = 0;
+    const wp_tables *t = w->t;
+    outbuf *o = w->out;
+    if (!w->failed) {
+        uint32_t u = w->u;
+        while (t->fail[u] != NONE32) {
+            if (t->pops[u]) emit_slice(w, t->pops[u]);
+            u = t->fail[u];
+        }
+        if (u != t->root && u != t->suffix_root) {
+            w->failed = 1;
+        } else if (u == t->suffix_root && o->n == w->word_out_start && w->wbytes > 0) {
+            /* the word is the suffix indicator itself: precomputed original WordPiece result */
+            if (t->n_suffix_word == 0) {
+                w->failed = 1;
+            } else if (out_reserve(o, t->n_suffix_word)) {
+                for (uint32_t k = 0; k < t->n_suffix_word; k++) {
+                    o->ids[o->n] = t->suffix_word[k];
+                    if (o->want_offs) {
+                        o->offs[2 * o->n] = w->first_orig;
+                        o->offs[2 * o->n + 1] = w->last_orig + 1;
+                    }
+                    o->n++;
+                }
+            }
+        }
+    }
+    if (w->failed) {
+        o->n = w->word_out_start;
+        if (!out_reserve(o, 1)) return;
+        o->ids[o->n] = t->unk_id;
+        if (o->want_offs) {
+            o->offs[2 * o->n] = w->first_orig;
+            o->offs[2 * o->n + 1] = w->last_orig + 1;
+        }
+        o->n++;
+    }
+}
+
+static inline int utf8_encode(uint32_t cp, uint8_t *b) {
+    if (cp < 0x80) { b[0] = (uint8_t)cp; return 1; }
+    if (cp < 0x800) { b[0] = 0xC0 | (cp >> 6); b[1] = 0x80 | (cp & 0x3F); return 2; }
+    if (cp < 0x10000) { b[0] = 0xE0 | (cp >> 12); b[1] = 0x80 | ((cp >> 6) & 0x3F); b[2] = 0x80 | (cp & 0x3F); return 3; }
+    b[0] = 0xF0 | (cp >> 18); b[1] = 0x80 | ((cp >> 12) & 0x3F); b[2] = 0x80 | ((cp >> 6) & 0x3F); b[3] = 0x80 | (cp & 0x3F);
+    return 4;
+}
+
+static inline void emit_norm(wstate *w, uint32_t cp, uint32_t cls, uint32_t orig) {
+    uint8_t buf[4];
+    int nb = utf8_encode(cp, buf);
+    if (cls == CLS_SPACE) {
+        word_end(w);
+    } else if (cls == CLS_PUNCT) {
+        word_end(w);
+        feed(w, buf, nb, orig);
+        word_end(w);
+    } else {
+        feed(w, buf, nb, orig);
+    }
+}
+
+static void flush_pending(wstate *w) {
+    size_t n = w->npend;
+    if (!n) return;
+    /* stable insertion sort by ccc; runs of surviving marks are tiny in practice and the
+       number of distinct ccc values is bounded, but keep it linear-ish for huge runs: */
+    if (n > 64) {
+        /* counting sort by ccc (stable) */
+        size_t cnt[257] = {0};
+        for (size_t i = 0; i < n; i++) cnt[w->pend[i].ccc + 1]++;
+        for (int c = 1; c < 257; c++) cnt[c] += cnt[c - 1];
+        pend_item *tmp = (pend_item *)malloc(n * sizeof(pend_item));
+        if (tmp) {
+            for (size_t i = 0; i < n; i++) tmp[cnt[w->pend[i].ccc]++] = w->pend[i];
+            memcpy(w->pend, tmp, n * sizeof(pend_item));
+            free(tmp);
+        } else {
+            w->out->oom = 1;
+        }
+    } else {
+        for (size_t i = 1; i < n; i++) {
+            pend_item x = w->pend[i];
+            size_t j = i;
+            while (j > 0 && w->pend[j - 1].ccc > x.ccc) { w->pend[j] = w->pend[j - 1]; j--; }
+            w->pend[j] = x;
+        }
+    }
+    w->npend = 0;
+    for (size_t i = 0; i < n; i++) emit_norm(w, w->pend[i].cp, w->pend[i].cls, w->pend[i].orig);
+}
+
+static void push_pending(wstate *w, uint32_t cp, uint32_t ccc, uint32_t cls, uint32_t orig) {
+    if (w->npend == w->pend_cap) {
+        size_t nc = w->pend_cap ? w->pend_cap * 2 : 16;
+        pend_item *np = (pend_item *)realloc(w->pend, nc * sizeof(pend_item));
+        if (!np) { w->out->oom = 1; return; }
+        w->pend = np;
+        w->pend_cap = nc;
+    }
+    w->pend[w->npend].cp = cp;
+    w->pend[w->npend].ccc = ccc;
+    w->pend[w->npend].cls = cls;
+    w->pend[w->npend].orig = orig;
+    w->npend++;
+}
+
+static void wstate_free(wstate *w) {
+    free(w->b2o);
+    free(w->pend);
+    w->b2o = NULL;
+    w->pend = NULL;
+}
+
+/* Decode one UTF-8 code point (input known valid). */
+static inline uint32_t utf8_next(const uint8_t *s, size_t i, int *len) {
+    uint8_t c = s[i];
+    if (c < 0x80) { *len = 1; return c; }
+    if (c < 0xE0) { *len = 2; return ((uint32_t)(c & 0x1F) << 6) | (s[i + 1] & 0x3F); }
+    if (c < 0xF0) { *len = 3; return ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F); }
+    *len = 4;
+    return ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) | (s[i + 3] & 0x3F);
+}
+
+/* End-to-end: normalization + pre-tokenization + WordPiece in one pass over s. */
+static void wp_encode_e2e(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out) {
+    wstate w;
+    memset(&w, 0, sizeof(w));
+    w.t = t;
+    w.out = out;
+    uint32_t ci = 0;
+    size_t i = 0;
+    while (i < n) {
+        int L;
+        uint32_t cp = utf8_next(s, i, &L);
+        uint32_t e = t->norm2[((size_t)t->norm1[cp >> 8] << 8) | (cp & 0xFF)];
+        switch (e & 7) {
+        case KIND_REG:
+            if (w.npend) flush_pending(&w);
+            feed(&w, s + i, L, ci);
+            break;
+        case KIND_DEL:
+            break;
+        case KIND_SPACE:
+            if (w.npend) flush_pending(&w);
+            word_end(&w);
+            break;
+        case KIND_ISO:
+            if (w.npend) flush_pending(&w);
+            word_end(&w);
+            feed(&w, s + i, L, ci);
+            word_end(&w);
+            break;
+        default: {
+            const uint32_t *p = t->npool + (e >> 3);
+            uint32_t hdr = p[0], nit = hdr & 0xFFFF, iso = hdr >> 16;
+            if (iso) {
+                if (w.npend) flush_pending(&w);
+                word_end(&w);
+            }
+            for (uint32_t k = 1; k <= nit; k++) {
+                uint32_t it = p[k];
+                uint32_t icp = it & 0x1FFFFF, cls = (it >> 21) & 3, dropped = (it >> 23) & 1, ccc = it >> 24;
+                if (ccc == 0 && w.npend) flush_pending(&w);
+                if (dropped) continue;
+                if (ccc) push_pending(&w, icp, ccc, cls, ci);
+                else emit_norm(&w, icp, cls, ci);
+            }
+            if (iso) {
+                if (w.npend) flush_pending(&w);
+                word_end(&w);
+            }
+        }
+        }
+        ci++;
+        i += L;
+    }
+    if (w.npend) flush_pending(&w);
+    word_end(&w);
+    wstate_free(&w);
+}
+
+/* Single word: LinMaxMatch (Algorithm 1) on the raw bytes, no normalization. */
+static void wp_encode_word(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out) {
+    wstate w;
+    memset(&w, 0, sizeof(w));
+    w.t = t;
+    w.out = out;
+    if (n == 0) return;
+    uint32_t ci = 0;
+    size_t i = 0;
+    while (i < n) {
+        int L;
+        (void)utf8_next(s, i, &L);
+        feed(&w, s + i, L, ci);
+        ci++;
+        i += L;
+    }
+    word_end(&w);
+    wstate_free(&w);
+}
+
+/* ---------------------------------------------------------------- Python type */
+#define N_BUFS 13
+typedef struct {
+    PyObject_HEAD
+    wp_tables t;
+    Py_buffer bufs[N_BUFS];
+    int nbufs;
+} ModelObject;
+
+static void Model_dealloc(ModelObject *self) {
+    for (int i = 0; i < self->nbufs; i++) PyBuffer_Release(&self->bufs[i]);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int get_buf(ModelObject *self, PyObject *obj, Py_ssize_t itemsize, const void **ptr, const char *name) {
+    Py_buffer *b = &self->bufs[self->nbufs];
+    if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    self->nbufs++;
+    if (b->len % itemsize) {
+        PyErr_Format(PyExc_ValueError, "table %s: length %zd is not a multiple of %zd", name, b->len, itemsize);
+        return -1;
+    }
+    *ptr = b->buf;
+    return 0;
+}
+
+static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
+    PyObject *o[N_BUFS];
+    unsigned int n_nodes, n_dense, root, suffix_root, prefix_len, unk_id, max_chars;
+    int strip_mode;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOIIIIIIIp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
+                          &o[9], &o[10], &o[11], &o[12], &n_nodes, &n_dense, &root, &suffix_root, &prefix_len, &unk_id,
+                          &max_chars, &strip_mode))
+        return -1;
+    if (self->nbufs) {
+        PyErr_SetString(PyExc_RuntimeError, "Model already initialized");
+        return -1;
+    }
+    wp_tables *t = &self->t;
+    if (get_buf(self, o[0], 4, (const void **)&t->edge_start, "edge_start") < 0 ||
+        get_buf(self, o[1], 1, (const void **)&t->edge_label, "edge_label") < 0 ||
+        get_buf(self, o[2], 4, (const void **)&t->edge_target, "edge_target") < 0 ||
+        get_buf(self, o[3], 4, (const void **)&t->fail, "fail") < 0 ||
+        get_buf(self, o[4], 4, (const void **)&t->pops, "pops") < 0 ||
+        get_buf(self, o[5], 4, (const void **)&t->pool, "pool") < 0 ||
+        get_buf(self, o[6], 4, (const void **)&t->dense_target, "dense_target") < 0 ||
+        get_buf(self, o[7], 4, (const void **)&t->dense_pops, "dense_pops") < 0 ||
+        get_buf(self, o[8], 4, (const void **)&t->tok_len, "tok_len") < 0 ||
+        get_buf(self, o[9], 2, (const void **)&t->norm1, "norm1") < 0 ||
+        get_buf(self, o[10], 4, (const void **)&t->norm2, "norm2") < 0 ||
+        get_buf(self, o[11], 4, (const void **)&t->npool, "npool") < 0 ||
+        get_buf(self, o[12], 4, (const void **)&t->suffix_word, "suffix_word") < 0)
+        return -1;
+    /* cheap structural checks that protect the hot loop (the Python loader checks every entry) */
+    if (self->bufs[0].len != (Py_ssize_t)(n_nodes + 1) * 4 || self->bufs[3].len != (Py_ssize_t)n_nodes * 4 ||
+        self->bufs[4].len != (Py_ssize_t)n_nodes * 4 || self->bufs[6].len != (Py_ssize_t)n_dense * 256 * 4 ||
+        self->bufs[7].len != (Py_ssize_t)n_dense * 256 * 4 || self->bufs[9].len != (0x110000 >> 8) * 2 ||
+        root >= n_nodes || suffix_root >= n_nodes || n_dense > n_nodes || unk_id * 4 >= (size_t)self->bufs[8].len) {
+        PyErr_SetString(PyExc_ValueError, "WordPiece tables have inconsistent sizes");
+        return -1;
+    }
+    t->n_suffix_word = (uint32_t)(self->bufs[12].len / 4);
+    t->n_nodes = n_nodes;
+    t->n_dense = n_dense;
+    t->root = root;
+    t->suffix_root = suffix_root;
+    t->prefix_len = prefix_len;
+    t->unk_id = unk_id;
+    t->max_chars = max_chars;
+    t->strip_mode = strip_mode;
+    return 0;
+}
+
+static PyObject *ids_to_list(const outbuf *o) {
+    PyObject *l = PyList_New((Py_ssize_t)o->n);
+    if (!l) return NULL;
+    for (size_t i = 0; i < o->n; i++) {
+        PyObject *v = PyLong_FromUnsignedLong(o->ids[i]);
+        if (!v) { Py_DECREF(l); return NULL; }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, v);
+    }
+    return l;
+}
+
+static PyObject *offs_to_list(const outbuf *o) {
+    PyObject *l = PyList_New((Py_ssize_t)o->n);
+    if (!l) return NULL;
+    for (size_t i = 0; i < o->n; i++) {
+        PyObject *v = Py_BuildValue("(II)", o->offs[2 * i], o->offs[2 * i + 1]);
+        if (!v) { Py_DECREF(l); return NULL; }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, v);
+    }
+    return l;
+}
+
+/* mode: 0 = list of ids, 1 = (ids, offsets) lists, 2 = bytes of uint32 ids, 3 = (ids bytes, offsets bytes) */
+static PyObject *finish(outbuf *o, int mode) {
+    PyObject *r = NULL;
+    if (o->oom) {
+        PyErr_NoMemory();
+    } else if (mode == 0) {
+        r = ids_to_list(o);
+    } else if (mode == 1) {
+        PyObject *a = ids_to_list(o), *b = a ? offs_to_list(o) : NULL;
+        if (a && b) r = PyTuple_Pack(2, a, b);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+    } else if (mode == 2) {
+        r = PyBytes_FromStringAndSize((const char *)o->ids, (Py_ssize_t)(o->n * 4));
+    } else {
+        PyObject *a = PyBytes_FromStringAndSize((const char *)o->ids, (Py_ssize_t)(o->n * 4));
+        PyObject *b = a ? PyBytes_FromStringAndSize((const char *)o->offs, (Py_ssize_t)(o->n * 8)) : NULL;
+        if (a && b) r = PyTuple_Pack(2, a, b);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+    }
+    out_free(o);
+    return r;
+}
+
+static int text_bytes(PyObject *text, const char **s, Py_ssize_t *n) {
+    if (PyUnicode_Check(text)) {
+        *s = PyUnicode_AsUTF8AndSize(text, n);
+        return *s ? 0 : -1;
+    }
+    PyErr_Format(PyExc_TypeError, "text must be str, not %.100s", Py_TYPE(text)->tp_name);
+    return -1;
+}
+
+static PyObject *Model_encode(ModelObject *self, PyObject *args) {
+    PyObject *text;
+    int mode = 0, word = 0;
+    if (!PyArg_ParseTuple(args, "O|ip", &text, &mode, &word)) return NULL;
+    const char *s;
+    Py_ssize_t n;
+    if (text_bytes(text, &s, &n) < 0) return NULL;
+    outbuf o;
+    memset(&o, 0, sizeof(o));
+    o.want_offs = (mode & 1);
+    Py_BEGIN_ALLOW_THREADS
+    if (word) wp_encode_word(&self->t, (const uint8_t *)s, (size_t)n, &o);
+    else wp_encode_e2e(&self->t, (const uint8_t *)s, (size_t)n, &o);
+    Py_END_ALLOW_THREADS
+    return finish(&o, mode);
+}
+
+typedef struct {
+    const wp_tables *t;
+    const char **s;
+    Py_ssize_t *n;
+    outbuf *outs;
+    size_t count;
+    size_t next; /* work index, taken under the mutex */
+    pthread_mutex_t mu;
+    int word;
+} batch_job;
+
+static void *batch_worker(void *arg) {
+    batch_job *j = (batch_job *)arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        size_t i = j->next;
+        size_t chunk = 16;
+        j->next += chunk;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->count) break;
+        size_t end = i + chunk < j->count ? i + chunk : j->count;
+        for (; i < end; i++) {
+            if (j->word) wp_encode_word(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &j->outs[i]);
+            else wp_encode_e2e(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &j->outs[i]);
+        }
+    }
+    return NULL;
+}
+
+static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
+    PyObject *seq;
+    int nthreads = 1, mode = 0, word = 0;
+    if (!PyArg_ParseTuple(args, "O|iip", &seq, &nthreads, &mode, &word)) return NULL;
+    PyObject *fast = PySequence_Fast(seq, "texts must be a sequence of str");
+    if (!fast) return NULL;
+    Py_ssize_t cnt = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    const char **s = (const char **)calloc((size_t)cnt + 1, sizeof(char *));
+    Py_ssize_t *n = (Py_ssize_t *)calloc((size_t)cnt + 1, sizeof(Py_ssize_t));
+    outbuf *outs = (outbuf *)calloc((size_t)cnt + 1, sizeof(outbuf));
+    PyObject *result = NULL;
+    if (!s || !n || !outs) { PyErr_NoMemory(); goto done; }
+    for (Py_ssize_t i = 0; i < cnt; i++) {
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "texts[%zd] must be str, not %.100s", i, Py_TYPE(items[i])->tp_name);
+            goto done;
+        }
+        s[i] = PyUnicode_AsUTF8AndSize(items[i], &n[i]);
+        if (!s[i]) {
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            PyErr_Format(PyExc_ValueError, "texts[%zd] is not encodable as UTF-8 (lone surrogate?)", i);
+            Py_XDECREF(et); Py_XDECREF(ev); Py_XDECREF(tb);
+            goto done;
+        }
+        outs[i].want_offs = mode & 1;
+    }
+    if (nthreads < 1) nthreads = 1;
+    if ((Py_ssize_t)nthreads > cnt / 4 + 1) nthreads = (int)(cnt / 4 + 1);
+    if (nthreads > 256) nthreads = 256;
+    {
+        batch_job job;
+        job.t = &self->t;
+        job.s = s;
+        job.n = n;
+        job.outs = outs;
+        job.count = (size_t)cnt;
+        job.next = 0;
+        job.word = word;
+        pthread_mutex_init(&job.mu, NULL);
+        Py_BEGIN_ALLOW_THREADS
+        pthread_t th[256];
+        int started = 0;
+        for (int k = 1; k < nthreads; k++) {
+            if (pthread_create(&th[started], NULL, batch_worker, &job) == 0) started++;
+        }
+        batch_worker(&job);
+        for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+        Py_END_ALLOW_THREADS
+        pthread_mutex_destroy(&job.mu);
+    }
+    result = PyList_New(cnt);
+    if (!result) goto done;
+    for (Py_ssize_t i = 0; i < cnt; i++) {
+        PyObject *r = finish(&outs[i], mode);
+        if (!r) { Py_CLEAR(result); goto done; }
+        PyList_SET_ITEM(result, i, r);
+    }
+done:
+    if (outs) for (Py_ssize_t i = 0; i < cnt; i++) out_free(&outs[i]);
+    free(s);
+    free(n);
+    free(outs);
+    Py_DECREF(fast);
+    return result;
+}
+
+static PyMethodDef Model_methods[] = {
+    {"encode", (PyCFunction)Model_encode, METH_VARARGS,
+     "encode(text, mode=0, word=False): mode 0 ids list, 1 (ids, offsets), 2 ids bytes, 3 (ids bytes, offsets bytes)"},
+    {"encode_batch", (PyCFunction)Model_encode_batch, METH_VARARGS, "encode_batch(texts, nthreads=1, mode=0, word=False)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fstok.runtime._wordpiece.Model",
+    .tp_basicsize = sizeof(ModelObject),
+    .tp_dealloc = (destructor)Model_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "WordPiece runtime over validated compiled tables",
+    .tp_methods = Model_methods,
+    .tp_init = (initproc)Model_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_wordpiece", "fstok WordPiece runtime", -1, NULL};
+
+PyMODINIT_FUNC PyInit__wordpiece(void) {
+    if (PyType_Ready(&ModelType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moddef);
+    if (!m) return NULL;
+    Py_INCREF(&ModelType);
+    if (PyModule_AddObject(m, "Model", (PyObject *)&ModelType) < 0) {
+        Py_DECREF(&ModelType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

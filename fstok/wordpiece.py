@@ -1,0 +1,419 @@
+"""WordPiece (BERT) tokenizer: compile a vocabulary, save/load the artifact, encode in C.
+
+    tok = fstok.compile("vocab.txt", lowercase=True)
+    tok.encode("Hello world!")            # [7592, 2088, 999]
+    tok.encode_with_offsets(text)         # (ids, [(start, end), ...]) character offsets
+    tok.encode_batch(texts, num_threads=4)
+
+Semantics are HF tokenizers' BertWordPieceTokenizer (BertNormalizer -> BertPreTokenizer ->
+WordPiece -> BertProcessing) with `add_special_tokens=False` by default.  Special-token text
+("[CLS]") in the input is ordinary text unless listed in `allowed_special` (HF's default is
+to recognise them; pass allowed_special="all" for that).
+"""
+from __future__ import annotations
+
+import os
+import re
+from typing import Collection, Iterable, Literal, Optional, Sequence, Union
+
+import numpy as np
+
+from . import artifact as art
+from .compile.bert_normalize import BertNormOptions, build_norm_table, facts
+from .compile.wordpiece import NONE, build_tables
+from .loaders.bert import WordPieceSource, read_tokenizer_json, read_vocab_txt
+
+_NORM1_LEN = 0x110000 >> 8
+
+
+def _native():
+    from .runtime import _wordpiece
+
+    return _wordpiece
+
+
+def _as_text(text, what: str = "text") -> str:
+    if isinstance(text, str):
+        return text
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(text).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{what} is not valid UTF-8: {e.reason} at byte {e.start}") from None
+    raise TypeError(f"{what} must be str or UTF-8 bytes, not {type(text).__name__}")
+
+
+def _check_surrogates(text: str, what: str = "text") -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ValueError(f"{what} contains a lone surrogate U+{ord(text[e.start]):04X} at index {e.start}; "
+                         f"it cannot be tokenized (encode/decode it with errors='replace' first)") from None
+
+
+class WordPieceTokenizer:
+    """A compiled WordPiece tokenizer backed by a validated artifact (mmap or bytes)."""
+
+    kind = "wordpiece"
+
+    # ------------------------------------------------------------------ construction
+    def __init__(self, artifact: art.Artifact):
+        self._art = artifact
+        m = artifact.meta
+        self.name: str = m.get("name", "")
+        self.options: dict = m["options"]
+        self._validate_and_bind()
+
+    @classmethod
+    def compile_vocab(cls, path: str, name: Optional[str] = None, **options) -> "WordPieceTokenizer":
+        return cls.from_source(read_vocab_txt(os.fspath(path), **options), name=name)
+
+    @classmethod
+    def compile_tokenizer_json(cls, path: str, name: Optional[str] = None, **options) -> "WordPieceTokenizer":
+        if options:
+            raise TypeError(f"options {sorted(options)} are read from the tokenizer.json and cannot be overridden")
+        return cls.from_source(read_tokenizer_json(os.fspath(path)), name=name)
+
+    @classmethod
+    def from_source(cls, src: WordPieceSource, name: Optional[str] = None) -> "WordPieceTokenizer":
+        opts = BertNormOptions(src.clean_text, src.handle_chinese_chars, src.strip, src.lowercase)
+        sections, tmeta = build_tables(src.tokens, src.token_to_id, src.unk_token, src.continuing_subword_prefix,
+                                       src.max_input_chars_per_word)
+        sections.update(build_norm_table(opts))
+        enc = [t.encode("utf-8") for t in src.tokens]
+        offs = np.zeros(len(enc) + 1, dtype=np.uint32)
+        offs[1:] = np.cumsum([len(b) for b in enc])
+        sections["vocab.bytes"] = b"".join(enc) or b"\0"
+        sections["vocab.offs"] = offs
+        sections["wp.suffix_word"] = np.array(tmeta.pop("suffix_word") or [0xFFFFFFFF], dtype=np.uint32)
+        options = {
+            "lowercase": src.lowercase, "strip_accents": src.strip_accents, "strip": src.strip,
+            "handle_chinese_chars": src.handle_chinese_chars, "clean_text": src.clean_text,
+            "unk_token": src.unk_token, "continuing_subword_prefix": src.continuing_subword_prefix,
+            "max_input_chars_per_word": src.max_input_chars_per_word,
+        }
+        meta = {
+            "name": name or src.source_name,
+            "options": options,
+            "special_tokens": src.special_tokens,
+            "cls_token": src.cls_token,
+            "sep_token": src.sep_token,
+            "decoder_prefix": src.decoder_prefix,
+            "decoder_cleanup": src.decoder_cleanup,
+            "unicode_source": facts().source,
+            "n_suffix_word": 0 if sections["wp.suffix_word"][0] == 0xFFFFFFFF else int(len(sections["wp.suffix_word"])),
+            **tmeta,
+        }
+        h = art.source_hash(src.source_bytes, repr(sorted(options.items())))
+        data = art.write_artifact(None, art.KIND_WORDPIECE, meta, sections, facts().unicode_label, h)
+        return cls(art.parse_artifact(data, where=meta["name"] or "<compiled>"))
+
+    @classmethod
+    def from_artifact(cls, artifact: art.Artifact) -> "WordPieceTokenizer":
+        return cls(artifact)
+
+    def _validate_and_bind(self) -> None:
+        """Check every table index before the C runtime may trust it."""
+        a, m = self._art, self._art.meta
+        where = a.path or self.name or "<artifact>"
+
+        def bad(msg: str) -> art.ArtifactError:
+            return art.ArtifactError(f"{where}: corrupted WordPiece tables: {msg}")
+
+        try:
+            arrs = {k: a.array(k) for k in (
+                "wp.edge_start", "wp.edge_label", "wp.edge_target", "wp.fail", "wp.pops", "wp.pool",
+                "wp.dense_target", "wp.dense_pops", "wp.suffix_word", "norm.stage1", "norm.stage2", "norm.pool",
+                "vocab.bytes", "vocab.offs")}
+            n, nd = int(m["n_nodes"]), int(m["n_dense"])
+            root, sroot = int(m["root"]), int(m["suffix_root"])
+            opts = self.options
+            unk = opts["unk_token"]
+            prefix = opts["continuing_subword_prefix"]
+            maxc = int(opts["max_input_chars_per_word"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise bad(f"missing or malformed field ({e})") from None
+        dt = {"wp.edge_label": "|u1", "norm.stage1": "<u2", "vocab.bytes": "|u1"}
+        for k, v in arrs.items():
+            if v.dtype.str != dt.get(k, "<u4"):
+                raise bad(f"{k} has dtype {v.dtype.str}")
+        es, el, et = arrs["wp.edge_start"], arrs["wp.edge_label"], arrs["wp.edge_target"]
+        voffs, vbytes = arrs["vocab.offs"], arrs["vocab.bytes"]
+        V = len(voffs) - 1
+        if len(es) != n + 1 or len(arrs["wp.fail"]) != n or len(arrs["wp.pops"]) != n or not (0 <= nd <= n):
+            raise bad("node array sizes")
+        if len(arrs["wp.dense_target"]) != nd * 256 or len(arrs["wp.dense_pops"]) != nd * 256:
+            raise bad("dense row sizes")
+        if not (0 <= root < n and 0 <= sroot < n) or V < 1:
+            raise bad("root / vocabulary size")
+        if es[0] != 0 or es[-1] != len(el) or len(et) != len(el) or np.any(np.diff(es.astype(np.int64)) < 0):
+            raise bad("edge offsets")
+        if len(et) and int(et.max()) >= n:
+            raise bad("edge target out of range")
+        f = arrs["wp.fail"]
+        if np.any((f != NONE) & (f >= n)):
+            raise bad("failure link out of range")
+        dtg = arrs["wp.dense_target"]
+        if len(dtg) and np.any((dtg != NONE) & (dtg >= n)):
+            raise bad("dense target out of range")
+        pool = arrs["wp.pool"]
+        for k in ("wp.pops", "wp.dense_pops"):
+            p = arrs[k].astype(np.int64)
+            if len(p) and int(((p >> 8) + (p & 0xFF)).max()) > len(pool):
+                raise bad(f"{k} points outside the pop pool")
+        if len(pool) and int(pool.max()) >= V and arrs["wp.pops"].any():
+            raise bad("pop pool holds an id outside the vocabulary")
+        # failure links must strictly decrease depth-like order to terminate: check no cycles cheaply
+        # by requiring the chain from every node to end within n steps (vectorized pointer jumping).
+        if n:
+            cur = f.astype(np.int64)
+            for _ in range(int(np.ceil(np.log2(n + 1))) + 1):
+                nxt = np.where(cur >= 0, np.where(cur < n, cur, -1), -1)
+                live = nxt >= 0
+                cur = np.where(live, np.where(f[np.clip(nxt, 0, n - 1)] == NONE, -1, f[np.clip(nxt, 0, n - 1)].astype(np.int64)), -1)
+            if np.any(cur >= 0):
+                raise bad("failure links contain a cycle")
+        if voffs[0] != 0 or voffs[-1] > len(vbytes) or np.any(np.diff(voffs.astype(np.int64)) < 0):
+            raise bad("vocabulary offsets")
+        s1, s2, npool = arrs["norm.stage1"], arrs["norm.stage2"], arrs["norm.pool"]
+        if len(s1) != _NORM1_LEN or len(s2) % 256 or (len(s1) and int(s1.max()) * 256 >= len(s2)):
+            raise bad("normalization table sizes")
+        kinds = s2 & 7
+        if np.any(kinds > 4):
+            raise bad("normalization kind")
+        mp = (s2 >> 3)[kinds == 4].astype(np.int64)
+        if len(mp):
+            if int(mp.max()) >= len(npool):
+                raise bad("normalization pool offset")
+            cnt = (npool[mp] & 0xFFFF).astype(np.int64)
+            if int((mp + cnt).max()) >= len(npool) + 0 and int((mp + cnt).max()) > len(npool) - 1:
+                raise bad("normalization pool entry length")
+        sw = arrs["wp.suffix_word"]
+        n_sw = int(m.get("n_suffix_word", 0))
+        if n_sw > len(sw) or (n_sw and int(sw[:n_sw].max()) >= V):
+            raise bad("suffix-indicator result")
+        tok_len = np.diff(voffs).astype(np.uint32)
+        self._vocab_offs, self._vocab_bytes = voffs, vbytes
+        self._tokens = [bytes(vbytes[voffs[i]:voffs[i + 1]]).decode("utf-8", "replace") for i in range(V)]
+        self._t2i = {}
+        for i, t in enumerate(self._tokens):
+            self._t2i[t] = i
+        if unk not in self._t2i:
+            raise bad("unk token missing from vocabulary")
+        self.unk_id = self._t2i[unk]
+        self._prefix = prefix
+        self._tok_len = tok_len
+        self._model = _native().Model(
+            es, el, et, f, arrs["wp.pops"], pool, dtg, arrs["wp.dense_pops"], tok_len, s1, s2, npool,
+            sw[:n_sw] if n_sw else np.zeros(0, np.uint32),
+            n, nd, root, sroot, len(prefix.encode("utf-8")), self.unk_id, maxc, bool(opts["strip"]))
+        self._specials = [t for t in m.get("special_tokens", []) if t in self._t2i]
+        self.cls_id = self._t2i.get(m.get("cls_token")) if m.get("cls_token") else None
+        self.sep_id = self._t2i.get(m.get("sep_token")) if m.get("sep_token") else None
+        self._special_re = None
+        self._tables = arrs
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        data = self.to_bytes()
+        tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+
+    def to_bytes(self) -> bytes:
+        return self._art.to_bytes()
+
+    def __reduce__(self):
+        from .api import loads
+
+        return (loads, (self.to_bytes(),))
+
+    def __repr__(self) -> str:
+        return f"<fstok.WordPieceTokenizer {self.name!r} vocab_size={self.vocab_size}>"
+
+    # ------------------------------------------------------------------ vocabulary
+    @property
+    def vocab_size(self) -> int:
+        return len(self._tokens)
+
+    n_vocab = vocab_size
+
+    @property
+    def special_tokens(self) -> list[str]:
+        return list(self._specials)
+
+    def id_to_token(self, i: int) -> Optional[str]:
+        if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
+            raise TypeError(f"token id must be an int, not {type(i).__name__}")
+        return self._tokens[i] if 0 <= i < len(self._tokens) else None
+
+    def token_to_id(self, s: str) -> Optional[int]:
+        if not isinstance(s, str):
+            raise TypeError(f"token must be a str, not {type(s).__name__}")
+        return self._t2i.get(s)
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self._t2i)
+
+    # ------------------------------------------------------------------ encoding
+    def _specials_for(self, allowed_special) -> list[str]:
+        if allowed_special == "all":
+            return self._specials
+        if isinstance(allowed_special, str):
+            raise TypeError("allowed_special must be 'all' or a collection of special-token strings")
+        allowed = list(allowed_special)
+        for t in allowed:
+            if t not in self._specials:
+                raise ValueError(f"{t!r} is not a special token of this tokenizer (special tokens: {self._specials})")
+        return allowed
+
+    def _segments(self, text: str, allowed: list[str]):
+        """Split text at allowed special tokens (leftmost, longest first, as HF's added vocabulary)."""
+        pat = re.compile("|".join(re.escape(t) for t in sorted(allowed, key=len, reverse=True)))
+        pos = 0
+        for mt in pat.finditer(text):
+            if mt.start() > pos:
+                yield text[pos:mt.start()], pos, None
+            yield mt.group(), mt.start(), self._t2i[mt.group()]
+            pos = mt.end()
+        if pos < len(text):
+            yield text[pos:], pos, None
+
+    def _encode_one(self, text: str, offsets: bool, allowed_special, add_special_tokens: bool):
+        text = _as_text(text)
+        _check_surrogates(text)
+        allowed = self._specials_for(allowed_special) if allowed_special else []
+        if allowed and any(t in text for t in allowed):
+            ids: list[int] = []
+            offs: list[tuple[int, int]] = []
+            for seg, start, sid in self._segments(text, allowed):
+                if sid is not None:
+                    ids.append(sid)
+                    offs.append((start, start + len(seg)))
+                elif offsets:
+                    i2, o2 = self._model.encode(seg, 1)
+                    ids.extend(i2)
+                    offs.extend((a + start, b + start) for a, b in o2)
+                else:
+                    ids.extend(self._model.encode(seg, 0))
+        elif offsets:
+            ids, offs = self._model.encode(text, 1)
+        else:
+            ids, offs = self._model.encode(text, 0), None
+        if add_special_tokens:
+            ids, offs = self._add_specials(ids, offs)
+        return (ids, offs) if offsets else ids
+
+    def _add_specials(self, ids, offs):
+        if self.cls_id is None or self.sep_id is None:
+            raise ValueError("this tokenizer has no [CLS]/[SEP] post-processor; use add_special_tokens=False")
+        ids = [self.cls_id] + list(ids) + [self.sep_id]
+        if offs is not None:
+            offs = [(0, 0)] + list(offs) + [(0, 0)]
+        return ids, offs
+
+    def encode(self, text: str, add_special_tokens: bool = False,
+               allowed_special: Union[Literal["all"], Collection[str]] = ()) -> list[int]:
+        """Token ids of `text` (BERT normalization + pre-tokenization + WordPiece, one pass)."""
+        return self._encode_one(text, False, allowed_special, add_special_tokens)
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return self._encode_one(text, False, (), False)
+
+    def encode_with_offsets(self, text: str, add_special_tokens: bool = False,
+                            allowed_special: Union[Literal["all"], Collection[str]] = ()):
+        """(ids, offsets): offsets are (start, end) character positions in the original `text`."""
+        return self._encode_one(text, True, allowed_special, add_special_tokens)
+
+    def encode_to_numpy(self, text: str) -> np.ndarray:
+        text = _as_text(text)
+        _check_surrogates(text)
+        return np.frombuffer(self._model.encode(text, 2), dtype=np.uint32)
+
+    def encode_with_offsets_numpy(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        text = _as_text(text)
+        _check_surrogates(text)
+        a, b = self._model.encode(text, 3)
+        return np.frombuffer(a, dtype=np.uint32), np.frombuffer(b, dtype=np.uint32).reshape(-1, 2)
+
+    def count(self, text: str) -> int:
+        return len(self.encode_to_numpy(text))
+
+    def encode_word(self, word: str) -> list[int]:
+        """Single-word LinMaxMatch (Algorithm 1): no normalization, no pre-tokenization."""
+        word = _as_text(word, "word")
+        _check_surrogates(word, "word")
+        return self._model.encode(word, 0, True)
+
+    def encode_batch(self, texts: Sequence[str], num_threads: Optional[int] = None, add_special_tokens: bool = False,
+                     allowed_special: Union[Literal["all"], Collection[str]] = (), with_offsets: bool = False):
+        """Encode many texts on `num_threads` native threads (default: all cores), GIL released."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("encode_batch expects a sequence of texts, not a single str/bytes")
+        texts = list(texts)
+        if num_threads is None:
+            num_threads = os.cpu_count() or 1
+        if not isinstance(num_threads, int) or num_threads < 1:
+            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+        texts = [t if isinstance(t, str) else _as_text(t, f"texts[{i}]") for i, t in enumerate(texts)]
+        if allowed_special:
+            return [self._encode_one(t, with_offsets, allowed_special, add_special_tokens) for t in texts]
+        for i, t in enumerate(texts):
+            _check_surrogates(t, f"texts[{i}]")
+        res = self._model.encode_batch(texts, num_threads, 1 if with_offsets else 0)
+        if add_special_tokens:
+            if with_offsets:
+                res = [self._add_specials(i, o) for i, o in res]
+            else:
+                res = [self._add_specials(i, None)[0] for i in res]
+        return res
+
+    def encode_word_batch(self, words: Sequence[str], num_threads: int = 1) -> list[list[int]]:
+        words = [_as_text(w, "word") for w in words]
+        return self._model.encode_batch(words, num_threads, 0, True)
+
+    # ------------------------------------------------------------------ decoding
+    def decode_tokens(self, ids: Iterable[int]) -> list[str]:
+        out = []
+        for i in ids:
+            t = self.id_to_token(int(i)) if isinstance(i, (int, np.integer)) and not isinstance(i, bool) else None
+            if t is None:
+                raise ValueError(f"invalid token id {i!r} (vocab_size={self.vocab_size})")
+            out.append(t)
+        return out
+
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
+        """Text from ids, as HF's WordPiece decoder (join, glue '##' pieces, clean up spaces)."""
+        if isinstance(ids, (str, bytes)):
+            raise TypeError("decode expects a sequence of token ids")
+        toks = self.decode_tokens(ids)
+        if skip_special_tokens:
+            sp = set(self._specials)
+            toks = [t for t in toks if t not in sp]
+        prefix = self._art.meta.get("decoder_prefix", "##")
+        parts = []
+        for k, t in enumerate(toks):
+            if k > 0:
+                if prefix and t.startswith(prefix):
+                    t = t[len(prefix):]
+                else:
+                    t = " " + t
+            parts.append(t)
+        s = "".join(parts)
+        if self._art.meta.get("decoder_cleanup", True):
+            s = _cleanup(s)
+        return s
+
+
+def _cleanup(s: str) -> str:
+    # HF tokenizers decoders::wordpiece::cleanup
+    for a, b in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+                 (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
+        s = s.replace(a, b)
+    return s
+
+
+def build_bundled(name: str, vocab_path: str, **options) -> WordPieceTokenizer:
+    """Registry builder for the bundled BERT vocabularies."""
+    return WordPieceTokenizer.compile_vocab(vocab_path, name=name, **options)
