@@ -1,0 +1,114 @@
+"""Writers for trained vocabularies: tiktoken files and HF tokenizer.json (byte-level BPE).
+
+tiktoken: one line per mergeable token, ``base64(token_bytes) rank``, ranks 0..255 are the single
+bytes in byte order, then the merges in training order.  Special tokens are not part of the format
+(as for OpenAI's files); their ids follow the last merge.
+
+tokenizer.json: a byte-level BPE that HF `tokenizers` loads and that encodes exactly like the
+trained tokenizer:
+    pre_tokenizer  Sequence[Split(regex, Isolated), ByteLevel(add_prefix_space=False, use_regex=False)]
+    model          BPE, vocab in HF's byte-to-unicode alphabet, merges as [left, right] pairs in
+                   rank order, ignore_merges=True (a pre-token that is a whole token maps to it
+                   directly, as in tiktoken)
+    decoder        ByteLevel
+    added_tokens   the special tokens (special=True, normalized=False)
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Mapping, Sequence
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable unicode character map (HF ByteLevel)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+_B2U = bytes_to_unicode()
+
+
+def byte_level(b: bytes) -> str:
+    return "".join(_B2U[x] for x in b)
+
+
+def tiktoken_text(vocab: Sequence[bytes]) -> str:
+    """The .tiktoken file contents for token id -> bytes (ids are the ranks)."""
+    return "".join(f"{base64.b64encode(tok).decode('ascii')} {rank}\n" for rank, tok in enumerate(vocab))
+
+
+def write_tiktoken(path: str | os.PathLike, vocab: Sequence[bytes]) -> None:
+    _atomic_write(path, tiktoken_text(vocab).encode("ascii"))
+
+
+def tokenizer_json_obj(
+    vocab: Sequence[bytes],
+    merges: Sequence[tuple[bytes, bytes]],
+    special_tokens: Mapping[str, int],
+    pattern: str,
+) -> dict:
+    model_vocab = {byte_level(tok): i for i, tok in enumerate(vocab)}
+    if len(model_vocab) != len(vocab):
+        raise ValueError("vocabulary has duplicate tokens")
+    added = [
+        {
+            "id": i,
+            "content": s,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
+        for s, i in sorted(special_tokens.items(), key=lambda kv: kv[1])
+    ]
+    return {
+        "version": "1.0",
+        "truncation": None,
+        "padding": None,
+        "added_tokens": added,
+        "normalizer": None,
+        "pre_tokenizer": {
+            "type": "Sequence",
+            "pretokenizers": [
+                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+            ],
+        },
+        "post_processor": None,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {
+            "type": "BPE",
+            "dropout": None,
+            "unk_token": None,
+            "continuing_subword_prefix": None,
+            "end_of_word_suffix": None,
+            "fuse_unk": False,
+            "byte_fallback": False,
+            "ignore_merges": True,
+            "vocab": model_vocab,
+            "merges": [[byte_level(a), byte_level(b)] for a, b in merges],
+        },
+    }
+
+
+def write_tokenizer_json(path, vocab, merges, special_tokens, pattern) -> None:
+    obj = tokenizer_json_obj(vocab, merges, special_tokens, pattern)
+    _atomic_write(path, json.dumps(obj, ensure_ascii=False, indent=1).encode("utf-8"))
+
+
+def _atomic_write(path, data: bytes) -> None:
+    p = os.fspath(path)
+    tmp = f"{p}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, p)

@@ -1,0 +1,286 @@
+"""Pre-tokenization for training: patterns, special-token splitting, streaming, counting.
+
+The training corpus is (1) split at the special tokens (which are never merged and are not
+counted), (2) split into pre-tokens by a GPT-style regex, and (3) each *distinct* pre-token is kept
+once with its frequency.  Memory is bounded by the distinct pre-tokens plus one chunk of text.
+
+Files are streamed in chunks of about CHUNK_CHARS characters.  A chunk ends only at a position where
+every bundled pattern (r50k/p50k/cl100k/o200k) is guaranteed to end a pre-token, so streaming gives
+exactly the pre-tokens of the whole file:
+
+  * right before a CR or LF that follows a letter or digit (``abc|\\n``): a letter/digit run ends
+    there in every pattern and the whitespace run after it starts a new pre-token;
+  * right after an LF that follows a non-space and precedes a letter or digit (``x\\n|Word``): no
+    pattern has a pre-token containing an LF followed by a letter/digit, and the lone LF is a
+    pre-token of its own whatever follows it;
+  * right after a special token.
+
+(tests/test_train_pretok.py checks streamed == whole-text counts on the shared corpora.)  A custom
+regex gets the same cut points; it is exact as long as the pattern never matches across them.
+If a special token contains CR/LF only the special-token cut points are used.
+
+`split_regex` (the `regex` module, tiktoken's exact pattern strings) is the oracle; fstok's compiled
+DFA (fstok.pretokenize, issue 3) is used when it is importable and agrees with the oracle on a probe.
+"""
+from __future__ import annotations
+
+import io
+import os
+from collections import Counter
+from typing import Callable, Iterable, Iterator
+
+import regex
+
+# tiktoken 0.14.0 tiktoken_ext/openai_public.py, verbatim (tests compare them with the installed tiktoken)
+R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+CL100K_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+PATTERNS = {
+    "gpt2": R50K_PATTERN,
+    "r50k_base": R50K_PATTERN,
+    "p50k_base": R50K_PATTERN,
+    "p50k_edit": R50K_PATTERN,
+    "cl100k_base": CL100K_PATTERN,
+    "o200k_base": O200K_PATTERN,
+    "o200k_harmony": O200K_PATTERN,
+}
+
+CHUNK_CHARS = 1 << 18
+
+_CUT_BEFORE_NL_SRC = r"(?<=[\p{L}\p{N}])(?=[\r\n])"
+_CUT_AFTER_LF_SRC = r"(?<=\S\n)(?=[\p{L}\p{N}])"
+_CUT_BEFORE_NL = regex.compile("(?r)" + _CUT_BEFORE_NL_SRC)  # reverse: finds the last one
+_CUT_AFTER_LF = regex.compile("(?r)" + _CUT_AFTER_LF_SRC)
+_CUT_FWD = (regex.compile(_CUT_BEFORE_NL_SRC), regex.compile(_CUT_AFTER_LF_SRC))
+
+
+def resolve_pattern(name_or_pattern: str) -> tuple[str | None, str]:
+    """(name or None, regex) for an encoding name (r50k_base, p50k_base, cl100k_base, o200k_base) or a regex."""
+    if not isinstance(name_or_pattern, str):
+        raise TypeError(f"pattern must be an encoding name or a regex string, got {type(name_or_pattern).__name__}")
+    if name_or_pattern in PATTERNS:
+        return name_or_pattern, PATTERNS[name_or_pattern]
+    if not name_or_pattern:
+        raise ValueError("pattern must not be empty")
+    if regex.fullmatch(r"[a-z0-9_]+_base|gpt\d", name_or_pattern):
+        raise ValueError(f"unknown encoding name {name_or_pattern!r}; known: {', '.join(sorted(PATTERNS))} (or pass a regex)")
+    try:
+        regex.compile(name_or_pattern)
+    except regex.error as e:
+        raise ValueError(f"pattern {name_or_pattern!r} is not a valid regex: {e}") from None
+    return None, name_or_pattern
+
+
+def special_splitter(special_tokens: Iterable[str]) -> Callable[[str], list[str]]:
+    """text -> the pieces between special tokens (longest special wins at a position)."""
+    specials = sorted(set(special_tokens), key=lambda s: (-len(s), s))
+    if not specials:
+        return lambda text: [text]
+    rx = regex.compile("|".join(regex.escape(s) for s in specials))
+    return rx.split
+
+
+def split_regex(pattern: str, text: str) -> list[str]:
+    """The oracle pre-tokenizer: all non-empty matches of `pattern` in `text` (regex module)."""
+    return [m for m in regex.findall(pattern, text) if m]
+
+
+class _Splitter:
+    """Pre-tokenizer for one pattern: text -> list of pre-token strings."""
+
+    def __init__(self, pattern: str, backend: str = "auto"):
+        self.pattern = pattern
+        self._rx = regex.compile(pattern)
+        self.backend = "regex"
+        self._dfa = None
+        if backend not in ("auto", "regex", "dfa"):
+            raise ValueError(f"backend must be 'auto', 'regex' or 'dfa', got {backend!r}")
+        if backend != "regex" and os.environ.get("FSTOK_TRAIN_PRETOKENIZER", "") != "regex":
+            self._dfa = _load_dfa(pattern)
+            if self._dfa is not None:
+                self.backend = "dfa"
+            elif backend == "dfa":
+                raise RuntimeError("fstok's compiled pre-tokenizer (fstok.pretokenize) is not available")
+        self._empty_ok = self._rx.fullmatch("") is not None
+
+    def __call__(self, text: str, concurrent: bool = False) -> list[str]:
+        if self._dfa is not None:
+            return self._dfa(text)
+        out = self._rx.findall(text, concurrent=concurrent)
+        if self._empty_ok:
+            out = [m for m in out if m]
+        return out
+
+
+def _load_dfa(pattern: str):
+    """fstok's compiled spanner for `pattern` as text -> list[str], or None when unavailable/unsafe."""
+    try:
+        from .. import pretokenize as _pt  # noqa: F401
+    except Exception:  # issue 3 not landed (or not built)
+        return None
+    try:
+        fn = getattr(_pt, "pretokenize", None)
+        if fn is None:
+            return None
+
+        def split(text: str, _fn=fn, _p=pattern) -> list[str]:
+            return [text[s:e] for s, e in _fn(_p, text)]
+
+        probe = "Hello world's 123 4567 ?! \n\n  x\r\n\tÿ中文 ́a\u00a0b  "
+        if split(probe) != split_regex(pattern, probe):
+            return None
+        return split
+    except Exception:
+        return None
+
+
+def cut_point(buf: str, start: int, use_newlines: bool, special_rx, special_max: int = 0) -> int:
+    """The last safe chunk end in buf[start:] (0 when there is none).
+
+    A special-token match is only trusted when it ends at least `special_max` characters before
+    the end of `buf` (a longer special token could continue past the end)."""
+    best = 0
+    if use_newlines:
+        lo = max(0, start - 1)
+        m = _CUT_BEFORE_NL.search(buf, lo)
+        if m is not None and m.start() > 0:
+            best = m.start()
+        m = _CUT_AFTER_LF.search(buf, max(lo, best))
+        if m is not None and m.start() > best:
+            best = m.start()
+    if special_rx is not None and best == 0:
+        last = None
+        for m in special_rx.finditer(buf, max(0, start - special_max)):
+            if m.end() + special_max <= len(buf):
+                last = m
+        if last is not None:
+            best = last.end()
+    return best
+
+
+def iter_chunks_text(text: str, special_tokens=(), chunk_chars: int = CHUNK_CHARS) -> Iterator[str]:
+    """Cut one long text into pieces whose pre-tokens are exactly those of the whole text."""
+    if len(text) <= chunk_chars:
+        if text:
+            yield text
+        return
+    use_nl = not any(("\n" in s or "\r" in s) for s in special_tokens)
+    srx = _special_rx(special_tokens)
+    smax = max((len(s) for s in special_tokens), default=0)
+    pos = 0
+    n = len(text)
+    while n - pos > chunk_chars:
+        window_end = pos + chunk_chars
+        cut = cut_point(text[pos:window_end], 1, use_nl, srx, smax)
+        if cut <= 0:
+            # no cut point in the window: look further ahead for the first one
+            cut = _first_cut_after(text, window_end, use_nl, srx)
+            if cut <= 0:
+                break
+            cut -= pos
+        yield text[pos : pos + cut]
+        pos += cut
+    if pos < n:
+        yield text[pos:]
+
+
+def _first_cut_after(text: str, at: int, use_nl: bool, srx) -> int:
+    best = -1
+    if use_nl:
+        for fwd in _CUT_FWD:
+            m = fwd.search(text, at)
+            if m is not None and m.start() > 0 and (best < 0 or m.start() < best):
+                best = m.start()
+    if srx is not None:
+        m = srx.search(text, at)
+        if m is not None and (best < 0 or m.end() < best):
+            best = m.end()
+    return best
+
+
+def _special_rx(special_tokens):
+    specials = sorted(set(special_tokens), key=lambda s: (-len(s), s))
+    if not specials:
+        return None
+    return regex.compile("|".join(regex.escape(s) for s in specials))
+
+
+def iter_chunks_file(path: str, special_tokens=(), chunk_chars: int = CHUNK_CHARS, on_bytes=None) -> Iterator[str]:
+    """Stream a UTF-8 file as text chunks cut at safe points (see the module docstring).
+
+    `on_bytes(n)` is called with the number of bytes consumed so far (for progress)."""
+    use_nl = not any(("\n" in s or "\r" in s) for s in special_tokens)
+    srx = _special_rx(special_tokens)
+    smax = max((len(s) for s in special_tokens), default=0)
+    with open(path, "rb") as raw:
+        f = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", newline="")
+        carry = ""
+        while True:
+            try:
+                new = f.read(chunk_chars)
+            except UnicodeDecodeError as e:
+                raise ValueError(f"{path}: not valid UTF-8 ({e})") from None
+            if on_bytes is not None:
+                try:
+                    on_bytes(raw.tell())
+                except (OSError, ValueError):
+                    pass
+            if not new:
+                if carry:
+                    yield carry
+                return
+            buf = carry + new if carry else new
+            cut = cut_point(buf, len(carry), use_nl, srx, smax)
+            if cut <= 0:
+                carry = buf
+                continue
+            yield buf[:cut]
+            carry = buf[cut:]
+
+
+def count_pretokens(
+    chunks: Iterable[str],
+    splitter: _Splitter,
+    special_tokens=(),
+    num_threads: int = 1,
+    counter: Counter | None = None,
+) -> Counter:
+    """Counter {pre-token str: frequency} over text chunks (each chunk split at special tokens first)."""
+    counts: Counter = Counter() if counter is None else counter
+    split_special = special_splitter(special_tokens)
+    if num_threads <= 1:
+        for chunk in chunks:
+            for piece in split_special(chunk):
+                if piece:
+                    counts.update(splitter(piece))
+        return counts
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    def work(chunk: str) -> Counter:
+        c: Counter = Counter()
+        for piece in split_special(chunk):
+            if piece:
+                c.update(splitter(piece, concurrent=True))
+        return c
+
+    with ThreadPoolExecutor(max_workers=num_threads) as ex:
+        pending = []
+        for chunk in chunks:
+            pending.append(ex.submit(work, chunk))
+            if len(pending) >= 2 * num_threads:
+                counts.update(pending.pop(0).result())
+        for fut in pending:
+            counts.update(fut.result())
+    return counts
