@@ -281,8 +281,8 @@ class WordPieceTokenizer:
             yield text[pos:], pos, None
 
     def _encode_one(self, text: str, offsets: bool, allowed_special, add_special_tokens: bool):
-        text = _as_text(text)
-        _check_surrogates(text)
+        if type(text) is not str:
+            text = _as_text(text)
         allowed = self._specials_for(allowed_special) if allowed_special else []
         if allowed and any(t in text for t in allowed):
             ids: list[int] = []
@@ -297,10 +297,15 @@ class WordPieceTokenizer:
                     offs.extend((a + start, b + start) for a, b in o2)
                 else:
                     ids.extend(self._model.encode(seg, 0))
-        elif offsets:
-            ids, offs = self._model.encode(text, 1)
         else:
-            ids, offs = self._model.encode(text, 0), None
+            try:
+                if offsets:
+                    ids, offs = self._model.encode(text, 1)
+                else:
+                    ids, offs = self._model.encode(text, 0), None
+            except UnicodeEncodeError:
+                _check_surrogates(text)
+                raise
         if add_special_tokens:
             ids, offs = self._add_specials(ids, offs)
         return (ids, offs) if offsets else ids
@@ -316,6 +321,12 @@ class WordPieceTokenizer:
     def encode(self, text: str, add_special_tokens: bool = False,
                allowed_special: Union[Literal["all"], Collection[str]] = ()) -> list[int]:
         """Token ids of `text` (BERT normalization + pre-tokenization + WordPiece, one pass)."""
+        if type(text) is str and not allowed_special and not add_special_tokens:
+            try:
+                return self._model.encode(text, 0)  # the common case, straight to C
+            except UnicodeEncodeError:
+                _check_surrogates(text)
+                raise
         return self._encode_one(text, False, allowed_special, add_special_tokens)
 
     def encode_ordinary(self, text: str) -> list[int]:
@@ -392,18 +403,16 @@ class WordPieceTokenizer:
             sp = set(self._specials)
             toks = [t for t in toks if t not in sp]
         prefix = self._art.meta.get("decoder_prefix", "##")
+        cleanup = self._art.meta.get("decoder_cleanup", True)
         parts = []
-        for k, t in enumerate(toks):
+        for k, t in enumerate(toks):  # HF's WordPiece decoder works token by token
             if k > 0:
                 if prefix and t.startswith(prefix):
                     t = t[len(prefix):]
                 else:
                     t = " " + t
-            parts.append(t)
-        s = "".join(parts)
-        if self._art.meta.get("decoder_cleanup", True):
-            s = _cleanup(s)
-        return s
+            parts.append(_cleanup(t) if cleanup else t)
+        return "".join(parts)
 
 
 def _cleanup(s: str) -> str:

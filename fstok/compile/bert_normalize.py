@@ -104,6 +104,11 @@ def char_items(cp: int, opts: BertNormOptions, f: UnicodeFacts) -> tuple[str, bo
 
 def build_norm_table(opts: BertNormOptions) -> dict[str, np.ndarray]:
     """The runtime sections: norm.stage1 (uint16), norm.stage2 (uint32), norm.pool (uint32)."""
+    return dict(_build_norm_table(opts))
+
+
+@functools.lru_cache(maxsize=16)
+def _build_norm_table(opts: BertNormOptions) -> tuple:
     f = facts()
     entries = np.zeros(MAXCP, dtype=np.uint32)
     pool: list[int] = [0]  # offset 0 unused so that a MAP entry never has offset 0
@@ -163,8 +168,8 @@ def build_norm_table(opts: BertNormOptions) -> dict[str, np.ndarray]:
             blocks[key] = idx
             stage2.append(blk.copy())
         stage1[b] = idx
-    return {
-        "norm.stage1": stage1,
-        "norm.stage2": np.concatenate(stage2).astype(np.uint32),
-        "norm.pool": np.array(pool, dtype=np.uint32),
-    }
+    return (
+        ("norm.stage1", stage1),
+        ("norm.stage2", np.concatenate(stage2).astype(np.uint32)),
+        ("norm.pool", np.array(pool, dtype=np.uint32)),
+    )

@@ -1,0 +1,1 @@
+"""Pure-Python reference implementations: the test oracles of the C runtime."""
