@@ -1,0 +1,694 @@
+"""Byte-level BPE tokenizers (tiktoken / HF tokenizer.json / GPT-2 models) on compiled tables.
+
+    tok = fstok.get_encoding("cl100k_base")          # bundled, compiled once into the cache
+    tok = BPETokenizer.compile_tiktoken("x.tiktoken", pattern=..., special_tokens={...})
+    tok.encode("hello world")                       # tiktoken's API and semantics
+    tok.save("x.fst"); fstok.load("x.fst")
+
+The compiled tables (`fstok.compile.bpe`) live in one artifact; encoding runs in C
+(`fstok.runtime._bpe`) with the GIL released.  `fstok.bpe_reference.ReferenceBPE` is the oracle.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import unicodedata
+from concurrent.futures import ThreadPoolExecutor
+from typing import AbstractSet, Any, Collection, Iterable, Literal, Sequence
+
+import numpy as np
+
+from . import artifact as _art
+from .loaders.bpe_source import AddedToken, BPESource, PreTokStage
+
+_NONE = 0xFFFFFFFF
+_SECTION_DTYPES = {
+    "dec_bytes": "|u1",
+    "dec_off": "<u4",
+    "dec_kind": "|u1",
+    "int_ext": "<u4",
+    "int_len": "<u4",
+    "split_l": "<u4",
+    "split_r": "<u4",
+    "next_prefix": "<u4",
+    "pair_keys": "<u8",
+    "pair_vals": "<u4",
+    "span_tag": "<u4",
+    "span_id": "<u4",
+    "da_base": "<i4",
+    "da_check": "<u4",
+    "da_tok": "<u4",
+    "byte_tok": "<u4",
+}
+
+
+def _native():
+    from .runtime import _bpe
+
+    return _bpe
+
+
+def _fix_surrogates(text: str) -> str:
+    # tiktoken: lone surrogates become U+FFFD, surrogate pairs are joined
+    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _utf8(text: str) -> tuple[str, bytes]:
+    try:
+        return text, text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = _fix_surrogates(text)
+        return text, text.encode("utf-8")
+
+
+def _char_to_byte_offsets(text: str) -> np.ndarray | None:
+    """cum[i] = byte offset of character i (len(text)+1 entries); None for ASCII text (identity)."""
+    if text.isascii():
+        return None
+    cp = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    w = 1 + (cp >= 0x80).astype(np.uint32) + (cp >= 0x800) + (cp >= 0x10000)
+    cum = np.zeros(len(cp) + 1, dtype=np.uint32)
+    np.cumsum(w, out=cum[1:])
+    return cum
+
+
+def raise_disallowed_special_token(token: str):
+    raise ValueError(
+        f"Encountered text corresponding to disallowed special token {token!r}.\n"
+        "If you want this text to be encoded as a special token, "
+        f"pass it to `allowed_special`, e.g. `allowed_special={{{token!r}, ...}}`.\n"
+        f"If you want this text to be encoded as normal text, disable the check for this token "
+        f"by passing `disallowed_special=(enc.special_tokens_set - {{{token!r}}})`.\n"
+        "To disable this check for all special tokens, pass `disallowed_special=()`.\n"
+    )
+
+
+def _literal_regex(tokens: Iterable[str]) -> re.Pattern[str]:
+    # longest first: leftmost-longest among literals that match at the same position
+    return re.compile("|".join(re.escape(t) for t in sorted(tokens, key=lambda t: (-len(t), t))))
+
+
+class _RegexSpanner:
+    """Pre-tokenizer stages run by the `regex` module (fallback until the C DFA spanner is used)."""
+
+    def __init__(self, stages: list[PreTokStage]):
+        import regex
+
+        self.stages = stages
+        self.pats = [regex.compile(s.pattern) for s in stages]
+
+    def char_spans(self, text: str, base: int, out: list[int]) -> None:
+        """Append (start, end) character spans of the pre-tokens of text (offset by base)."""
+        if not text:
+            return
+        if len(self.pats) == 1:
+            if self.stages[0].keep_gaps:
+                last = 0
+                for m in self.pats[0].finditer(text):
+                    s, e = m.span()
+                    if s > last:
+                        out += (base + last, base + s)
+                    if e > s:
+                        out += (base + s, base + e)
+                    last = e
+                if last < len(text):
+                    out += (base + last, base + len(text))
+            else:
+                for m in self.pats[0].finditer(text):
+                    s, e = m.span()
+                    if e > s:
+                        out += (base + s, base + e)
+            return
+        pieces = [(0, len(text))]
+        for st, pat in zip(self.stages, self.pats):
+            nxt = []
+            for ps, pe in pieces:
+                sub = text[ps:pe]
+                last = 0
+                for m in pat.finditer(sub):
+                    s, e = m.span()
+                    if st.keep_gaps and s > last:
+                        nxt.append((ps + last, ps + s))
+                    if e > s:
+                        nxt.append((ps + s, ps + e))
+                    last = e
+                if st.keep_gaps and last < len(sub):
+                    nxt.append((ps + last, pe))
+            pieces = nxt
+        for s, e in pieces:
+            out += (base + s, base + e)
+
+
+class BPETokenizer:
+    """A compiled byte-level BPE tokenizer with tiktoken's encoding API."""
+
+    # ------------------------------------------------------------------ construction
+
+    def __init__(self, art: _art.Artifact):
+        if art.kind != _art.KIND_BPE:
+            raise _art.ArtifactError(f"artifact kind is {art.kind_name!r}, expected 'bpe'")
+        self._art = art
+        meta = art.meta
+        if meta.get("bpe_meta_version") != 1:
+            raise _art.ArtifactError(f"BPE artifact meta version {meta.get('bpe_meta_version')!r} is not supported")
+        self._meta = meta
+        self.name: str = meta["name"]
+        self._semantics = meta["semantics"]
+        self._special_tokens: dict[str, int] = {str(k): int(v) for k, v in meta["special_tokens"].items()}
+        self._added = [AddedToken(a["content"], int(a["id"]), False, bool(a["normalized"])) for a in meta["added_tokens"]]
+        self._normalizer = meta.get("normalizer")
+        self._add_prefix_space = bool(meta.get("add_prefix_space"))
+        self._stages = [PreTokStage(s["pattern"], bool(s["keep_gaps"])) for s in meta["stages"]]
+        self.max_token_value: int = int(meta["max_token_value"])
+        tables = self._validated_tables(art)
+        self._tables = tables
+        nat = _native()
+        self._model = nat.Model(
+            tables,
+            int(meta["n_int"]),
+            int(meta["n_ext"]),
+            int(meta["da_size"]),
+            int(meta["pair_bits"]),
+            int(meta["max_span_len"]),
+            bool(meta["backtrack_ok"]),
+            int(meta["short_max"]),
+        )
+        self._spanner = _RegexSpanner(self._stages)
+        self._dec_off = tables["dec_off"]
+        self._special_values = set(self._special_tokens.values())
+        self._special_re_cache: dict[frozenset, re.Pattern[str]] = {}
+        self._lock = threading.Lock()
+        self._added_raw = {a.content: a.id for a in self._added if not a.normalized}
+        self._added_norm = {a.content: a.id for a in self._added if a.normalized}
+
+    @staticmethod
+    def _validated_tables(art: _art.Artifact) -> dict[str, np.ndarray]:
+        """Structural checks of every array C will index (a crafted file must raise, not crash)."""
+        meta = art.meta
+        t: dict[str, np.ndarray] = {}
+        for name, dt in _SECTION_DTYPES.items():
+            if not art.has(name):
+                raise _art.ArtifactError(f"BPE artifact has no section {name!r}")
+            if art.sections[name].dtype != dt:
+                raise _art.ArtifactError(f"BPE section {name!r} has dtype {art.sections[name].dtype}, expected {dt}")
+            t[name] = art.array(name)
+        try:
+            n_int, n_ext = int(meta["n_int"]), int(meta["n_ext"])
+            da_size, pair_bits = int(meta["da_size"]), int(meta["pair_bits"])
+            short_max, max_span = int(meta["short_max"]), int(meta["max_span_len"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise _art.ArtifactError(f"BPE artifact meta is incomplete ({e})") from None
+
+        def bad(msg: str):
+            raise _art.ArtifactError(f"BPE artifact is inconsistent: {msg}")
+
+        if not (0 < n_int < 2**31 and 0 < n_ext < 2**31 and 0 < da_size < 2**31 and 4 <= pair_bits <= 40):
+            bad("sizes out of range")
+        if not (0 <= short_max <= 4096 and 0 <= max_span < 2**31):
+            bad("limits out of range")
+        for name, size in (("int_ext", n_int), ("int_len", n_int), ("split_l", n_int), ("split_r", n_int),
+                           ("next_prefix", n_int), ("dec_off", n_ext + 1), ("dec_kind", n_ext),
+                           ("da_base", da_size), ("da_check", da_size), ("da_tok", da_size), ("byte_tok", 256),
+                           ("pair_keys", 1 << pair_bits), ("pair_vals", 1 << pair_bits)):
+            if len(t[name]) != size:
+                bad(f"{name} has {len(t[name])} entries, expected {size}")
+        if len(t["span_id"]) != len(t["span_tag"]) or len(t["span_id"]) & (len(t["span_id"]) - 1) or len(t["span_id"]) < 2:
+            bad("span table size")
+        dec_off = t["dec_off"]
+        if dec_off[0] != 0 or np.any(np.diff(dec_off.astype(np.int64)) < 0) or int(dec_off[-1]) != len(t["dec_bytes"]):
+            bad("decode offsets")
+        if np.any(t["dec_kind"] > 3):
+            bad("decode kinds")
+        ext = t["int_ext"]
+        if np.any(ext >= n_ext):
+            bad("internal -> external ids")
+        if np.any(t["dec_kind"][ext] != 1):
+            bad("internal tokens must be mergeable tokens")
+        lens = (dec_off[ext.astype(np.int64) + 1] - dec_off[ext]).astype(np.int64)
+        if np.any(lens != t["int_len"]) or np.any(lens == 0):
+            bad("token lengths")
+        ar = np.arange(n_int, dtype=np.uint32)
+        for name in ("split_l", "split_r"):
+            if np.any(t[name] >= n_int):
+                bad(name)
+        merged = (t["split_l"] != ar) | (t["split_r"] != ar)
+        if np.any(lens[merged] != lens[t["split_l"][merged]] + lens[t["split_r"][merged]]) or np.any(lens[~merged] != 1):
+            bad("split table")
+        if meta.get("backtrack_ok") and np.any((t["split_l"][merged] >= ar[merged]) | (t["split_r"][merged] >= ar[merged])):
+            bad("split ranks are not monotone")
+        np_ = t["next_prefix"]
+        ok = np_ == _NONE
+        if np.any(~ok & (np_ >= n_int)) or np.any(~ok & (lens[np.where(ok, 0, np_)] >= lens)):
+            bad("next_prefix")
+        pk, pv = t["pair_keys"], t["pair_vals"]
+        full = pk != np.uint64(0xFFFFFFFFFFFFFFFF)
+        if full.all():
+            bad("pair table has no empty slot")
+        if np.any((pk[full] >> np.uint64(32)) >= n_int) or np.any((pk[full] & np.uint64(0xFFFFFFFF)) >= n_int) or np.any(pv[full] >= n_int):
+            bad("pair table ids")
+        sid = t["span_id"]
+        sfull = sid != _NONE
+        if sfull.all():
+            bad("span table has no empty slot")
+        if np.any(sid[sfull] >= n_ext):
+            bad("span table ids")
+        chk, dtok = t["da_check"], t["da_tok"]
+        if np.any((chk != _NONE) & (chk >= da_size)) or np.any((dtok != _NONE) & (dtok >= n_int)):
+            bad("trie")
+        # a trie node's token must have the node's depth as length: check via parents' chain is
+        # expensive; the backtracking encoder bounds every step by the span length instead.
+        if np.any(t["byte_tok"] >= n_int) or np.any(lens[t["byte_tok"]] != 1):
+            bad("byte table")
+        return t
+
+    @classmethod
+    def from_artifact(cls, art: _art.Artifact) -> "BPETokenizer":
+        return cls(art)
+
+    @classmethod
+    def from_source(cls, src: BPESource, **options: Any) -> "BPETokenizer":
+        from .compile.bpe import compile_source, source_identity
+
+        meta, sections = compile_source(src, **options)
+        data = _art.write_artifact(
+            None, _art.KIND_BPE, meta, sections, unicodedata.unidata_version, _art.source_hash(*source_identity(src))
+        )
+        tok = cls(_art.parse_artifact(data, where=f"<compiled {src.name}>"))
+        fails, first = tok._model.self_check()
+        if fails:
+            raise ValueError(f"{src.name}: compiled BPE tables failed the self-encoding check ({fails} tokens, e.g. id {first})")
+        return tok
+
+    @classmethod
+    def compile_tiktoken(cls, path, pattern: str | None = None, special_tokens: dict[str, int] | None = None,
+                         name: str | None = None, **options: Any) -> "BPETokenizer":
+        from .loaders.tiktoken_file import load_tiktoken
+
+        return cls.from_source(load_tiktoken(path, pattern=pattern, special_tokens=special_tokens, name=name), **options)
+
+    @classmethod
+    def compile_tokenizer_json(cls, path, name: str | None = None, **options: Any) -> "BPETokenizer":
+        from .loaders.hf_bpe import load_tokenizer_json
+
+        return cls.from_source(load_tokenizer_json(path, name=name), **options)
+
+    @classmethod
+    def compile_gpt2(cls, vocab_json_path, merges_path=None, name: str = "gpt2", **options: Any) -> "BPETokenizer":
+        from .loaders.gpt2 import load_gpt2
+
+        return cls.from_source(load_gpt2(vocab_json_path, merges_path, name=name), **options)
+
+    @classmethod
+    def from_ranks(cls, ranks: dict[bytes, int], pattern: str, special_tokens: dict[str, int], name: str = "custom",
+                   **options: Any) -> "BPETokenizer":
+        """Build from tiktoken-style mergeable ranks (token bytes -> rank = id), a split regex and specials."""
+        if not isinstance(ranks, dict):
+            raise TypeError(f"ranks must be a dict[bytes, int], got {type(ranks).__name__}")
+        if not isinstance(pattern, str):
+            raise TypeError(f"pattern must be a str, got {type(pattern).__name__}")
+        if not isinstance(special_tokens, dict):
+            raise TypeError(f"special_tokens must be a dict[str, int], got {type(special_tokens).__name__}")
+        src = BPESource(
+            name=name,
+            tokens={bytes(k): v for k, v in ranks.items()},
+            stages=[PreTokStage(pattern, keep_gaps=False)],
+            special_tokens=dict(special_tokens),
+            merges=None,
+            semantics="tiktoken",
+        )
+        return cls.from_source(src, **options)
+
+    # ------------------------------------------------------------------ persistence
+
+    def to_bytes(self) -> bytes:
+        return self._art.to_bytes()
+
+    def save(self, path: str | os.PathLike) -> None:
+        data = self.to_bytes()
+        p = os.fspath(path)
+        tmp = f"{p}.tmp{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, p)
+
+    @classmethod
+    def _from_bytes(cls, data: bytes) -> "BPETokenizer":
+        return cls(_art.parse_artifact(data))
+
+    def __reduce__(self):
+        return (BPETokenizer._from_bytes, (self.to_bytes(),))
+
+    def __repr__(self) -> str:
+        return f"<BPETokenizer {self.name!r} n_vocab={self.n_vocab}>"
+
+    # ------------------------------------------------------------------ vocabulary
+
+    @property
+    def n_vocab(self) -> int:
+        return self.max_token_value + 1
+
+    @property
+    def vocab_size(self) -> int:
+        return self.n_vocab
+
+    @property
+    def special_tokens_set(self) -> set[str]:
+        return set(self._special_tokens)
+
+    @property
+    def special_tokens(self) -> dict[str, int]:
+        return dict(self._special_tokens)
+
+    @property
+    def eot_token(self) -> int:
+        return self._special_tokens["<|endoftext|>"]
+
+    @property
+    def pattern(self) -> str:
+        return self._stages[0].pattern if len(self._stages) == 1 else "|".join(s.pattern for s in self._stages)
+
+    def is_special_token(self, token: int) -> bool:
+        return token in self._special_values
+
+    def decode_single_token_bytes(self, token: int) -> bytes:
+        if not isinstance(token, (int, np.integer)):
+            raise TypeError(f"token id must be an int, got {type(token).__name__}")
+        return self._model.decode_bytes([int(token)])
+
+    def id_to_token(self, token: int) -> bytes:
+        """The bytes of a token id (special tokens: their UTF-8 text). KeyError if unknown."""
+        return self.decode_single_token_bytes(token)
+
+    def token_to_id(self, token: str | bytes) -> int:
+        """Id of a token given as bytes, or as str (a special token, or the UTF-8 text of a token)."""
+        return self.encode_single_token(token)
+
+    def encode_single_token(self, text_or_bytes: str | bytes) -> int:
+        if isinstance(text_or_bytes, str):
+            if text_or_bytes in self._special_tokens:
+                return self._special_tokens[text_or_bytes]
+            for a in self._added:
+                if a.content == text_or_bytes:
+                    return a.id
+            b = text_or_bytes.encode("utf-8", "surrogatepass")
+        elif isinstance(text_or_bytes, (bytes, bytearray, memoryview)):
+            b = bytes(text_or_bytes)
+            try:
+                s = b.decode("utf-8")
+                if s in self._special_tokens:
+                    return self._special_tokens[s]
+            except UnicodeDecodeError:
+                pass
+        else:
+            raise TypeError(f"expected str or bytes, got {type(text_or_bytes).__name__}")
+        tid = self._token_id_for_bytes(b)
+        if tid is None:
+            raise KeyError(text_or_bytes)
+        return tid
+
+    def _token_id_for_bytes(self, b: bytes) -> int | None:
+        tid = self._model.span_lookup(b)
+        if tid is not None:
+            return tid
+        if not hasattr(self, "_bytes_index"):
+            kinds = self._tables["dec_kind"]
+            ids = np.nonzero(kinds == 1)[0]
+            off, arena = self._dec_off, self._tables["dec_bytes"]
+            self._bytes_index = {bytes(arena[off[i] : off[i + 1]]): int(i) for i in ids}
+        return self._bytes_index.get(b)
+
+    def token_byte_values(self) -> list[bytes]:
+        kinds = self._tables["dec_kind"]
+        off, arena = self._dec_off, self._tables["dec_bytes"]
+        return [bytes(arena[off[i] : off[i + 1]]) for i in np.nonzero(kinds == 1)[0]]
+
+    # ------------------------------------------------------------------ encoding
+
+    def _special_regex(self, tokens: frozenset) -> re.Pattern[str]:
+        r = self._special_re_cache.get(tokens)
+        if r is None:
+            r = _literal_regex(tokens)
+            with self._lock:
+                if len(self._special_re_cache) > 64:
+                    self._special_re_cache.clear()
+                self._special_re_cache[tokens] = r
+        return r
+
+    def _resolve_special(self, allowed_special, disallowed_special) -> frozenset:
+        if allowed_special == "all":
+            allowed = frozenset(self._special_tokens)
+        elif isinstance(allowed_special, (set, frozenset, list, tuple, dict)) or isinstance(allowed_special, AbstractSet):
+            allowed = frozenset(allowed_special)
+        elif isinstance(allowed_special, str):
+            raise TypeError("allowed_special must be 'all' or a set of special-token strings, not a str")
+        else:
+            raise TypeError(f"allowed_special must be 'all' or a set of str, got {type(allowed_special).__name__}")
+        if disallowed_special == "all":
+            disallowed = frozenset(self._special_tokens) - allowed
+        elif isinstance(disallowed_special, str):
+            raise TypeError("disallowed_special must be 'all' or a collection of special-token strings, not a str")
+        else:
+            try:
+                disallowed = frozenset(disallowed_special)
+            except TypeError:
+                raise TypeError(
+                    f"disallowed_special must be 'all' or a collection of str, got {type(disallowed_special).__name__}"
+                ) from None
+        return allowed, disallowed
+
+    def _check_disallowed(self, text: str, disallowed: frozenset) -> None:
+        if disallowed:
+            m = self._special_regex(disallowed).search(text)
+            if m:
+                raise_disallowed_special_token(m.group())
+
+    def _plan(self, text: str, allowed: frozenset) -> tuple[bytes, np.ndarray, str]:
+        """Pre-tokenize: the UTF-8 bytes and (start, end, literal) byte triples for the C encoder."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        text, data = _utf8(text)
+        if self._semantics == "hf":
+            return self._plan_hf(text, allowed)
+        allowed_map = {s: self._special_tokens[s] for s in allowed if s in self._special_tokens}
+        char_spans: list[int] = []
+        lits: list[tuple[int, int]] = []  # (index in char_spans/2, id)
+        if not allowed_map:
+            self._spanner.char_spans(text, 0, char_spans)
+        else:
+            pos = 0
+            for m in self._special_regex(frozenset(allowed_map)).finditer(text):
+                self._spanner.char_spans(text[pos : m.start()], pos, char_spans)
+                lits.append((len(char_spans) // 2, allowed_map[m.group()]))
+                char_spans += (m.start(), m.end())
+                pos = m.end()
+            self._spanner.char_spans(text[pos:], pos, char_spans)
+        return data, self._triples(text, char_spans, lits), text
+
+    def _triples(self, text: str, char_spans: list[int], lits: list[tuple[int, int]]) -> np.ndarray:
+        cs = np.array(char_spans, dtype=np.uint32).reshape(-1, 2)
+        cum = _char_to_byte_offsets(text)
+        tr = np.empty((len(cs), 3), dtype=np.uint32)
+        tr[:, :2] = cs if cum is None else cum[cs]
+        tr[:, 2] = _NONE
+        for i, tid in lits:
+            tr[i, 2] = tid
+        return tr
+
+    def _plan_hf(self, text: str, allowed: frozenset) -> tuple[bytes, np.ndarray, str]:
+        # HF added vocabulary: non-normalized added tokens (and allowed specials) are split out of the
+        # raw text, the rest is normalized, then normalized added tokens are split out, then each
+        # remaining piece gets the prefix space (if configured) and is pre-tokenized.
+        raw = dict(self._added_raw)
+        for s in allowed:
+            if s in self._special_tokens:
+                raw[s] = self._special_tokens[s]
+        pieces: list[tuple[str, int | None]] = []
+        for piece, tid in self._split_literals(text, raw):
+            if tid is not None:
+                pieces.append((piece, tid))
+                continue
+            if self._normalizer:
+                piece = unicodedata.normalize(self._normalizer, piece)
+            for sub, tid2 in self._split_literals(piece, self._added_norm):
+                if tid2 is None and self._add_prefix_space and not sub.startswith(" "):
+                    sub = " " + sub
+                pieces.append((sub, tid2))
+        new_text = "".join(p for p, _ in pieces)
+        char_spans: list[int] = []
+        lits: list[tuple[int, int]] = []
+        pos = 0
+        for p, tid in pieces:
+            if tid is not None:
+                lits.append((len(char_spans) // 2, tid))
+                char_spans += (pos, pos + len(p))
+            else:
+                self._spanner.char_spans(p, pos, char_spans)
+            pos += len(p)
+        return new_text.encode("utf-8"), self._triples(new_text, char_spans, lits), new_text
+
+    def _split_literals(self, text: str, toks: dict[str, int]) -> list[tuple[str, int | None]]:
+        if not toks or not text:
+            return [(text, None)] if text else []
+        res: list[tuple[str, int | None]] = []
+        pos = 0
+        for m in self._special_regex(frozenset(toks)).finditer(text):
+            if m.start() > pos:
+                res.append((text[pos : m.start()], None))
+            res.append((m.group(), toks[m.group()]))
+            pos = m.end()
+        if pos < len(text):
+            res.append((text[pos:], None))
+        return res
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        """Encode text, treating special-token text as ordinary text (tiktoken `encode_ordinary`)."""
+        data, spans, _ = self._plan(text, frozenset())
+        return self._model.encode_spans(data, spans, 0)
+
+    def encode(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[int]:
+        """Encode text (tiktoken `encode`): raises ValueError on disallowed special-token text."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
+        self._check_disallowed(text, disallowed)
+        data, spans, _ = self._plan(text, allowed)
+        return self._model.encode_spans(data, spans, 0)
+
+    def encode_to_numpy(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> np.ndarray:
+        allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        self._check_disallowed(text, disallowed)
+        data, spans, _ = self._plan(text, allowed)
+        return np.frombuffer(self._model.encode_spans(data, spans, 1), dtype=np.uint32)
+
+    def count(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
+        disallowed_special: Literal["all"] | Collection[str] = (),
+    ) -> int:
+        """Number of tokens of `encode(text, ...)` without building the list (specials ordinary by default)."""
+        allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        self._check_disallowed(text, disallowed)
+        data, spans, _ = self._plan(text, allowed)
+        return self._model.encode_spans(data, spans, 2)
+
+    def encode_with_offsets(
+        self,
+        text: str,
+        *,
+        allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
+        disallowed_special: Literal["all"] | Collection[str] = (),
+    ) -> tuple[list[int], list[int]]:
+        """(ids, offsets): offsets[i] is the index in `text` of the first character that holds bytes of
+        token i (tiktoken `decode_with_offsets` semantics). Specials are ordinary text by default.
+        For models with a normalizer or a prefix space, offsets index the normalized text."""
+        allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        self._check_disallowed(text, disallowed)
+        data, spans, _ = self._plan(text, allowed)
+        ids, starts = self._model.encode_spans(data, spans, 3)
+        st = np.frombuffer(starts, dtype=np.uint32).astype(np.int64)
+        if not ids:
+            return ids, []
+        d = np.frombuffer(data, dtype=np.uint8)
+        lead = (d & 0xC0) != 0x80
+        cum = np.zeros(len(d) + 1, dtype=np.int64)
+        np.cumsum(lead, out=cum[1:])
+        cont = np.zeros(len(st), dtype=np.int64)
+        inside = st < len(d)
+        cont[inside] = ~lead[st[inside]]
+        offs = np.maximum(cum[st] - cont, 0)
+        return ids, offs.tolist()
+
+    def encode_ordinary_batch(self, text: Sequence[str], *, num_threads: int | None = None) -> list[list[int]]:
+        return self.encode_batch(text, num_threads=num_threads, allowed_special=set(), disallowed_special=())
+
+    def encode_batch(
+        self,
+        text: Sequence[str],
+        *,
+        num_threads: int | None = None,
+        allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
+        disallowed_special: Literal["all"] | Collection[str] = "all",
+    ) -> list[list[int]]:
+        if isinstance(text, str):
+            raise TypeError("encode_batch expects a sequence of str, not a str")
+        texts = list(text)
+        allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"texts must be str, got {type(t).__name__}")
+        nt = self._threads(num_threads, len(texts))
+        if disallowed:
+            for t in texts:
+                self._check_disallowed(t, disallowed)
+
+        def one(t: str) -> list[int]:
+            data, spans, _ = self._plan(t, allowed)
+            return self._model.encode_spans(data, spans, 0)
+
+        if nt <= 1:
+            return [one(t) for t in texts]
+        with ThreadPoolExecutor(nt) as ex:
+            return list(ex.map(one, texts))
+
+    @staticmethod
+    def _threads(num_threads: int | None, n: int) -> int:
+        if num_threads is None:
+            num_threads = os.cpu_count() or 1
+        if not isinstance(num_threads, int) or num_threads < 1:
+            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+        return max(1, min(num_threads, n, 256))
+
+    # ------------------------------------------------------------------ decoding
+
+    def decode_bytes(self, tokens: Sequence[int]) -> bytes:
+        if isinstance(tokens, np.ndarray):
+            tokens = tokens.tolist()
+        return self._model.decode_bytes(tokens)
+
+    def decode(self, tokens: Sequence[int], errors: str = "replace") -> str:
+        return self.decode_bytes(tokens).decode("utf-8", errors=errors)
+
+    def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
+        return [self.decode_single_token_bytes(t) for t in tokens]
+
+    def decode_with_offsets(self, tokens: Sequence[int]) -> tuple[str, list[int]]:
+        token_bytes = self.decode_tokens_bytes(tokens)
+        text_len = 0
+        offsets = []
+        for token in token_bytes:
+            offsets.append(max(0, text_len - (0x80 <= token[0] < 0xC0)) if token else text_len)
+            text_len += sum(1 for c in token if not 0x80 <= c < 0xC0)
+        text = b"".join(token_bytes).decode("utf-8", errors="strict")
+        return text, offsets
+
+    def decode_batch(self, batch: Sequence[Sequence[int]], *, errors: str = "replace", num_threads: int | None = None) -> list[str]:
+        return [self.decode(t, errors=errors) for t in batch]
+
+    def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *, num_threads: int | None = None) -> list[bytes]:
+        return [self.decode_bytes(t) for t in batch]
+
+
+def build_bundled(name: str, path: str, **options: Any) -> BPETokenizer:
+    """Registry builder for the bundled OpenAI encodings (see fstok/registry_bpe.py)."""
+    return BPETokenizer.compile_tiktoken(path, name=name, **options)

@@ -1,0 +1,245 @@
+"""BPE compiler: a `BPESource` -> the flat tables of a BPE artifact (kind "bpe").
+
+Tables (all little-endian flat arrays, see `fstok/runtime/csrc/bpe.h` for how C reads them):
+
+  dec_bytes, dec_off, dec_kind   external id -> bytes (token byte arena + offsets), kind
+                                 (0 unused id, 1 mergeable, 2 special/added token, 3 decode-only)
+  int_ext, int_len               internal id -> external id, byte length.  Internal ids are the
+                                 BPE-reachable tokens sorted by merge rank, so "rank" and
+                                 "merged internal id" are the same number.
+  split_l, split_r               canonical merge of every internal token (leaf: itself)
+  pair_keys, pair_vals           (left << 32 | right) -> merged internal id (= rank); open addressing
+                                 with exact 64-bit keys (no false positives), load <= 1/2
+  span_tag, span_id              whole-span hash: bytes -> external id (single-token fast path)
+  da_base, da_check, da_tok      double-array trie of the internal tokens (longest-prefix match)
+  next_prefix                    longest reachable proper prefix of each internal token
+  byte_tok                       byte -> internal id
+
+Canonical merges: BPE (both tiktoken's rank semantics and HF's merge-list semantics) only ever
+forms a token t from the last merge of BPE run on t's own bytes ("every intermediate part encodes
+to itself"), so keeping one pair per token and dropping tokens that do not encode to themselves
+gives exactly the same encodings (the latter stay reachable through the whole-span lookup when the
+source semantics allow it).  The compiler checks at the end that every reachable token encodes to
+itself with each runtime encoder.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+
+from ..loaders.bpe_source import BPESource
+
+# spans up to this many bytes use the O(n^2) sweep, longer ones the linear backtracking encoder
+DEFAULT_SHORT_MAX = 24
+
+META_VERSION = 1
+
+
+def _native():
+    from ..runtime import _bpe
+
+    return _bpe
+
+
+def reference_splits(tokens: dict[bytes, int], merges: list[tuple[bytes, bytes]] | None):
+    """Pure-Python canonical splits (the oracle for `_bpe.build_splits`).
+
+    Returns {token id: (left id, right id, rank)} for reachable merged tokens, and the list of
+    unreachable token ids."""
+    rules = None
+    if merges is not None:
+        rules = {}
+        for k, (a, b) in enumerate(merges):
+            rules[(tokens[a], tokens[b])] = k
+    pair: dict[tuple[int, int], tuple[int, int]] = {}
+    res: dict[int, tuple[int, int, int]] = {}
+    unreachable: list[int] = []
+    for tb in sorted(tokens, key=len):
+        t = tokens[tb]
+        if len(tb) == 1:
+            continue
+        ids = [tokens[tb[i : i + 1]] for i in range(len(tb))]
+        while len(ids) > 2:
+            best, bi = None, -1
+            for i in range(len(ids) - 1):
+                r = pair.get((ids[i], ids[i + 1]))
+                if r is not None and (best is None or r[0] < best[0]):
+                    best, bi = r, i
+            if best is None:
+                break
+            ids[bi : bi + 2] = [best[1]]
+        if len(ids) != 2:
+            unreachable.append(t)
+            continue
+        if rules is None:
+            rk = t
+        else:
+            rk = rules.get((ids[0], ids[1]))
+            if rk is None:
+                unreachable.append(t)
+                continue
+        pair[(ids[0], ids[1])] = (rk, t)
+        res[t] = (ids[0], ids[1], rk)
+    return res, unreachable
+
+
+def _arena(items: list[bytes]) -> tuple[bytes, np.ndarray]:
+    off = np.zeros(len(items) + 1, dtype=np.uint32)
+    if items:
+        off[1:] = np.cumsum([len(b) for b in items], dtype=np.uint64)
+    return b"".join(items), off
+
+
+def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Compile a BPE source into (meta, sections) for `write_artifact`."""
+    nat = _native()
+    src.check()
+    # ---- mergeable tokens, in id order
+    items = sorted(src.tokens.items(), key=lambda kv: kv[1])
+    tok_bytes = [b for b, _ in items]
+    tok_ids = np.array([i for _, i in items], dtype=np.int64)
+    arena, off = _arena(tok_bytes)
+    if len(arena) >= 2**32:
+        raise ValueError(f"{src.name}: token bytes exceed 4 GiB")
+    if src.merges is None:
+        left, right, mrank = nat.build_splits(arena, off.tobytes(), tok_ids.tobytes(), None)
+    else:
+        index = {b: k for k, b in enumerate(tok_bytes)}
+        rules = np.array([(index[a], index[b], k) for k, (a, b) in enumerate(src.merges)], dtype=np.int64).reshape(-1, 3)
+        left, right, mrank = nat.build_splits(arena, off.tobytes(), None, rules.tobytes())
+    left = np.frombuffer(left, dtype=np.int32)
+    right = np.frombuffer(right, dtype=np.int32)
+    mrank = np.frombuffer(mrank, dtype=np.int64)
+    lens = np.diff(off).astype(np.int64)
+    reachable = mrank != -2
+    # ---- internal ids: reachable tokens in merge-rank order
+    if src.merges is None:
+        key = tok_ids.copy()
+    else:
+        key = mrank.copy()
+        single = lens == 1
+        key[single] = -256 + np.frombuffer(b"".join(tok_bytes[k] for k in np.nonzero(single)[0]), dtype=np.uint8)
+    ridx = np.nonzero(reachable)[0]
+    order = ridx[np.argsort(key[ridx], kind="stable")]
+    n_int = len(order)
+    to_int = np.full(len(items), -1, dtype=np.int64)
+    to_int[order] = np.arange(n_int)
+    int_ext = tok_ids[order].astype(np.uint32)
+    int_len = lens[order].astype(np.uint32)
+    sl = left[order].astype(np.int64)
+    sr = right[order].astype(np.int64)
+    merged = sl >= 0
+    split_l = np.where(merged, to_int[np.maximum(sl, 0)], np.arange(n_int)).astype(np.uint32)
+    split_r = np.where(merged, to_int[np.maximum(sr, 0)], np.arange(n_int)).astype(np.uint32)
+    ar_int = np.arange(n_int, dtype=np.uint32)
+    backtrack_ok = bool(np.all((split_l[merged] < ar_int[merged]) & (split_r[merged] < ar_int[merged])))
+    pk, pv, pair_bits = nat.build_pair_table(
+        split_l[merged].tobytes(), split_r[merged].tobytes(), ar_int[merged].tobytes()
+    )
+    int_arena, int_off = _arena([tok_bytes[k] for k in order])
+    da_base, da_check, da_tok, next_prefix = nat.build_trie(int_arena, int_off.tobytes())
+    byte_tok = np.zeros(256, dtype=np.uint32)
+    for k in order[int_len == 1] if n_int else []:
+        byte_tok[tok_bytes[k][0]] = to_int[k]
+    # ---- external id space: decode table
+    dec: dict[int, bytes] = {int(i): b for b, i in items}
+    kind: dict[int, int] = {int(i): 1 for _, i in items}
+    for s, i in src.special_tokens.items():
+        if i not in dec:
+            dec[i] = s.encode("utf-8")
+            kind[i] = 2
+    for a in src.added_tokens:
+        if a.id not in dec:
+            dec[a.id] = a.content.encode("utf-8")
+            kind[a.id] = 2
+    for i, b in src.extra_decode.items():
+        if i not in dec:
+            dec[i] = b
+            kind[i] = 3
+    n_ext = max(dec) + 1
+    dec_list = [dec.get(i, b"") for i in range(n_ext)]
+    dec_bytes, dec_off = _arena(dec_list)
+    dec_kind = np.zeros(n_ext, dtype=np.uint8)
+    for i, k in kind.items():
+        dec_kind[i] = k
+    # ---- whole-span lookup set
+    if src.merges is None or src.ignore_merges:
+        span_ids = tok_ids.astype(np.uint32)
+        span_lens = lens
+    else:
+        span_ids = int_ext
+        span_lens = int_len.astype(np.int64)
+    st, si = nat.build_span_table(dec_bytes, dec_off.tobytes(), span_ids.tobytes())
+    max_span_len = int(span_lens.max()) if len(span_lens) else 0
+
+    sections = {
+        "dec_bytes": np.frombuffer(dec_bytes, dtype=np.uint8),
+        "dec_off": dec_off,
+        "dec_kind": dec_kind,
+        "int_ext": int_ext,
+        "int_len": int_len,
+        "split_l": split_l,
+        "split_r": split_r,
+        "next_prefix": np.frombuffer(next_prefix, dtype=np.uint32),
+        "pair_keys": np.frombuffer(pk, dtype=np.uint64),
+        "pair_vals": np.frombuffer(pv, dtype=np.uint32),
+        "span_tag": np.frombuffer(st, dtype=np.uint32),
+        "span_id": np.frombuffer(si, dtype=np.uint32),
+        "da_base": np.frombuffer(da_base, dtype=np.int32),
+        "da_check": np.frombuffer(da_check, dtype=np.uint32),
+        "da_tok": np.frombuffer(da_tok, dtype=np.uint32),
+        "byte_tok": byte_tok,
+    }
+    unreachable = [int(tok_ids[k]) for k in np.nonzero(~reachable)[0]]
+    meta = {
+        "bpe_meta_version": META_VERSION,
+        "name": src.name,
+        "semantics": src.semantics,
+        "merge_mode": "ranks" if src.merges is None else "merges",
+        "ignore_merges": bool(src.ignore_merges),
+        "stages": [st.to_json() for st in src.stages],
+        "special_tokens": dict(src.special_tokens),
+        "added_tokens": [{"content": a.content, "id": a.id, "normalized": a.normalized} for a in src.added_tokens],
+        "normalizer": src.normalizer,
+        "add_prefix_space": bool(src.add_prefix_space),
+        "n_ext": int(n_ext),
+        "n_int": int(n_int),
+        "n_mergeable": len(items),
+        "max_token_value": int(max([int(tok_ids.max())] + list(src.special_tokens.values()) + [a.id for a in src.added_tokens])),
+        "pair_bits": int(pair_bits),
+        "da_size": int(len(sections["da_base"])),
+        "max_span_len": max_span_len,
+        "backtrack_ok": backtrack_ok,
+        "short_max": int(short_max),
+        "n_unreachable": len(unreachable),
+        "unreachable_sample": unreachable[:16],
+        "explicit_n_vocab": src.explicit_n_vocab,
+    }
+    return meta, sections
+
+
+def source_identity(src: BPESource) -> list[bytes]:
+    """What the source hash covers: the files and every option that changes the tables."""
+    parts: list[bytes] = []
+    for p in src.source_files:
+        with open(p, "rb") as f:
+            parts.append(f.read())
+    if not src.source_files:
+        items = sorted(src.tokens.items(), key=lambda kv: kv[1])
+        parts.append(b"".join(len(b).to_bytes(4, "little") + b + i.to_bytes(4, "little") for b, i in items))
+        if src.merges is not None:
+            parts.append(b"".join(len(a).to_bytes(4, "little") + a + len(b).to_bytes(4, "little") + b for a, b in src.merges))
+    opts = {
+        "name": src.name,
+        "stages": [s.to_json() for s in src.stages],
+        "special": src.special_tokens,
+        "added": [(a.content, a.id, a.normalized) for a in src.added_tokens],
+        "normalizer": src.normalizer,
+        "add_prefix_space": src.add_prefix_space,
+        "ignore_merges": src.ignore_merges,
+        "semantics": src.semantics,
+    }
+    parts.append(json.dumps(opts, sort_keys=True).encode())
+    return parts

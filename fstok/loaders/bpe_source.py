@@ -1,0 +1,144 @@
+"""The common in-memory form of a byte-level BPE source, whatever file it was read from.
+
+Two merge semantics exist and both are kept exactly:
+
+* ``merges is None`` — tiktoken ("rank") semantics: two adjacent parts merge when their
+  concatenation is a token, with priority = that token's rank (= its id), and a whole pre-token
+  that is a token is emitted as that token directly (tiktoken's `encoder.get(piece)` fast path).
+* ``merges`` given — HF / GPT-2 semantics: only the listed pairs merge, priority = the pair's index
+  (for a pair listed twice the last index wins, as in HF's merge map), result = vocab[a + b]; with
+  ``ignore_merges`` a whole pre-token found in the vocabulary is emitted directly (Llama-3).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# tiktoken's split patterns (tiktoken_ext/openai_public.py) and the GPT-2 one HF's ByteLevel uses.
+R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+GPT2_HF_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+
+ENDOFTEXT = "<|endoftext|>"
+FIM_PREFIX = "<|fim_prefix|>"
+FIM_MIDDLE = "<|fim_middle|>"
+FIM_SUFFIX = "<|fim_suffix|>"
+ENDOFPROMPT = "<|endofprompt|>"
+
+# name -> (pattern, special tokens) exactly as tiktoken defines them
+OPENAI_ENCODINGS: dict[str, tuple[str, dict[str, int]]] = {
+    "r50k_base": (R50K_PATTERN, {ENDOFTEXT: 50256}),
+    "p50k_base": (R50K_PATTERN, {ENDOFTEXT: 50256}),
+    "p50k_edit": (R50K_PATTERN, {ENDOFTEXT: 50256, FIM_PREFIX: 50281, FIM_MIDDLE: 50282, FIM_SUFFIX: 50283}),
+    "cl100k_base": (
+        CL100K_PATTERN,
+        {ENDOFTEXT: 100257, FIM_PREFIX: 100258, FIM_MIDDLE: 100259, FIM_SUFFIX: 100260, ENDOFPROMPT: 100276},
+    ),
+    "o200k_base": (O200K_PATTERN, {ENDOFTEXT: 199999, ENDOFPROMPT: 200018}),
+}
+
+
+def bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's reversible byte -> printable character table (used by HF ByteLevel)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+BYTE_TO_CHAR = bytes_to_unicode()
+CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
+
+
+def bytelevel_to_bytes(s: str) -> bytes | None:
+    """Map a byte-level vocabulary string back to bytes; None if it has a character outside the table."""
+    try:
+        return bytes(CHAR_TO_BYTE[c] for c in s)
+    except KeyError:
+        return None
+
+
+@dataclass
+class PreTokStage:
+    """One regex split stage. keep_gaps=False: tiktoken find_iter (text between matches is dropped);
+    keep_gaps=True: HF Split(behavior=Isolated) (text between matches becomes pieces too)."""
+
+    pattern: str
+    keep_gaps: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pattern": self.pattern, "keep_gaps": self.keep_gaps}
+
+
+@dataclass
+class AddedToken:
+    content: str
+    id: int
+    special: bool  # True: controlled by allowed_special/disallowed_special; False: always split out (HF)
+    normalized: bool = False
+
+
+@dataclass
+class BPESource:
+    name: str
+    tokens: dict[bytes, int]  # mergeable tokens: bytes -> id
+    stages: list[PreTokStage]
+    special_tokens: dict[str, int] = field(default_factory=dict)
+    merges: list[tuple[bytes, bytes]] | None = None
+    ignore_merges: bool = False
+    added_tokens: list[AddedToken] = field(default_factory=list)  # HF non-special added tokens
+    normalizer: str | None = None  # None or "NFKC"
+    add_prefix_space: bool = False
+    extra_decode: dict[int, bytes] = field(default_factory=dict)  # ids decodable but not BPE-reachable
+    explicit_n_vocab: int | None = None
+    source_files: list[str] = field(default_factory=list)
+    semantics: str = "tiktoken"  # "tiktoken" or "hf": how special/added tokens are matched
+
+    def check(self) -> None:
+        where = self.name
+        if not self.tokens:
+            raise ValueError(f"{where}: the vocabulary is empty")
+        ids = set()
+        for b, i in self.tokens.items():
+            if not isinstance(b, (bytes, bytearray)) or not b:
+                raise ValueError(f"{where}: token {b!r} is not a non-empty bytes value")
+            if not isinstance(i, int) or i < 0 or i >= 2**31:
+                raise ValueError(f"{where}: token {b!r} has invalid id {i!r}")
+            if i in ids:
+                raise ValueError(f"{where}: id {i} is used by two tokens")
+            ids.add(i)
+        missing = [x for x in range(256) if bytes([x]) not in self.tokens]
+        if missing:
+            raise ValueError(
+                f"{where}: byte-level BPE needs a token for every single byte; missing {len(missing)} "
+                f"(first: {bytes([missing[0]])!r})"
+            )
+        for s, i in list(self.special_tokens.items()) + [(a.content, a.id) for a in self.added_tokens]:
+            if not isinstance(s, str) or not s:
+                raise ValueError(f"{where}: special token {s!r} must be a non-empty str")
+            if not isinstance(i, int) or i < 0 or i >= 2**31:
+                raise ValueError(f"{where}: special token {s!r} has invalid id {i!r}")
+            if i in ids and self.semantics == "tiktoken":
+                raise ValueError(f"{where}: special token {s!r} reuses the id {i} of a mergeable token")
+        if not self.stages:
+            raise ValueError(f"{where}: no pre-tokenizer pattern")
+        if self.normalizer not in (None, "NFKC", "NFC"):
+            raise ValueError(f"{where}: normalizer {self.normalizer!r} is not supported")

@@ -1,0 +1,183 @@
+"""Reader for HF `tokenizer.json` byte-level BPE models (GPT-2, Llama-3 `ignore_merges`, Qwen2, DeepSeek-V3, ...).
+
+Supported pipeline: normalizer none / empty Sequence / NFC / NFKC; pre-tokenizer `ByteLevel`
+(optionally after `Split(Regex|String, behavior=Isolated, invert=false)` stages in a `Sequence`);
+model `BPE` over the byte-level alphabet (dropout, continuing_subword_prefix, end_of_word_suffix
+refused); added tokens without lstrip/rstrip/single_word. Anything else raises a ValueError naming it.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import regex
+
+from .bpe_source import GPT2_HF_PATTERN, AddedToken, BPESource, PreTokStage, bytelevel_to_bytes
+
+
+def _fail(path: str, msg: str) -> ValueError:
+    return ValueError(f"{path}: {msg}")
+
+
+def _normalizer(path: str, norm: Any) -> str | None:
+    if norm is None:
+        return None
+    t = norm.get("type")
+    if t == "Sequence":
+        inner = [_normalizer(path, n) for n in norm.get("normalizers", [])]
+        inner = [n for n in inner if n is not None]
+        if not inner:
+            return None
+        if len(inner) == 1:
+            return inner[0]
+        raise _fail(path, f"normalizer Sequence of {inner} is not supported")
+    if t in ("NFKC", "NFC"):
+        return t
+    raise _fail(path, f"normalizer {t!r} is not supported by fstok BPE (supported: none, NFC, NFKC)")
+
+
+def _split_pattern(path: str, pt: dict) -> str:
+    pat = pt.get("pattern") or {}
+    if "Regex" in pat:
+        p = pat["Regex"]
+    elif "String" in pat:
+        p = regex.escape(pat["String"])
+    else:
+        raise _fail(path, f"Split pre-tokenizer pattern {pat!r} is not understood")
+    if pt.get("behavior") != "Isolated":
+        raise _fail(path, f"Split behavior {pt.get('behavior')!r} is not supported (only 'Isolated')")
+    if pt.get("invert"):
+        raise _fail(path, "Split with invert=true is not supported")
+    try:
+        regex.compile(p)
+    except regex.error as e:
+        raise _fail(path, f"Split regex {p!r} does not compile: {e}") from None
+    return p
+
+
+def _pretokenizer(path: str, pt: Any) -> tuple[list[PreTokStage], bool]:
+    if pt is None:
+        raise _fail(path, "no pre_tokenizer: fstok BPE needs a ByteLevel pre-tokenizer (byte-level BPE)")
+    items = pt.get("pretokenizers", []) if pt.get("type") == "Sequence" else [pt]
+    stages: list[PreTokStage] = []
+    seen_bytelevel = False
+    add_prefix_space = False
+    for i, item in enumerate(items):
+        t = item.get("type")
+        if seen_bytelevel:
+            raise _fail(path, f"pre-tokenizer {t!r} after ByteLevel is not supported")
+        if t == "Split":
+            stages.append(PreTokStage(_split_pattern(path, item), keep_gaps=True))
+        elif t == "ByteLevel":
+            seen_bytelevel = True
+            if item.get("add_prefix_space", True):
+                if i != 0:
+                    raise _fail(path, "ByteLevel(add_prefix_space=true) after other pre-tokenizers is not supported")
+                add_prefix_space = True
+            if item.get("use_regex", True):
+                stages.append(PreTokStage(GPT2_HF_PATTERN, keep_gaps=True))
+        else:
+            raise _fail(path, f"pre-tokenizer {t!r} is not supported (supported: ByteLevel, Split)")
+    if not seen_bytelevel:
+        raise _fail(path, "the pre-tokenizer has no ByteLevel step: not a byte-level BPE model")
+    if not stages:
+        # ByteLevel(use_regex=false) alone: the whole text is one piece
+        stages.append(PreTokStage(r"(?s:.+)", keep_gaps=True))
+    return stages, add_prefix_space
+
+
+def load_tokenizer_json(path: str | os.PathLike, name: str | None = None) -> BPESource:
+    p = os.fspath(path)
+    with open(p, "rb") as f:
+        raw = f.read()
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _fail(p, f"not valid JSON ({e})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
+        raise _fail(p, "not a tokenizer.json (no 'model' object)")
+    model = obj["model"]
+    if model.get("type", "BPE") != "BPE":
+        raise _fail(p, f"model type {model.get('type')!r} is not BPE")
+    if model.get("dropout") not in (None, 0, 0.0):
+        raise _fail(p, "BPE dropout is not supported (it makes encoding non-deterministic)")
+    for opt in ("continuing_subword_prefix", "end_of_word_suffix"):
+        if model.get(opt):
+            raise _fail(p, f"BPE option {opt}={model[opt]!r} is not supported for byte-level BPE")
+    vocab = model.get("vocab")
+    if not isinstance(vocab, dict):
+        raise _fail(p, "model.vocab is not an object")
+    merges_raw = model.get("merges", [])
+    normalizer = _normalizer(p, obj.get("normalizer"))
+    stages, add_prefix_space = _pretokenizer(p, obj.get("pre_tokenizer"))
+
+    tokens: dict[bytes, int] = {}
+    str_to_bytes: dict[str, bytes] = {}
+    extra_decode: dict[int, bytes] = {}
+    for s, i in vocab.items():
+        if not isinstance(i, int) or i < 0:
+            raise _fail(p, f"vocab entry {s!r} has invalid id {i!r}")
+        b = bytelevel_to_bytes(s)
+        if b is None or not b:
+            extra_decode[i] = s.encode("utf-8")  # e.g. special tokens kept in the model vocab
+            continue
+        if b in tokens:
+            raise _fail(p, f"vocab entries {s!r} and id {tokens[b]} map to the same bytes")
+        tokens[b] = i
+        str_to_bytes[s] = b
+    merges: list[tuple[bytes, bytes]] = []
+    for k, m in enumerate(merges_raw):
+        if isinstance(m, str):
+            parts = m.split(" ")
+            if len(parts) != 2:
+                raise _fail(p, f"merge #{k} {m!r} is not 'a b'")
+        elif isinstance(m, list) and len(m) == 2:
+            parts = m
+        else:
+            raise _fail(p, f"merge #{k} {m!r} is not a pair")
+        a, b = parts
+        if a not in str_to_bytes or b not in str_to_bytes:
+            raise _fail(p, f"merge #{k} {m!r} uses a token missing from the vocab")
+        ab = str_to_bytes[a] + str_to_bytes[b]
+        if ab not in tokens:
+            raise _fail(p, f"merge #{k} {m!r}: the merged token is missing from the vocab")
+        merges.append((str_to_bytes[a], str_to_bytes[b]))
+
+    specials: dict[str, int] = {}
+    added: list[AddedToken] = []
+    for a in obj.get("added_tokens") or []:
+        for flag in ("lstrip", "rstrip", "single_word"):
+            if a.get(flag):
+                raise _fail(p, f"added token {a.get('content')!r} uses {flag}=true, which is not supported")
+        content, tid = a.get("content"), a.get("id")
+        if not isinstance(content, str) or not content or not isinstance(tid, int):
+            raise _fail(p, f"bad added token {a!r}")
+        if a.get("special", False):
+            specials[content] = tid
+        else:
+            added.append(AddedToken(content, tid, special=False, normalized=bool(a.get("normalized", True))))
+        if tid not in extra_decode:
+            extra_decode[tid] = content.encode("utf-8")
+    # ids that are both a mergeable token and an added token decode as the mergeable token's bytes
+    byid = {i: b for b, i in tokens.items()}
+    for tid in list(extra_decode):
+        if tid in byid:
+            del extra_decode[tid]
+
+    src = BPESource(
+        name=name or os.path.basename(os.path.dirname(os.path.abspath(p))) or "tokenizer",
+        tokens=tokens,
+        stages=stages,
+        special_tokens=specials,
+        merges=merges,
+        ignore_merges=bool(model.get("ignore_merges", False)),
+        added_tokens=added,
+        normalizer=normalizer,
+        add_prefix_space=add_prefix_space,
+        extra_decode=extra_decode,
+        source_files=[p],
+        semantics="hf",
+    )
+    src.check()
+    return src

@@ -1,0 +1,74 @@
+"""Reader for tiktoken rank files (`*.tiktoken`, Llama-3/4 `tokenizer.model`): `base64(token) SP rank` lines."""
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+
+from .bpe_source import OPENAI_ENCODINGS, BPESource, PreTokStage
+
+
+def read_tiktoken_ranks(path: str | os.PathLike) -> dict[bytes, int]:
+    p = os.fspath(path)
+    with open(p, "rb") as f:
+        data = f.read()
+    ranks: dict[bytes, int] = {}
+    for lineno, line in enumerate(data.splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise ValueError(f"{p}:{lineno}: expected 'base64-token rank', got {line[:80]!r}")
+        try:
+            tok = base64.b64decode(parts[0], validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"{p}:{lineno}: token {parts[0][:40]!r} is not valid base64") from None
+        try:
+            rank = int(parts[1])
+        except ValueError:
+            raise ValueError(f"{p}:{lineno}: rank {parts[1][:20]!r} is not an integer") from None
+        if not tok:
+            raise ValueError(f"{p}:{lineno}: empty token")
+        if tok in ranks:
+            raise ValueError(f"{p}:{lineno}: token {tok!r} appears twice")
+        ranks[tok] = rank
+    if not ranks:
+        raise ValueError(f"{p}: no tokens (is this a tiktoken rank file?)")
+    return ranks
+
+
+def load_tiktoken(
+    path: str | os.PathLike,
+    pattern: str | None = None,
+    special_tokens: dict[str, int] | None = None,
+    name: str | None = None,
+) -> BPESource:
+    """A `.tiktoken` file. `pattern` is required unless `name` is one of tiktoken's OpenAI encodings
+    (then its pattern and special tokens are the defaults)."""
+    p = os.fspath(path)
+    if name is None:
+        base = os.path.basename(p)
+        name = base[: -len(".tiktoken")] if base.endswith(".tiktoken") else os.path.splitext(base)[0]
+    if name in OPENAI_ENCODINGS:
+        dpat, dspec = OPENAI_ENCODINGS[name]
+        pattern = dpat if pattern is None else pattern
+        special_tokens = dict(dspec) if special_tokens is None else special_tokens
+    if pattern is None:
+        raise ValueError(
+            f"{p}: a .tiktoken file has no split pattern; pass pattern=... (the pre-tokenizer regex), "
+            f"or name= one of {', '.join(OPENAI_ENCODINGS)}"
+        )
+    if not isinstance(pattern, str):
+        raise TypeError(f"pattern must be a str, got {type(pattern).__name__}")
+    special_tokens = dict(special_tokens or {})
+    src = BPESource(
+        name=name,
+        tokens=read_tiktoken_ranks(p),
+        stages=[PreTokStage(pattern, keep_gaps=False)],
+        special_tokens=special_tokens,
+        merges=None,
+        source_files=[p],
+        semantics="tiktoken",
+    )
+    src.check()
+    return src

@@ -1,0 +1,821 @@
+/* fstok.runtime._bpe: byte-level BPE runtime (Python binding) and the compiler's heavy loops.
+ *
+ * Performance notes
+ *  - Tables are views into the artifact (mmap); nothing is parsed or rebuilt at load.
+ *  - Each pre-token: whole-span hash lookup first (most words are one token), then the O(n^2) sweep
+ *    for short spans, the linear backtracking encoder for long ones (see bpe.h).
+ *  - Output lists reuse one cached PyLong per token id, so building a list costs an INCREF per token.
+ *  - The GIL is released for all encoding work; batches run on pthreads.
+ */
+/* fstok-lib: bpe */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bpe.h"
+
+/* ================================================================ helpers */
+
+static int get_view(PyObject *dict, const char *name, Py_buffer *view, Py_ssize_t itemsize, int required) {
+    PyObject *o = PyDict_GetItemString(dict, name);
+    if (!o) {
+        if (!required) {
+            memset(view, 0, sizeof(*view));
+            return 0;
+        }
+        PyErr_Format(PyExc_KeyError, "missing BPE table %s", name);
+        return -1;
+    }
+    if (PyObject_GetBuffer(o, view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (itemsize && view->len % itemsize) {
+        PyBuffer_Release(view);
+        PyErr_Format(PyExc_ValueError, "BPE table %s has a bad size", name);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *vec_to_bytes(const uint32_t *ids, size_t n) {
+    return PyBytes_FromStringAndSize((const char *)ids, (Py_ssize_t)(n * sizeof(uint32_t)));
+}
+
+/* ================================================================ compiler helpers */
+
+typedef struct {
+    uint64_t *keys;
+    uint32_t *vals;
+    uint64_t mask;
+    int shift;
+} chash;
+
+static int chash_init(chash *h, size_t n) {
+    size_t cap = 16;
+    int bits = 4;
+    while (cap < 2 * n + 2) cap <<= 1, bits++;
+    h->keys = (uint64_t *)malloc(cap * sizeof(uint64_t));
+    h->vals = (uint32_t *)malloc(cap * sizeof(uint32_t));
+    if (!h->keys || !h->vals) return -1;
+    memset(h->keys, 0xFF, cap * sizeof(uint64_t));
+    h->mask = cap - 1;
+    h->shift = 64 - bits;
+    return 0;
+}
+
+static void chash_free(chash *h) {
+    free(h->keys);
+    free(h->vals);
+}
+
+static void chash_put(chash *h, uint64_t key, uint32_t val) {
+    uint64_t i = bpe_pair_slot(key, h->shift);
+    while (h->keys[i] != BPE_EMPTY_KEY && h->keys[i] != key) i = (i + 1) & h->mask;
+    h->keys[i] = key;
+    h->vals[i] = val;
+}
+
+static uint32_t chash_get(const chash *h, uint64_t key) {
+    uint64_t i = bpe_pair_slot(key, h->shift);
+    for (;;) {
+        if (h->keys[i] == key) return h->vals[i];
+        if (h->keys[i] == BPE_EMPTY_KEY) return BPE_NONE;
+        i = (i + 1) & h->mask;
+    }
+}
+
+/* build_splits(arena, offsets u32[n+1], ranks i64[n] or None, rules i64[3*m] (l, r, rank) or None)
+ *   -> (left i32[n], right i32[n], mrank i64[n])
+ * Canonical split of every token: run BPE on its bytes with the canonical pairs of the shorter tokens;
+ * if it ends in exactly two parts (and, with rules, that pair is a rule) the token is reachable and
+ * that pair is its merge.  mrank: -1 single byte, -2 unreachable, else the merge's rank. */
+static PyObject *py_build_splits(PyObject *self, PyObject *args) {
+    Py_buffer ar, of, rk, ru;
+    PyObject *rko, *ruo;
+    if (!PyArg_ParseTuple(args, "y*y*OO", &ar, &of, &rko, &ruo)) return NULL;
+    PyObject *res = NULL;
+    int have_rk = rko != Py_None, have_ru = ruo != Py_None;
+    memset(&rk, 0, sizeof rk);
+    memset(&ru, 0, sizeof ru);
+    if (have_rk && PyObject_GetBuffer(rko, &rk, PyBUF_C_CONTIGUOUS) < 0) goto done0;
+    if (have_ru && PyObject_GetBuffer(ruo, &ru, PyBUF_C_CONTIGUOUS) < 0) goto done0;
+    {
+        size_t n = (size_t)of.len / 4 - 1;
+        const uint8_t *arena = (const uint8_t *)ar.buf;
+        const uint32_t *off = (const uint32_t *)of.buf;
+        const int64_t *ranks = (const int64_t *)rk.buf;
+        const int64_t *rules = (const int64_t *)ru.buf;
+        size_t nrules = have_ru ? (size_t)ru.len / 24 : 0;
+        if (have_rk && (size_t)rk.len / 8 != n) {
+            PyErr_SetString(PyExc_ValueError, "ranks length mismatch");
+            goto done0;
+        }
+        if (!have_rk && !have_ru) {
+            PyErr_SetString(PyExc_ValueError, "need ranks or rules");
+            goto done0;
+        }
+        int32_t *left = (int32_t *)malloc(n * 4 + 4), *right = (int32_t *)malloc(n * 4 + 4);
+        int64_t *mrank = (int64_t *)malloc(n * 8 + 8);
+        uint32_t *order = (uint32_t *)malloc(n * 4 + 4);
+        uint32_t maxlen = 0;
+        chash pairs = {0}, rmap = {0};
+        uint32_t *parts = NULL;
+        int64_t *prk = NULL;
+        if (!left || !right || !mrank || !order || chash_init(&pairs, n) || chash_init(&rmap, nrules)) {
+            PyErr_NoMemory();
+            goto done1;
+        }
+        uint32_t byte_idx[256];
+        for (int b = 0; b < 256; b++) byte_idx[b] = BPE_NONE;
+        for (size_t t = 0; t < n; t++) {
+            uint32_t len = off[t + 1] - off[t];
+            if (off[t + 1] < off[t] || off[t + 1] > (uint64_t)ar.len || len == 0) {
+                PyErr_SetString(PyExc_ValueError, "bad token offsets");
+                goto done1;
+            }
+            if (len > maxlen) maxlen = len;
+            if (len == 1) byte_idx[arena[off[t]]] = (uint32_t)t;
+            left[t] = right[t] = -1;
+            mrank[t] = len == 1 ? -1 : -2;
+        }
+        for (int b = 0; b < 256; b++)
+            if (byte_idx[b] == BPE_NONE) {
+                PyErr_Format(PyExc_ValueError, "no token for the single byte 0x%02x", b);
+                goto done1;
+            }
+        for (size_t k = 0; k < nrules; k++) {
+            int64_t l = rules[3 * k], r = rules[3 * k + 1];
+            if (l < 0 || r < 0 || (size_t)l >= n || (size_t)r >= n) {
+                PyErr_SetString(PyExc_ValueError, "rule index out of range");
+                goto done1;
+            }
+            chash_put(&rmap, bpe_pair_key((uint32_t)l, (uint32_t)r), (uint32_t)k); /* last wins */
+        }
+        /* counting sort by length */
+        {
+            size_t *cnt = (size_t *)calloc(maxlen + 2, sizeof(size_t));
+            if (!cnt) {
+                PyErr_NoMemory();
+                goto done1;
+            }
+            for (size_t t = 0; t < n; t++) cnt[off[t + 1] - off[t] + 1]++;
+            for (uint32_t l = 1; l <= maxlen + 1; l++) cnt[l] += cnt[l - 1];
+            for (size_t t = 0; t < n; t++) order[cnt[off[t + 1] - off[t]]++] = (uint32_t)t;
+            free(cnt);
+        }
+        parts = (uint32_t *)malloc((maxlen + 1) * 4);
+        prk = (int64_t *)malloc((maxlen + 1) * 8);
+        if (!parts || !prk) {
+            PyErr_NoMemory();
+            goto done1;
+        }
+        for (size_t oi = 0; oi < n; oi++) {
+            uint32_t t = order[oi];
+            uint32_t len = off[t + 1] - off[t];
+            if (len < 2) continue;
+            const uint8_t *s = arena + off[t];
+            size_t k = len;
+            for (size_t i = 0; i < len; i++) parts[i] = byte_idx[s[i]];
+            for (size_t i = 0; i + 1 < k; i++) {
+                uint32_t c = chash_get(&pairs, bpe_pair_key(parts[i], parts[i + 1]));
+                prk[i] = c == BPE_NONE ? INT64_MAX : mrank[c];
+            }
+            while (k > 2) {
+                int64_t best = INT64_MAX;
+                size_t bi = 0;
+                for (size_t i = 0; i + 1 < k; i++)
+                    if (prk[i] < best) best = prk[i], bi = i;
+                if (best == INT64_MAX) break;
+                parts[bi] = chash_get(&pairs, bpe_pair_key(parts[bi], parts[bi + 1]));
+                for (size_t i = bi + 1; i + 1 < k; i++) parts[i] = parts[i + 1], prk[i] = prk[i + 1];
+                k--;
+                if (bi + 1 < k) {
+                    uint32_t c = chash_get(&pairs, bpe_pair_key(parts[bi], parts[bi + 1]));
+                    prk[bi] = c == BPE_NONE ? INT64_MAX : mrank[c];
+                }
+                if (bi > 0) {
+                    uint32_t c = chash_get(&pairs, bpe_pair_key(parts[bi - 1], parts[bi]));
+                    prk[bi - 1] = c == BPE_NONE ? INT64_MAX : mrank[c];
+                }
+            }
+            if (k != 2) continue; /* not reachable by merges */
+            int64_t r;
+            if (have_ru) {
+                uint32_t ri = chash_get(&rmap, bpe_pair_key(parts[0], parts[1]));
+                if (ri == BPE_NONE) continue;
+                r = rules[3 * ri + 2];
+            } else {
+                r = ranks[t];
+            }
+            left[t] = (int32_t)parts[0];
+            right[t] = (int32_t)parts[1];
+            mrank[t] = r;
+            chash_put(&pairs, bpe_pair_key(parts[0], parts[1]), t);
+        }
+        {
+            PyObject *lo = PyBytes_FromStringAndSize((const char *)left, (Py_ssize_t)(n * 4));
+            PyObject *ro = PyBytes_FromStringAndSize((const char *)right, (Py_ssize_t)(n * 4));
+            PyObject *mo = PyBytes_FromStringAndSize((const char *)mrank, (Py_ssize_t)(n * 8));
+            if (lo && ro && mo) res = PyTuple_Pack(3, lo, ro, mo);
+            Py_XDECREF(lo);
+            Py_XDECREF(ro);
+            Py_XDECREF(mo);
+        }
+    done1:
+        free(left), free(right), free(mrank), free(order), free(parts), free(prk);
+        chash_free(&pairs);
+        chash_free(&rmap);
+    }
+done0:
+    PyBuffer_Release(&ar);
+    PyBuffer_Release(&of);
+    if (have_rk && rk.obj) PyBuffer_Release(&rk);
+    if (have_ru && ru.obj) PyBuffer_Release(&ru);
+    return res;
+}
+
+/* build_pair_table(left u32[], right u32[], merged u32[]) -> (keys u64 bytes, vals u32 bytes, bits) */
+static PyObject *py_build_pair_table(PyObject *self, PyObject *args) {
+    Py_buffer l, r, v;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &l, &r, &v)) return NULL;
+    PyObject *res = NULL;
+    size_t n = (size_t)l.len / 4;
+    chash h;
+    if ((size_t)r.len / 4 != n || (size_t)v.len / 4 != n) {
+        PyErr_SetString(PyExc_ValueError, "length mismatch");
+    } else if (chash_init(&h, n)) {
+        PyErr_NoMemory();
+        chash_free(&h);
+    } else {
+        const uint32_t *L = (const uint32_t *)l.buf, *R = (const uint32_t *)r.buf, *V = (const uint32_t *)v.buf;
+        for (size_t i = 0; i < n; i++) chash_put(&h, bpe_pair_key(L[i], R[i]), V[i]);
+        size_t cap = h.mask + 1;
+        res = Py_BuildValue("y#y#i", (const char *)h.keys, (Py_ssize_t)(cap * 8), (const char *)h.vals,
+                            (Py_ssize_t)(cap * 4), 64 - h.shift);
+        chash_free(&h);
+    }
+    PyBuffer_Release(&l);
+    PyBuffer_Release(&r);
+    PyBuffer_Release(&v);
+    return res;
+}
+
+/* build_span_table(arena, offsets u32[n+1], ids u32[]) -> (tag u32 bytes, id u32 bytes) ; open addressing */
+static PyObject *py_build_span_table(PyObject *self, PyObject *args) {
+    Py_buffer ar, of, ids;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &ar, &of, &ids)) return NULL;
+    PyObject *res = NULL;
+    size_t n = (size_t)ids.len / 4, noff = (size_t)of.len / 4;
+    size_t cap = 16;
+    while (cap < 2 * n + 2) cap <<= 1;
+    uint32_t *tag = (uint32_t *)malloc(cap * 4), *id = (uint32_t *)malloc(cap * 4);
+    if (!tag || !id) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    memset(tag, 0, cap * 4);
+    memset(id, 0xFF, cap * 4);
+    const uint8_t *arena = (const uint8_t *)ar.buf;
+    const uint32_t *off = (const uint32_t *)of.buf, *I = (const uint32_t *)ids.buf;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t t = I[k];
+        if ((size_t)t + 1 >= noff || off[t + 1] < off[t] || off[t + 1] > (uint64_t)ar.len) {
+            PyErr_SetString(PyExc_ValueError, "span table: bad id");
+            goto out;
+        }
+        uint64_t hsh = bpe_hash_bytes(arena + off[t], off[t + 1] - off[t]);
+        uint64_t i = hsh & (cap - 1);
+        while (id[i] != BPE_NONE) i = (i + 1) & (cap - 1);
+        id[i] = t;
+        tag[i] = (uint32_t)(hsh >> 32);
+    }
+    res = Py_BuildValue("y#y#", (const char *)tag, (Py_ssize_t)(cap * 4), (const char *)id, (Py_ssize_t)(cap * 4));
+out:
+    free(tag);
+    free(id);
+    PyBuffer_Release(&ar);
+    PyBuffer_Release(&of);
+    PyBuffer_Release(&ids);
+    return res;
+}
+
+/* build_trie(arena, offsets u32[n+1]) -> (base i32, check u32, tok u32, next_prefix u32)
+ * A double-array trie of the n tokens (token i ends at a node with tok == i). */
+static PyObject *py_build_trie(PyObject *self, PyObject *args) {
+    Py_buffer ar, of;
+    if (!PyArg_ParseTuple(args, "y*y*", &ar, &of)) return NULL;
+    PyObject *res = NULL;
+    size_t n = (size_t)of.len / 4 - 1;
+    const uint8_t *arena = (const uint8_t *)ar.buf;
+    const uint32_t *off = (const uint32_t *)of.buf;
+    /* 1. pointer trie: first child / next sibling lists */
+    size_t total = 1;
+    for (size_t t = 0; t < n; t++) total += off[t + 1] - off[t];
+    uint32_t *fc = (uint32_t *)malloc(total * 4), *sib = (uint32_t *)malloc(total * 4), *ptok = (uint32_t *)malloc(total * 4);
+    uint8_t *lab = (uint8_t *)malloc(total);
+    uint32_t *queue = NULL, *dapos = NULL, *check = NULL, *tok = NULL, *np = NULL;
+    int32_t *base = NULL;
+    uint8_t *used = NULL;
+    if (!fc || !sib || !ptok || !lab) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    size_t nn = 1;
+    fc[0] = sib[0] = ptok[0] = BPE_NONE;
+    lab[0] = 0;
+    for (size_t t = 0; t < n; t++) {
+        uint32_t node = 0;
+        for (uint32_t i = off[t]; i < off[t + 1]; i++) {
+            uint8_t c = arena[i];
+            uint32_t ch = fc[node];
+            while (ch != BPE_NONE && lab[ch] != c) ch = sib[ch];
+            if (ch == BPE_NONE) {
+                ch = (uint32_t)nn++;
+                lab[ch] = c;
+                fc[ch] = BPE_NONE;
+                ptok[ch] = BPE_NONE;
+                sib[ch] = fc[node];
+                fc[node] = ch;
+            }
+            node = ch;
+        }
+        if (ptok[node] != BPE_NONE) {
+            PyErr_SetString(PyExc_ValueError, "duplicate token in trie");
+            goto out;
+        }
+        ptok[node] = (uint32_t)t;
+    }
+    /* 2. BFS, place every node's children at base + label */
+    size_t cap = nn + 512;
+    queue = (uint32_t *)malloc(nn * 4);
+    dapos = (uint32_t *)malloc(nn * 4);
+    base = (int32_t *)malloc(cap * 4);
+    check = (uint32_t *)malloc(cap * 4);
+    tok = (uint32_t *)malloc(cap * 4);
+    used = (uint8_t *)calloc(cap, 1);
+    if (!queue || !dapos || !base || !check || !tok || !used) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (size_t i = 0; i < cap; i++) base[i] = 0, check[i] = BPE_NONE, tok[i] = BPE_NONE;
+    size_t qh = 0, qt = 0, first_free = 1, da_size = 1;
+    used[0] = 1;
+    dapos[0] = 0;
+    queue[qt++] = 0;
+    while (qh < qt) {
+        uint32_t node = queue[qh++];
+        uint32_t p = dapos[node];
+        tok[p] = ptok[node];
+        if (fc[node] == BPE_NONE) {
+            base[p] = 0;
+            continue;
+        }
+        uint8_t labels[256];
+        int nl = 0, minl = 256;
+        for (uint32_t ch = fc[node]; ch != BPE_NONE; ch = sib[ch]) {
+            labels[nl++] = lab[ch];
+            if (lab[ch] < minl) minl = lab[ch];
+        }
+        while (first_free < cap && used[first_free]) first_free++;
+        size_t pos = first_free;
+        int64_t b;
+        for (;;) {
+            b = (int64_t)pos - minl;
+            if (b >= 1) {
+                /* grow so that b + 255 fits */
+                if ((size_t)b + 256 > cap) {
+                    size_t ncap = cap * 2 > (size_t)b + 512 ? cap * 2 : (size_t)b + 512;
+                    int32_t *nb = (int32_t *)realloc(base, ncap * 4);
+                    if (nb) base = nb;
+                    uint32_t *nc = (uint32_t *)realloc(check, ncap * 4);
+                    if (nc) check = nc;
+                    uint32_t *nt = (uint32_t *)realloc(tok, ncap * 4);
+                    if (nt) tok = nt;
+                    uint8_t *nu = (uint8_t *)realloc(used, ncap);
+                    if (nu) used = nu;
+                    if (!nb || !nc || !nt || !nu) {
+                        PyErr_NoMemory();
+                        goto out;
+                    }
+                    for (size_t i = cap; i < ncap; i++) base[i] = 0, check[i] = BPE_NONE, tok[i] = BPE_NONE, used[i] = 0;
+                    cap = ncap;
+                }
+                int ok = 1;
+                for (int k = 0; k < nl; k++)
+                    if (used[b + labels[k]]) {
+                        ok = 0;
+                        break;
+                    }
+                if (ok) break;
+            }
+            pos++;
+            while (pos < cap && used[pos]) pos++;
+        }
+        base[p] = (int32_t)b;
+        for (uint32_t ch = fc[node]; ch != BPE_NONE; ch = sib[ch]) {
+            size_t q = (size_t)b + lab[ch];
+            used[q] = 1;
+            check[q] = p;
+            dapos[ch] = (uint32_t)q;
+            if (q + 1 > da_size) da_size = q + 1;
+            queue[qt++] = ch;
+        }
+    }
+    /* 3. next_prefix: longest token that is a proper prefix */
+    np = (uint32_t *)malloc(n * 4 + 4);
+    if (!np) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (size_t t = 0; t < n; t++) {
+        uint32_t node = 0, best = BPE_NONE;
+        for (uint32_t i = off[t]; i + 1 < off[t + 1]; i++) {
+            node = (uint32_t)(base[node] + arena[i]);
+            if (tok[node] != BPE_NONE) best = tok[node];
+        }
+        np[t] = best;
+    }
+    res = Py_BuildValue("y#y#y#y#", (const char *)base, (Py_ssize_t)(da_size * 4), (const char *)check,
+                        (Py_ssize_t)(da_size * 4), (const char *)tok, (Py_ssize_t)(da_size * 4), (const char *)np,
+                        (Py_ssize_t)(n * 4));
+out:
+    free(fc), free(sib), free(ptok), free(lab), free(queue), free(dapos), free(base), free(check), free(tok), free(used),
+        free(np);
+    PyBuffer_Release(&ar);
+    PyBuffer_Release(&of);
+    return res;
+}
+
+/* ================================================================ Model */
+
+enum { V_INT_EXT, V_INT_LEN, V_SPLIT_L, V_SPLIT_R, V_NEXT_PREFIX, V_PAIR_KEYS, V_PAIR_VALS, V_SPAN_TAG, V_SPAN_ID,
+       V_DEC_BYTES, V_DEC_OFF, V_DEC_KIND, V_DA_BASE, V_DA_CHECK, V_DA_TOK, V_BYTE_TOK, V_COUNT };
+static const char *VIEW_NAMES[V_COUNT] = {"int_ext", "int_len", "split_l", "split_r", "next_prefix", "pair_keys",
+                                          "pair_vals", "span_tag", "span_id", "dec_bytes", "dec_off", "dec_kind",
+                                          "da_base", "da_check", "da_tok", "byte_tok"};
+static const Py_ssize_t VIEW_SIZES[V_COUNT] = {4, 4, 4, 4, 4, 8, 4, 4, 4, 1, 4, 1, 4, 4, 4, 4};
+
+typedef struct {
+    PyObject_HEAD bpe_model m;
+    Py_buffer views[V_COUNT];
+    int nviews;
+    PyObject **ints; /* cached PyLong per external id */
+} ModelObject;
+
+static void Model_dealloc(ModelObject *self) {
+    for (int i = 0; i < self->nviews; i++) PyBuffer_Release(&self->views[i]);
+    if (self->ints) {
+        for (uint32_t i = 0; i < self->m.n_ext; i++) Py_XDECREF(self->ints[i]);
+        free(self->ints);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
+    PyObject *tables;
+    unsigned int n_int, n_ext, da_size, max_span_len, short_max;
+    int pair_bits, backtrack_ok;
+    if (!PyArg_ParseTuple(args, "O!IIIiIpI", &PyDict_Type, &tables, &n_int, &n_ext, &da_size, &pair_bits,
+                          &max_span_len, &backtrack_ok, &short_max))
+        return -1;
+    if (self->nviews) {
+        PyErr_SetString(PyExc_RuntimeError, "Model already initialized");
+        return -1;
+    }
+    for (int i = 0; i < V_COUNT; i++) {
+        if (get_view(tables, VIEW_NAMES[i], &self->views[i], VIEW_SIZES[i], 1) < 0) return -1;
+        self->nviews = i + 1;
+    }
+    bpe_model *m = &self->m;
+    m->n_int = n_int;
+    m->n_ext = n_ext;
+    m->int_ext = (const uint32_t *)self->views[V_INT_EXT].buf;
+    m->int_len = (const uint32_t *)self->views[V_INT_LEN].buf;
+    m->split_l = (const uint32_t *)self->views[V_SPLIT_L].buf;
+    m->split_r = (const uint32_t *)self->views[V_SPLIT_R].buf;
+    m->next_prefix = (const uint32_t *)self->views[V_NEXT_PREFIX].buf;
+    m->pair_keys = (const uint64_t *)self->views[V_PAIR_KEYS].buf;
+    m->pair_vals = (const uint32_t *)self->views[V_PAIR_VALS].buf;
+    m->pair_mask = (uint64_t)(self->views[V_PAIR_KEYS].len / 8) - 1;
+    m->pair_shift = 64 - pair_bits;
+    m->span_tag = (const uint32_t *)self->views[V_SPAN_TAG].buf;
+    m->span_id = (const uint32_t *)self->views[V_SPAN_ID].buf;
+    m->span_mask = (uint64_t)(self->views[V_SPAN_ID].len / 4) - 1;
+    m->dec_bytes = (const uint8_t *)self->views[V_DEC_BYTES].buf;
+    m->dec_off = (const uint32_t *)self->views[V_DEC_OFF].buf;
+    m->dec_kind = (const uint8_t *)self->views[V_DEC_KIND].buf;
+    m->da_base = (const int32_t *)self->views[V_DA_BASE].buf;
+    m->da_check = (const uint32_t *)self->views[V_DA_CHECK].buf;
+    m->da_tok = (const uint32_t *)self->views[V_DA_TOK].buf;
+    m->da_size = da_size;
+    memcpy(m->byte_tok, self->views[V_BYTE_TOK].buf, 256 * 4);
+    m->max_span_len = max_span_len;
+    m->backtrack_ok = backtrack_ok;
+    m->short_max = short_max;
+    /* sizes were validated by the Python loader; re-check the ones C indexes blindly */
+    if ((size_t)self->views[V_BYTE_TOK].len != 1024 || (size_t)self->views[V_DEC_OFF].len / 4 != (size_t)n_ext + 1 ||
+        (size_t)self->views[V_DEC_KIND].len != n_ext || (size_t)self->views[V_INT_EXT].len / 4 != n_int ||
+        (size_t)self->views[V_DA_BASE].len / 4 != da_size || (size_t)self->views[V_DA_CHECK].len / 4 != da_size ||
+        (size_t)self->views[V_DA_TOK].len / 4 != da_size || pair_bits < 4 || pair_bits > 40 ||
+        (uint64_t)self->views[V_PAIR_KEYS].len / 8 != (1ull << pair_bits) ||
+        (uint64_t)self->views[V_PAIR_VALS].len / 4 != (1ull << pair_bits)) {
+        PyErr_SetString(PyExc_ValueError, "BPE tables have inconsistent sizes");
+        return -1;
+    }
+    return 0;
+}
+
+static int ensure_ints(ModelObject *self) {
+    if (self->ints) return 0;
+    PyObject **ints = (PyObject **)calloc(self->m.n_ext ? self->m.n_ext : 1, sizeof(PyObject *));
+    if (!ints) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (uint32_t i = 0; i < self->m.n_ext; i++) {
+        ints[i] = PyLong_FromUnsignedLong(i);
+        if (!ints[i]) {
+            for (uint32_t j = 0; j < i; j++) Py_DECREF(ints[j]);
+            free(ints);
+            return -1;
+        }
+    }
+    self->ints = ints;
+    return 0;
+}
+
+static PyObject *ids_to_list(ModelObject *self, const uint32_t *ids, size_t n) {
+    if (ensure_ints(self) < 0) return NULL;
+    PyObject *list = PyList_New((Py_ssize_t)n);
+    if (!list) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        PyObject *o = ids[i] < self->m.n_ext ? self->ints[ids[i]] : NULL;
+        if (o) {
+            Py_INCREF(o);
+        } else {
+            o = PyLong_FromUnsignedLong(ids[i]);
+            if (!o) {
+                Py_DECREF(list);
+                return NULL;
+            }
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, o);
+    }
+    return list;
+}
+
+enum { OUT_LIST = 0, OUT_BYTES = 1, OUT_COUNT = 2 };
+
+static PyObject *finish(ModelObject *self, bpe_vec *v, int rc, int kind) {
+    PyObject *res = NULL;
+    if (rc) PyErr_NoMemory();
+    else if (kind == OUT_LIST) res = ids_to_list(self, v->ids, v->len);
+    else if (kind == OUT_BYTES) res = vec_to_bytes(v->ids, v->len);
+    else res = PyLong_FromSize_t(v->len);
+    free(v->ids);
+    return res;
+}
+
+enum { OUT_OFFSETS = 3 };
+
+/* encode_spans(data, spans u32[3k], out_kind=0)
+ * spans: (start, end, literal) triples of byte offsets into data; literal != 0xFFFFFFFF emits that id for
+ * the range (a special token), otherwise data[start:end) is one pre-token.
+ * out_kind: 0 list, 1 bytes (u32 ids), 2 count, 3 (list, bytes of u32 token start byte offsets). */
+static PyObject *Model_encode_spans(ModelObject *self, PyObject *args) {
+    Py_buffer data, spans;
+    int kind = OUT_LIST;
+    if (!PyArg_ParseTuple(args, "y*y*|i", &data, &spans, &kind)) return NULL;
+    const uint8_t *s = (const uint8_t *)data.buf;
+    const uint32_t *sp = (const uint32_t *)spans.buf;
+    size_t k = (size_t)spans.len / 12, n = (size_t)data.len;
+    bpe_vec v = {0}, st = {0};
+    int rc = 0;
+    for (size_t i = 0; i < k; i++)
+        if (sp[3 * i] > sp[3 * i + 1] || sp[3 * i + 1] > n) {
+            PyBuffer_Release(&data);
+            PyBuffer_Release(&spans);
+            PyErr_SetString(PyExc_ValueError, "span out of range");
+            return NULL;
+        }
+    const bpe_model *m = &self->m;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bpe_vec_reserve(&v, n / 3 + 16);
+    for (size_t i = 0; i < k && !rc; i++) {
+        size_t base = v.len;
+        uint32_t a = sp[3 * i], b = sp[3 * i + 1], lit = sp[3 * i + 2];
+        if (lit != BPE_NONE) {
+            rc = bpe_vec_reserve(&v, 1);
+            if (!rc) v.ids[v.len++] = lit;
+        } else {
+            rc = bpe_encode_span(m, s + a, b - a, &v);
+        }
+        if (kind == OUT_OFFSETS && !rc) {
+            rc = bpe_vec_reserve(&st, v.len - base);
+            uint32_t pos = a;
+            for (size_t j = base; j < v.len && !rc; j++) {
+                st.ids[st.len++] = pos;
+                uint32_t t = v.ids[j];
+                if (lit == BPE_NONE && t < m->n_ext) pos += m->dec_off[t + 1] - m->dec_off[t];
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&spans);
+    if (kind != OUT_OFFSETS) {
+        free(st.ids);
+        return finish(self, &v, rc, kind);
+    }
+    PyObject *starts = rc ? NULL : vec_to_bytes(st.ids, st.len);
+    free(st.ids);
+    if (rc || !starts) {
+        free(v.ids);
+        Py_XDECREF(starts);
+        return rc ? PyErr_NoMemory() : NULL;
+    }
+    PyObject *ids = finish(self, &v, 0, OUT_LIST);
+    if (!ids) {
+        Py_DECREF(starts);
+        return NULL;
+    }
+    PyObject *res = PyTuple_Pack(2, ids, starts);
+    Py_DECREF(ids);
+    Py_DECREF(starts);
+    return res;
+}
+
+/* encode_piece(data, mode=0): 0 runtime choice (whole-span lookup first), 1 short, 2 backtrack, 3 heap
+ * (1-3 skip the whole-span lookup). Returns external ids. */
+static PyObject *Model_encode_piece(ModelObject *self, PyObject *args) {
+    Py_buffer data;
+    int mode = 0;
+    if (!PyArg_ParseTuple(args, "y*|i", &data, &mode)) return NULL;
+    if (mode == 2 && !self->m.backtrack_ok) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "backtracking encoder is not valid for this vocabulary");
+        return NULL;
+    }
+    bpe_vec v = {0};
+    int rc;
+    const uint8_t *s = (const uint8_t *)data.buf;
+    size_t n = (size_t)data.len;
+    Py_BEGIN_ALLOW_THREADS
+    if (mode == 0) rc = bpe_encode_span(&self->m, s, n, &v);
+    else {
+        rc = mode == 1 ? bpe_encode_short(&self->m, s, n, &v)
+           : mode == 2 ? bpe_encode_backtrack(&self->m, s, n, &v)
+                       : bpe_encode_heap(&self->m, s, n, &v);
+        if (!rc)
+            for (size_t i = 0; i < v.len; i++) v.ids[i] = self->m.int_ext[v.ids[i]];
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    return finish(self, &v, rc, OUT_LIST);
+}
+
+/* decode_bytes(ids: sequence of int or a u32 buffer) -> bytes; raises KeyError on unknown ids */
+static PyObject *Model_decode_bytes(ModelObject *self, PyObject *arg) {
+    const bpe_model *m = &self->m;
+    PyObject *seq = PySequence_Fast(arg, "decode expects a sequence of token ids");
+    if (!seq) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    size_t total = 0;
+    uint32_t *ids = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t));
+    if (!ids) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = items[i];
+        if (!PyLong_Check(o)) {
+            PyErr_Format(PyExc_TypeError, "token ids must be int, got %.80s", Py_TYPE(o)->tp_name);
+            goto fail;
+        }
+        long long t = PyLong_AsLongLong(o);
+        if (t == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            t = -1;
+        }
+        if (t < 0 || t >= m->n_ext || m->dec_kind[t] == 0) {
+            PyObject *k = PyLong_FromLongLong(t);
+            if (t == -1) {
+                Py_XDECREF(k);
+                k = o;
+                Py_INCREF(k);
+            }
+            PyErr_SetObject(PyExc_KeyError, k);
+            Py_XDECREF(k);
+            goto fail;
+        }
+        ids[i] = (uint32_t)t;
+        total += m->dec_off[t + 1] - m->dec_off[t];
+    }
+    {
+        PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+        if (!out) goto fail;
+        char *p = PyBytes_AS_STRING(out);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint32_t o = m->dec_off[ids[i]], e = m->dec_off[ids[i] + 1];
+            memcpy(p, m->dec_bytes + o, e - o);
+            p += e - o;
+        }
+        free(ids);
+        Py_DECREF(seq);
+        return out;
+    }
+fail:
+    free(ids);
+    Py_DECREF(seq);
+    return NULL;
+}
+
+static PyObject *Model_span_lookup(ModelObject *self, PyObject *args) {
+    Py_buffer data;
+    if (!PyArg_ParseTuple(args, "y*", &data)) return NULL;
+    uint32_t id = bpe_span_get(&self->m, (const uint8_t *)data.buf, (size_t)data.len);
+    PyBuffer_Release(&data);
+    if (id == BPE_NONE) Py_RETURN_NONE;
+    return PyLong_FromUnsignedLong(id);
+}
+
+/* self_check() -> (failures, first failing external id or -1): every reachable token must encode to
+ * itself with each span encoder (short sweep, heap and, when valid, backtracking). */
+static PyObject *Model_self_check(ModelObject *self, PyObject *noargs) {
+    const bpe_model *m = &self->m;
+    size_t fails = 0;
+    long long first = -1;
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    bpe_vec v = {0};
+    for (uint32_t t = 0; t < m->n_int && !oom; t++) {
+        uint32_t e = m->int_ext[t];
+        const uint8_t *s = m->dec_bytes + m->dec_off[e];
+        size_t n = m->dec_off[e + 1] - m->dec_off[e];
+        for (int mode = 0; mode < 3; mode++) {
+            if (mode == 2 && !m->backtrack_ok) continue;
+            v.len = 0;
+            int rc = mode == 0 ? bpe_encode_short(m, s, n, &v) : mode == 1 ? bpe_encode_heap(m, s, n, &v)
+                                                                        : bpe_encode_backtrack(m, s, n, &v);
+            if (rc) {
+                oom = 1;
+                break;
+            }
+            if (v.len != 1 || v.ids[0] != t) {
+                if (first < 0) first = e;
+                fails++;
+                break;
+            }
+        }
+    }
+    free(v.ids);
+    Py_END_ALLOW_THREADS
+    if (oom) return PyErr_NoMemory();
+    return Py_BuildValue("nL", (Py_ssize_t)fails, first);
+}
+
+static PyMethodDef Model_methods[] = {
+    {"encode_spans", (PyCFunction)Model_encode_spans, METH_VARARGS, "encode byte spans of UTF-8 data"},
+    {"encode_piece", (PyCFunction)Model_encode_piece, METH_VARARGS, "encode one pre-token with a chosen encoder"},
+    {"decode_bytes", (PyCFunction)Model_decode_bytes, METH_O, "token ids -> bytes"},
+    {"span_lookup", (PyCFunction)Model_span_lookup, METH_VARARGS, "whole-span lookup: bytes -> id or None"},
+    {"self_check", (PyCFunction)Model_self_check, METH_NOARGS, "every reachable token encodes to itself"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject ModelType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fstok.runtime._bpe.Model",
+    .tp_basicsize = sizeof(ModelObject),
+    .tp_dealloc = (destructor)Model_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "compiled byte-level BPE tables",
+    .tp_methods = Model_methods,
+    .tp_init = (initproc)Model_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyMethodDef module_methods[] = {
+    {"build_splits", py_build_splits, METH_VARARGS, "canonical merge of every token"},
+    {"build_pair_table", py_build_pair_table, METH_VARARGS, "pair -> merged id hash"},
+    {"build_span_table", py_build_span_table, METH_VARARGS, "bytes -> id hash"},
+    {"build_trie", py_build_trie, METH_VARARGS, "double-array trie + next_prefix"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_bpe", "fstok byte-level BPE runtime", -1,
+                                       module_methods};
+
+PyMODINIT_FUNC PyInit__bpe(void) {
+    if (PyType_Ready(&ModelType) < 0) return NULL;
+    PyObject *mod = PyModule_Create(&moduledef);
+    if (!mod) return NULL;
+    Py_INCREF(&ModelType);
+    if (PyModule_AddObject(mod, "Model", (PyObject *)&ModelType) < 0) {
+        Py_DECREF(&ModelType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    return mod;
+}
