@@ -98,6 +98,9 @@ class WordPieceTokenizer:
             "special_tokens": src.special_tokens,
             "cls_token": src.cls_token,
             "sep_token": src.sep_token,
+            "cls_id": src.token_to_id.get(src.cls_token) if src.cls_token else None,
+            "sep_id": src.token_to_id.get(src.sep_token) if src.sep_token else None,
+            "unk_id": src.token_to_id[src.unk_token],
             "decoder_prefix": src.decoder_prefix,
             "decoder_cleanup": src.decoder_cleanup,
             "unicode_source": facts().source,
@@ -163,15 +166,13 @@ class WordPieceTokenizer:
                 raise bad(f"{k} points outside the pop pool")
         if len(pool) and int(pool.max()) >= V and arrs["wp.pops"].any():
             raise bad("pop pool holds an id outside the vocabulary")
-        # failure links must strictly decrease depth-like order to terminate: check no cycles cheaply
-        # by requiring the chain from every node to end within n steps (vectorized pointer jumping).
+        # failure chains must end (no cycles): pointer doubling, 2^8 = 256 >= any chain length
         if n:
-            cur = f.astype(np.int64)
-            for _ in range(int(np.ceil(np.log2(n + 1))) + 1):
-                nxt = np.where(cur >= 0, np.where(cur < n, cur, -1), -1)
-                live = nxt >= 0
-                cur = np.where(live, np.where(f[np.clip(nxt, 0, n - 1)] == NONE, -1, f[np.clip(nxt, 0, n - 1)].astype(np.int64)), -1)
-            if np.any(cur >= 0):
+            sentinel = np.uint32(n)
+            jump = np.append(np.where(f == NONE, sentinel, f), sentinel)
+            for _ in range(8):
+                jump = jump[jump]
+            if np.any(jump[:n] != sentinel):
                 raise bad("failure links contain a cycle")
         if voffs[0] != 0 or voffs[-1] > len(vbytes) or np.any(np.diff(voffs.astype(np.int64)) < 0):
             raise bad("vocabulary offsets")
@@ -194,22 +195,24 @@ class WordPieceTokenizer:
             raise bad("suffix-indicator result")
         tok_len = np.diff(voffs).astype(np.uint32)
         self._vocab_offs, self._vocab_bytes = voffs, vbytes
-        self._tokens = [bytes(vbytes[voffs[i]:voffs[i + 1]]).decode("utf-8", "replace") for i in range(V)]
-        self._t2i = {}
-        for i, t in enumerate(self._tokens):
-            self._t2i[t] = i
-        if unk not in self._t2i:
-            raise bad("unk token missing from vocabulary")
-        self.unk_id = self._t2i[unk]
+        self._tokens_cache: Optional[list[str]] = None
+        self._t2i_cache: Optional[dict[str, int]] = None
+        unk_b = unk.encode("utf-8")
+        self.unk_id = int(m.get("unk_id", -1))
+        if not (0 <= self.unk_id < V) or bytes(vbytes[voffs[self.unk_id]:voffs[self.unk_id + 1]]) != unk_b:
+            raise bad("unk token id does not match the vocabulary")
         self._prefix = prefix
         self._tok_len = tok_len
         self._model = _native().Model(
             es, el, et, f, arrs["wp.pops"], pool, dtg, arrs["wp.dense_pops"], tok_len, s1, s2, npool,
             sw[:n_sw] if n_sw else np.zeros(0, np.uint32),
             n, nd, root, sroot, len(prefix.encode("utf-8")), self.unk_id, maxc, bool(opts["strip"]))
-        self._specials = [t for t in m.get("special_tokens", []) if t in self._t2i]
-        self.cls_id = self._t2i.get(m.get("cls_token")) if m.get("cls_token") else None
-        self.sep_id = self._t2i.get(m.get("sep_token")) if m.get("sep_token") else None
+        self._specials = list(m.get("special_tokens", []))
+        self.cls_id = m.get("cls_id")
+        self.sep_id = m.get("sep_id")
+        for x in (self.cls_id, self.sep_id):
+            if x is not None and not (isinstance(x, int) and 0 <= x < V):
+                raise bad("cls/sep id out of range")
         self._special_re = None
         self._tables = arrs
 
@@ -234,8 +237,24 @@ class WordPieceTokenizer:
 
     # ------------------------------------------------------------------ vocabulary
     @property
+    def _tokens(self) -> list[str]:
+        if self._tokens_cache is None:  # decoded on first use: keeps fstok.load in milliseconds
+            b, o = self._vocab_bytes.tobytes(), self._vocab_offs.tolist()
+            self._tokens_cache = [b[o[i]:o[i + 1]].decode("utf-8", "replace") for i in range(len(o) - 1)]
+        return self._tokens_cache
+
+    @property
+    def _t2i(self) -> dict[str, int]:
+        if self._t2i_cache is None:
+            d: dict[str, int] = {}
+            for i, t in enumerate(self._tokens):
+                d[t] = i  # a duplicated token keeps its last id, as HF's vocab loader
+            self._t2i_cache = d
+        return self._t2i_cache
+
+    @property
     def vocab_size(self) -> int:
-        return len(self._tokens)
+        return len(self._vocab_offs) - 1
 
     n_vocab = vocab_size
 
@@ -353,9 +372,13 @@ class WordPieceTokenizer:
 
     def encode_word(self, word: str) -> list[int]:
         """Single-word LinMaxMatch (Algorithm 1): no normalization, no pre-tokenization."""
-        word = _as_text(word, "word")
-        _check_surrogates(word, "word")
-        return self._model.encode(word, 0, True)
+        if type(word) is not str:
+            word = _as_text(word, "word")
+        try:
+            return self._model.encode(word, 0, True)
+        except UnicodeEncodeError:
+            _check_surrogates(word, "word")
+            raise
 
     def encode_batch(self, texts: Sequence[str], num_threads: Optional[int] = None, add_special_tokens: bool = False,
                      allowed_special: Union[Literal["all"], Collection[str]] = (), with_offsets: bool = False):
@@ -370,8 +393,6 @@ class WordPieceTokenizer:
         texts = [t if isinstance(t, str) else _as_text(t, f"texts[{i}]") for i, t in enumerate(texts)]
         if allowed_special:
             return [self._encode_one(t, with_offsets, allowed_special, add_special_tokens) for t in texts]
-        for i, t in enumerate(texts):
-            _check_surrogates(t, f"texts[{i}]")
         res = self._model.encode_batch(texts, num_threads, 1 if with_offsets else 0)
         if add_special_tokens:
             if with_offsets:

@@ -1,0 +1,201 @@
+"""The fstok command line: compile, encode, inspect (and train / pretokenize when available)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def _load_any(name_or_path: str):
+    import fstok
+
+    if os.path.exists(name_or_path):
+        with open(name_or_path, "rb") as f:
+            magic = f.read(8)
+        if magic == b"FSTOKART":
+            return fstok.load(name_or_path)
+        return fstok.compile(name_or_path)
+    return fstok.get_encoding(name_or_path)
+
+
+def cmd_compile(args) -> int:
+    import fstok
+
+    opts = {}
+    if args.lowercase is not None:
+        opts["lowercase"] = args.lowercase
+    if args.strip_accents is not None:
+        opts["strip_accents"] = args.strip_accents
+    if args.no_chinese_chars:
+        opts["handle_chinese_chars"] = False
+    if args.no_clean_text:
+        opts["clean_text"] = False
+    if args.unk_token:
+        opts["unk_token"] = args.unk_token
+    if args.prefix is not None:
+        opts["continuing_subword_prefix"] = args.prefix
+    if args.max_chars is not None:
+        opts["max_input_chars_per_word"] = args.max_chars
+    if args.pattern:
+        opts["pattern"] = args.pattern
+    t = time.perf_counter()
+    tok = fstok.compile(args.src, **opts)
+    tok.save(args.output)
+    print(f"compiled {args.src} -> {args.output} ({os.path.getsize(args.output):,} bytes) in {time.perf_counter() - t:.2f}s",
+          file=sys.stderr)
+    return 0
+
+
+def cmd_encode(args) -> int:
+    tok = _load_any(args.model)
+    if args.file and args.file != "-":
+        with open(args.file, encoding="utf-8", newline="") as f:
+            text = f.read()
+    else:
+        text = sys.stdin.read()
+    t = time.perf_counter()
+    if args.lines:
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        res = tok.encode_batch(lines, num_threads=args.threads)
+        dt = time.perf_counter() - t
+        out = sys.stdout
+        for ids in res:
+            out.write(_fmt(tok, ids, args.tokens) + "\n")
+        n = sum(len(r) for r in res)
+    else:
+        ids = tok.encode(text)
+        dt = time.perf_counter() - t
+        sys.stdout.write(_fmt(tok, ids, args.tokens) + "\n")
+        n = len(ids)
+    nb = len(text.encode("utf-8"))
+    if not args.quiet:
+        print(f"{n:,} tokens from {nb:,} bytes in {dt * 1e3:.1f} ms ({nb / max(dt, 1e-9) / 1e6:.1f} MB/s)", file=sys.stderr)
+    return 0
+
+
+def _fmt(tok, ids, tokens: bool) -> str:
+    if tokens:
+        return " ".join(str(tok.id_to_token(i)) for i in ids)
+    return " ".join(map(str, ids))
+
+
+def cmd_inspect(args) -> int:
+    import fstok
+    from fstok.artifact import KIND_WORDPIECE, read_artifact
+
+    art = read_artifact(args.artifact)
+    tok = fstok.load(args.artifact)
+    if art.kind != KIND_WORDPIECE:
+        try:
+            from fstok import inspect_dfa
+        except ImportError:
+            print(json.dumps({"kind": art.kind_name, "sections": {k: s.nbytes for k, s in art.sections.items()}}, indent=2))
+            return 0
+        return inspect_dfa.cli_inspect(tok, art, args)
+    from fstok import inspect_wordpiece as iw
+
+    sample = None
+    if args.sample:
+        with open(args.sample, encoding="utf-8") as f:
+            sample = f.read(args.sample_bytes)
+    print(json.dumps(iw.summary(tok, sample), indent=2, ensure_ascii=False))
+    if args.graphml or args.dot or args.png:
+        g = iw.to_networkx(tok, max_states=args.max_states)
+        if args.graphml:
+            import networkx as nx
+
+            nx.write_graphml(g, args.graphml)
+            print(f"wrote {args.graphml}", file=sys.stderr)
+        if args.dot:
+            with open(args.dot, "w", encoding="utf-8") as f:
+                f.write(iw.to_dot(g))
+            print(f"wrote {args.dot}", file=sys.stderr)
+        if args.png:
+            iw.draw_png(g, args.png)
+            print(f"wrote {args.png}", file=sys.stderr)
+    return 0
+
+
+def cmd_pretokenize(args) -> int:
+    import fstok
+
+    text = open(args.file, encoding="utf-8").read() if args.file else sys.stdin.read()
+    for a, b in fstok.pretokenize(args.pattern, text):
+        print(f"{a}\t{b}\t{text[a:b]!r}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="fstok", description="fstok: compile tokenizers into finite-state tables and run them.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("compile", help="compile a vocab.txt / tokenizer.json / .tiktoken into an artifact",
+                       description="Compile a tokenizer source into one fstok artifact file.")
+    c.add_argument("src", help="vocab.txt (BERT WordPiece), tokenizer.json, .tiktoken, or GPT-2 vocab.json")
+    c.add_argument("-o", "--output", required=True, help="artifact path to write")
+    c.add_argument("--lowercase", dest="lowercase", action="store_true", default=None, help="WordPiece: lowercase (uncased vocab)")
+    c.add_argument("--no-lowercase", dest="lowercase", action="store_false", help="WordPiece: keep case")
+    c.add_argument("--strip-accents", dest="strip_accents", action="store_true", default=None)
+    c.add_argument("--no-strip-accents", dest="strip_accents", action="store_false")
+    c.add_argument("--no-chinese-chars", action="store_true", help="WordPiece: do not isolate CJK characters")
+    c.add_argument("--no-clean-text", action="store_true", help="WordPiece: keep control characters")
+    c.add_argument("--unk-token", help="WordPiece unk token (default [UNK])")
+    c.add_argument("--prefix", help="WordPiece continuing-subword prefix (default ##; may be empty)")
+    c.add_argument("--max-chars", type=int, help="WordPiece max_input_chars_per_word (default 100)")
+    c.add_argument("--pattern", help="BPE: pre-tokenization regex or encoding name (for .tiktoken files)")
+    c.set_defaults(func=cmd_compile)
+
+    e = sub.add_parser("encode", help="encode text (a file or stdin) to token ids",
+                       description="Encode text with a bundled encoding name, an artifact, or a source file.")
+    e.add_argument("--model", "-m", required=True, help="bundled name (e.g. bert-base-uncased), artifact path or source path")
+    e.add_argument("file", nargs="?", help="input file (default: stdin)")
+    e.add_argument("--lines", action="store_true", help="encode each line separately (batch, threads)")
+    e.add_argument("--threads", type=int, default=None, help="threads for --lines (default: all cores)")
+    e.add_argument("--tokens", action="store_true", help="print token strings instead of ids")
+    e.add_argument("--quiet", "-q", action="store_true", help="no timing line on stderr")
+    e.set_defaults(func=cmd_encode)
+
+    i = sub.add_parser("inspect", help="summarize an artifact and export its automaton",
+                       description="Print a summary of an artifact (states, edges, pops, table sizes, lookups per byte) "
+                                   "and export its automaton as GraphML, DOT or PNG.")
+    i.add_argument("artifact")
+    i.add_argument("--sample", help="text file to measure average table lookups per input byte")
+    i.add_argument("--sample-bytes", type=int, default=1_000_000, help="read at most this many characters of --sample")
+    i.add_argument("--graphml", help="write the automaton as GraphML")
+    i.add_argument("--dot", help="write the automaton as Graphviz DOT")
+    i.add_argument("--png", help="draw the automaton (small vocabularies only)")
+    i.add_argument("--max-states", type=int, default=2_000_000, help="refuse graph export above this many states")
+    i.set_defaults(func=cmd_inspect)
+
+    pt = sub.add_parser("pretokenize", help="print the pre-tokenization spans of a regex or encoding name",
+                        description="Split text with a compiled pre-tokenization DFA; prints start, end, piece.")
+    pt.add_argument("pattern", help="encoding name (r50k_base, cl100k_base, o200k_base, ...) or a regex")
+    pt.add_argument("file", nargs="?")
+    pt.set_defaults(func=cmd_pretokenize)
+
+    try:
+        from fstok.train import cli as train_cli
+
+        tp = train_cli.add_parser(sub)
+        if tp is not None and tp.get_default("func") is None:
+            tp.set_defaults(func=train_cli.run)
+    except ImportError:
+        pass
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args) or 0
+    except (ValueError, TypeError, FileNotFoundError, OSError) as e:
+        print(f"fstok {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
