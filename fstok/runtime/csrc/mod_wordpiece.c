@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define HOT static inline __attribute__((always_inline))
 #define NONE32 0xFFFFFFFFu
 #define KIND_REG 0
 #define KIND_DEL 1
@@ -129,7 +130,7 @@ static void emit_slice(wstate *w, uint32_t packed) {
 }
 
 /* One transition: delta'/sigma' for hubs, trie edge or failure link otherwise. */
-static inline uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
+HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
     const wp_tables *t = w->t;
     for (;;) {
         if (u < t->n_dense) {
@@ -175,16 +176,16 @@ static inline void word_begin(wstate *w, uint32_t orig) {
 }
 
 /* Feed one normalized character (its UTF-8 bytes) into the current word. */
-static inline void feed(wstate *w, const uint8_t *bytes, int nb, uint32_t orig) {
+HOT void feed(wstate *w, const uint8_t *bytes, int nb, uint32_t orig, const int offs) {
     if (!w->in_word) word_begin(w, orig);
     w->last_orig = orig;
     w->nchars++;
     if (w->failed) return;
     if (w->nchars > w->t->max_chars) { w->failed = 1; return; }
-    if (w->out->want_offs && !b2o_reserve(w, w->wbytes + nb)) { w->failed = 1; return; }
+    if (offs && !b2o_reserve(w, w->wbytes + nb)) { w->failed = 1; return; }
     uint32_t u = w->u;
     for (int k = 0; k < nb; k++) {
-        if (w->out->want_offs) w->b2o[w->wbytes] = orig;
+        if (offs) w->b2o[w->wbytes] = orig;
         w->wbytes++;
         u = wp_step(w, u, bytes[k]);
         if (u == NONE32) { w->failed = 1; return; }
@@ -241,17 +242,18 @@ static inline int utf8_encode(uint32_t cp, uint8_t *b) {
     return 4;
 }
 
-static inline void emit_norm(wstate *w, uint32_t cp, uint32_t cls, uint32_t orig) {
+static void emit_norm(wstate *w, uint32_t cp, uint32_t cls, uint32_t orig) {
+    const int offs = w->out->want_offs;
     uint8_t buf[4];
     int nb = utf8_encode(cp, buf);
     if (cls == CLS_SPACE) {
         word_end(w);
     } else if (cls == CLS_PUNCT) {
         word_end(w);
-        feed(w, buf, nb, orig);
+        if (offs) feed(w, buf, nb, orig, 1); else feed(w, buf, nb, orig, 0);
         word_end(w);
     } else {
-        feed(w, buf, nb, orig);
+        if (offs) feed(w, buf, nb, orig, 1); else feed(w, buf, nb, orig, 0);
     }
 }
 
@@ -318,21 +320,42 @@ static inline uint32_t utf8_next(const uint8_t *s, size_t i, int *len) {
 }
 
 /* End-to-end: normalization + pre-tokenization + WordPiece in one pass over s. */
-static void wp_encode_e2e(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out) {
+HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out, const int offs) {
     wstate w;
     memset(&w, 0, sizeof(w));
     w.t = t;
     w.out = out;
+    const uint32_t *ascii = t->norm2 + ((size_t)t->norm1[0] << 8);
     uint32_t ci = 0;
     size_t i = 0;
     while (i < n) {
+        uint8_t c0 = s[i];
+        if (c0 < 0x80 && !w.npend) {
+            /* ASCII fast path: one table read, bytes straight into the trie */
+            uint32_t e = ascii[c0] & 7;
+            if (e == KIND_REG) {
+                feed(&w, s + i, 1, ci, offs);
+            } else if (e == KIND_SPACE) {
+                word_end(&w);
+            } else if (e == KIND_ISO) {
+                word_end(&w);
+                feed(&w, s + i, 1, ci, offs);
+                word_end(&w);
+            } else if (e != KIND_DEL) {
+                goto general; /* KIND_MAP (e.g. uppercase when lowercasing) */
+            }
+            ci++;
+            i++;
+            continue;
+        }
+    general:;
         int L;
         uint32_t cp = utf8_next(s, i, &L);
         uint32_t e = t->norm2[((size_t)t->norm1[cp >> 8] << 8) | (cp & 0xFF)];
         switch (e & 7) {
         case KIND_REG:
             if (w.npend) flush_pending(&w);
-            feed(&w, s + i, L, ci);
+            feed(&w, s + i, L, ci, offs);
             break;
         case KIND_DEL:
             break;
@@ -343,7 +366,7 @@ static void wp_encode_e2e(const wp_tables *t, const uint8_t *s, size_t n, outbuf
         case KIND_ISO:
             if (w.npend) flush_pending(&w);
             word_end(&w);
-            feed(&w, s + i, L, ci);
+            feed(&w, s + i, L, ci, offs);
             word_end(&w);
             break;
         default: {
@@ -375,6 +398,11 @@ static void wp_encode_e2e(const wp_tables *t, const uint8_t *s, size_t n, outbuf
     wstate_free(&w);
 }
 
+static void wp_encode_e2e(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out) {
+    if (out->want_offs) wp_e2e_impl(t, s, n, out, 1);
+    else wp_e2e_impl(t, s, n, out, 0);
+}
+
 /* Single word: LinMaxMatch (Algorithm 1) on the raw bytes, no normalization. */
 static void wp_encode_word(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out) {
     wstate w;
@@ -387,7 +415,7 @@ static void wp_encode_word(const wp_tables *t, const uint8_t *s, size_t n, outbu
     while (i < n) {
         int L;
         (void)utf8_next(s, i, &L);
-        feed(&w, s + i, L, ci);
+        if (out->want_offs) feed(&w, s + i, L, ci, 1); else feed(&w, s + i, L, ci, 0);
         ci++;
         i += L;
     }
@@ -534,10 +562,15 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     outbuf o;
     memset(&o, 0, sizeof(o));
     o.want_offs = (mode & 1);
-    Py_BEGIN_ALLOW_THREADS
-    if (word) wp_encode_word(&self->t, (const uint8_t *)s, (size_t)n, &o);
-    else wp_encode_e2e(&self->t, (const uint8_t *)s, (size_t)n, &o);
-    Py_END_ALLOW_THREADS
+    if (n < 4096) { /* releasing the GIL costs more than encoding a short text */
+        if (word) wp_encode_word(&self->t, (const uint8_t *)s, (size_t)n, &o);
+        else wp_encode_e2e(&self->t, (const uint8_t *)s, (size_t)n, &o);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        if (word) wp_encode_word(&self->t, (const uint8_t *)s, (size_t)n, &o);
+        else wp_encode_e2e(&self->t, (const uint8_t *)s, (size_t)n, &o);
+        Py_END_ALLOW_THREADS
+    }
     return finish(&o, mode);
 }
 
