@@ -1,0 +1,390 @@
+"""Lossless parallel encoding of one very long text (issue 5).
+
+Two strategies, both exact (equal to one-shot ``tokenizer.encode(text)``):
+
+* ``"lopt"`` -- LoPT (../shared/seeds/lopt-paper.md): split the text into overlapping character chunks
+  ``s_i = S[Lc*i : Lc*(i+1) + Lo]``, encode them on threads with character offsets, and merge adjacent
+  results at a run of consecutive tokens whose *global* character positions and ids agree in both chunks
+  (found with two pointers over the ordered positions of the overlap region: linear, no LCS over ids).
+  A run shorter than ``min_overlap_tokens`` doubles the chunk length and restarts (growth, never a
+  wrong answer); when the chunk covers the whole text this is one-shot encoding.
+* ``"safe"`` -- beyond the paper, for BERT-style WordPiece: ASCII whitespace (space, tab, newline, CR)
+  is always a word boundary after BERT normalization (clean_text maps it to a space, the pre-tokenizer
+  drops it, it is not case-ignorable so it never changes lowercasing context), so the text is cut at a
+  whitespace character near each ``len/threads`` boundary and the pieces are encoded independently on
+  native threads (GIL released) and concatenated: no overlap work at all.
+
+``strategy="auto"`` uses "safe" for fstok WordPiece tokenizers (when the pieces cannot contain a
+whitespace-bearing special token) and "lopt" otherwise.
+
+Any object with ``encode_with_offsets(text) -> (ids, offsets)`` works with "lopt"; offsets may be
+``(start, end)`` pairs (HF, fstok WordPiece) or start positions only (fstok BPE, tiktoken style; the end
+of a token is then the start of the next one). ``HFOffsetsAdapter`` wraps a HF ``tokenizers.Tokenizer``.
+"""
+from __future__ import annotations
+
+import os
+from bisect import bisect_left
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+__all__ = ["encode_long", "encode_long_with_offsets", "HFOffsetsAdapter", "lopt_merge", "safe_split_points",
+           "max_token_chars", "LoptStats"]
+
+_WS = " \t\n\r"
+_SAFE_SEARCH = 4096  # how far (chars) to look for whitespace around a target split point
+
+
+class HFOffsetsAdapter:
+    """Give a HF ``tokenizers.Tokenizer`` the ``encode_with_offsets`` / ``encode`` interface used here.
+
+    Offsets are HF's character offsets into the original text (add_special_tokens=False)."""
+
+    def __init__(self, hf_tokenizer: Any):
+        if not hasattr(hf_tokenizer, "encode") or not hasattr(hf_tokenizer, "get_vocab"):
+            raise TypeError(f"expected a tokenizers.Tokenizer, got {type(hf_tokenizer).__name__}")
+        self.hf = hf_tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return self.hf.encode(text, add_special_tokens=False).ids
+
+    def encode_with_offsets(self, text: str):
+        enc = self.hf.encode(text, add_special_tokens=False)
+        return enc.ids, enc.offsets
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.hf.get_vocab()
+
+
+class LoptStats:
+    """Filled in by ``encode_long(..., stats=LoptStats())``: what the run did."""
+
+    def __init__(self) -> None:
+        self.strategy = ""
+        self.rounds = 0          # LoPT attempts (1 = no growth)
+        self.chunk_chars = 0     # final chunk length
+        self.overlap_chars = 0
+        self.num_chunks = 0
+        self.runs: list[int] = []  # agreeing-run length per merged boundary
+
+    def __repr__(self) -> str:
+        return (f"LoptStats(strategy={self.strategy!r}, rounds={self.rounds}, chunk_chars={self.chunk_chars}, "
+                f"overlap_chars={self.overlap_chars}, num_chunks={self.num_chunks}, min_run="
+                f"{min(self.runs) if self.runs else None})")
+
+
+# ---------------------------------------------------------------------------------------------- helpers
+def _is_fstok_wordpiece(tok: Any) -> bool:
+    try:
+        from fstok.wordpiece import WordPieceTokenizer
+    except Exception:  # pragma: no cover
+        return False
+    return isinstance(tok, WordPieceTokenizer)
+
+
+def max_token_chars(tok: Any) -> int:
+    """Longest vocabulary token in characters (the theorem's T); continuation prefixes ("##") and
+    byte-level markers count as they are spelled, which only over-estimates. 16 when unknown."""
+    cached = getattr(tok, "_fstok_max_token_chars", None)
+    if cached:
+        return cached
+    n = 0
+    try:
+        vocab = tok.get_vocab()
+        n = max((len(t) for t in vocab), default=0)
+    except Exception:
+        n = 0
+    if not n:
+        n = 16
+    try:
+        tok._fstok_max_token_chars = n
+    except Exception:
+        pass
+    return n
+
+
+def _check_args(text, num_threads, chunk_chars, overlap_chars, min_overlap_tokens, strategy):
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if num_threads is not None and (not isinstance(num_threads, int) or isinstance(num_threads, bool)
+                                    or num_threads < 1):
+        raise ValueError(f"num_threads must be a positive int or None, got {num_threads!r}")
+    if chunk_chars is not None and (not isinstance(chunk_chars, int) or chunk_chars < 1):
+        raise ValueError(f"chunk_chars must be a positive int or None, got {chunk_chars!r}")
+    if overlap_chars is not None and (not isinstance(overlap_chars, int) or overlap_chars < 1):
+        raise ValueError(f"overlap_chars must be a positive int or None, got {overlap_chars!r}")
+    if not isinstance(min_overlap_tokens, int) or min_overlap_tokens < 1:
+        raise ValueError(f"min_overlap_tokens must be a positive int, got {min_overlap_tokens!r}")
+    if strategy not in ("auto", "safe", "lopt"):
+        raise ValueError(f"strategy must be 'auto', 'safe' or 'lopt', got {strategy!r}")
+
+
+class _Encoder:
+    """Uniform (ids, starts, ends) access to a tokenizer: numpy int64 arrays, local char positions."""
+
+    def __init__(self, tok: Any, encode_kwargs: dict):
+        self.tok = tok
+        self.kw = encode_kwargs
+        self.fast_np = (not encode_kwargs) and hasattr(tok, "encode_with_offsets_numpy") and _is_fstok_wordpiece(tok)
+        if not self.fast_np and not hasattr(tok, "encode_with_offsets"):
+            raise TypeError(f"{type(tok).__name__} has no encode_with_offsets(text); wrap a HF tokenizer in "
+                            "fstok.parallel.HFOffsetsAdapter")
+
+    def __call__(self, chunk: str):
+        if self.fast_np:
+            ids, offs = self.tok.encode_with_offsets_numpy(chunk)
+            offs = offs.astype(np.int64)
+            return ids, offs[:, 0], offs[:, 1]
+        ids, offs = self.tok.encode_with_offsets(chunk, **self.kw)
+        ids = np.asarray(ids, dtype=np.int64)
+        n = len(ids)
+        if n == 0:
+            z = np.zeros(0, dtype=np.int64)
+            return ids, z, z
+        offs = np.asarray(offs, dtype=np.int64)
+        if offs.ndim == 2:
+            return ids, offs[:, 0], offs[:, 1]
+        # start positions only: a token ends where the next one starts (the last at the chunk end)
+        ends = np.empty(n, dtype=np.int64)
+        ends[:-1] = offs[1:]
+        ends[-1] = len(chunk)
+        return ids, offs, ends
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tok.encode(text, **self.kw))
+
+
+def _pool_map(fn, items, num_threads):
+    if num_threads <= 1 or len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(num_threads, len(items))) as ex:
+        return list(ex.map(fn, items))
+
+
+# ---------------------------------------------------------------------------------------------- LoPT merge
+def lopt_merge(a, b, b_off: int, a_end: int, min_run: int):
+    """Match chunk A (starting at global 0 of its own frame) with chunk B that starts ``b_off`` characters
+    later (A's frame), overlapping A on [b_off, a_end).
+
+    a, b: (ids, starts, ends) local arrays.  Returns (cut_a, cut_b, run) where the merged sequence is
+    A[:cut_a] + B[cut_b:], or None when the longest run of consecutive agreeing tokens (same global
+    start, end and id in both) is shorter than ``min_run``.  Linear in the overlap tokens: positions are
+    ordered in both, so two pointers walk them once."""
+    a_ids, a_st, a_en = a
+    b_ids, b_st, b_en = b
+    # A tokens that lie inside the overlap: global start >= b_off; B tokens with global end <= a_end
+    i = int(np.searchsorted(a_st, b_off, side="left"))
+    na = len(a_ids)
+    nb = int(np.searchsorted(b_en, a_end - b_off, side="right"))
+    if i >= na or nb == 0:
+        return None
+    # small slices -> python lists for the scalar walk
+    ast = (a_st[i:] - b_off).tolist()
+    aen = (a_en[i:] - b_off).tolist()
+    aid = a_ids[i:].tolist()
+    bst = b_st[:nb].tolist()
+    ben = b_en[:nb].tolist()
+    bid = b_ids[:nb].tolist()
+    x = y = 0
+    la, lb = len(ast), nb
+    best = 0
+    best_end = (0, 0)
+    run = 0
+    prev = (-2, -2)
+    while x < la and y < lb:
+        ka = (ast[x], aen[x])
+        kb = (bst[y], ben[y])
+        if ka == kb:
+            if aid[x] == bid[y]:
+                run = run + 1 if prev == (x - 1, y - 1) else 1
+                prev = (x, y)
+                if run > best:
+                    best = run
+                    best_end = (x + 1, y + 1)
+            x += 1
+            y += 1
+        elif ka < kb:
+            x += 1
+        else:
+            y += 1
+    if best < min_run:
+        return None
+    return i + best_end[0], best_end[1], best
+
+
+def _lopt(enc: _Encoder, text: str, num_threads: int, chunk: int, overlap: int, min_run: int, stats):
+    n = len(text)
+    rounds = 0
+    while True:
+        rounds += 1
+        if chunk >= n or overlap >= n:
+            # one chunk: one-shot
+            if stats is not None:
+                stats.rounds, stats.chunk_chars, stats.overlap_chars, stats.num_chunks = rounds, n, overlap, 1
+            return enc.encode(text)
+        # LoPT needs disjoint overlap regions per chunk: overlap < chunk
+        ov = min(overlap, chunk - 1) if chunk > 1 else 0
+        if ov <= 0:
+            chunk *= 2
+            continue
+        starts = list(range(0, n, chunk))
+        pieces = [(s, text[s:min(n, s + chunk + ov)]) for s in starts]
+        if len(pieces) > 1 and pieces[-2][0] + chunk + ov >= n:
+            # previous chunk already reaches the end: the last one is redundant
+            pieces.pop()
+        results = _pool_map(lambda p: enc(p[1]), pieces, num_threads)
+        cuts = []
+        ok = True
+        runs = []
+        for k in range(len(pieces) - 1):
+            a_off, a_txt = pieces[k]
+            b_off, _ = pieces[k + 1]
+            m = lopt_merge(results[k], results[k + 1], b_off - a_off, len(a_txt), min_run)
+            if m is None:
+                ok = False
+                break
+            cuts.append(m)
+            runs.append(m[2])
+        if ok:
+            # cut of chunk k+1 at its start (cuts[k][1]) must not pass its end cut (cuts[k+1][0])
+            for k in range(len(cuts) - 1):
+                if cuts[k][1] > cuts[k + 1][0]:
+                    ok = False
+                    break
+        if not ok:
+            chunk *= 2
+            continue
+        parts = []
+        lo = 0
+        for k, (ids, _, _) in enumerate(results):
+            hi = cuts[k][0] if k < len(cuts) else len(ids)
+            parts.append(ids[lo:hi])
+            lo = cuts[k][1] if k < len(cuts) else 0
+        if stats is not None:
+            stats.rounds, stats.chunk_chars, stats.overlap_chars = rounds, chunk, ov
+            stats.num_chunks, stats.runs = len(pieces), runs
+        return np.concatenate(parts).tolist() if parts else []
+
+
+# ---------------------------------------------------------------------------------------------- safe split
+def safe_split_points(text: str, parts: int, search: int = _SAFE_SEARCH) -> list[int]:
+    """Cut positions (strictly increasing, in (0, len)) at ASCII whitespace near k*len/parts.
+
+    Each cut is the index of a whitespace character (the piece to its right starts with it), searched
+    forward then backward within ``search`` characters of the target; a target with no whitespace
+    nearby is skipped (its neighbours just get longer)."""
+    n = len(text)
+    cuts: list[int] = []
+    last = 0
+    for k in range(1, parts):
+        t = (n * k) // parts
+        if t <= last:
+            continue
+        best = -1
+        # forward
+        hi = min(n, t + search)
+        for c in _WS:
+            j = text.find(c, t, hi)
+            if j != -1 and (best == -1 or j < best):
+                best = j
+        if best == -1:
+            lo = max(last + 1, t - search)
+            for c in _WS:
+                j = text.rfind(c, lo, t)
+                if j > best:
+                    best = j
+        if best > last and best < n:
+            cuts.append(best)
+            last = best
+    return cuts
+
+
+def _safe_ok(tok: Any, encode_kwargs: dict) -> bool:
+    if not _is_fstok_wordpiece(tok):
+        return False
+    if set(encode_kwargs) - {"allowed_special"}:
+        return False
+    allowed = encode_kwargs.get("allowed_special") or ()
+    specials = tok.special_tokens if allowed == "all" else list(allowed)
+    return not any(any(c in s for c in _WS) or not s for s in specials)
+
+
+def _safe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encode_kwargs: dict, stats):
+    n = len(text)
+    parts = num_threads if chunk is None else max(1, -(-n // chunk))
+    cuts = safe_split_points(text, parts)
+    bounds = [0] + cuts + [n]
+    pieces = [text[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1)]
+    if stats is not None:
+        stats.rounds, stats.chunk_chars, stats.overlap_chars, stats.num_chunks = 1, chunk or 0, 0, len(pieces)
+    if len(pieces) == 1:
+        return tok.encode(text, **encode_kwargs)
+    if not encode_kwargs:
+        res = tok.encode_batch(pieces, num_threads=num_threads)  # native threads, GIL released
+    else:
+        res = _pool_map(lambda p: tok.encode(p, **encode_kwargs), pieces, num_threads)
+    out: list[int] = []
+    for r in res:
+        out.extend(r)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- entry
+def encode_long(tokenizer: Any, text: str, num_threads: Optional[int] = None, chunk_chars: Optional[int] = None,
+                overlap_chars: Optional[int] = None, min_overlap_tokens: int = 2, *, strategy: str = "auto",
+                stats: Optional[LoptStats] = None, **encode_kwargs) -> list[int]:
+    """Token ids of ``text``, identical to ``tokenizer.encode(text, **encode_kwargs)``, computed on
+    ``num_threads`` threads (default: all cores).
+
+    chunk_chars: chunk length (default ``len(text) / num_threads``); overlap_chars: LoPT overlap (default
+    the longest vocabulary token in characters, at least 8); min_overlap_tokens: the paper's threshold
+    (consecutive position-agreeing tokens needed to merge two chunks; fewer doubles the chunk length).
+    strategy: "auto" (safe whitespace split for fstok WordPiece, LoPT otherwise), "safe" or "lopt".
+    ``encode_kwargs`` (e.g. ``allowed_special``) are passed to every chunk encode."""
+    _check_args(text, num_threads, chunk_chars, overlap_chars, min_overlap_tokens, strategy)
+    if num_threads is None:
+        num_threads = os.cpu_count() or 1
+    if stats is not None:
+        stats.strategy = strategy
+    if strategy in ("auto", "safe"):
+        if _safe_ok(tokenizer, encode_kwargs):
+            if stats is not None:
+                stats.strategy = "safe"
+            if not text:
+                return []
+            return _safe(tokenizer, text, num_threads, chunk_chars, encode_kwargs, stats)
+        if strategy == "safe":
+            raise ValueError(f"strategy='safe' needs a fstok WordPiece tokenizer without whitespace in its "
+                             f"allowed special tokens; got {type(tokenizer).__name__} (use 'lopt')")
+    if stats is not None:
+        stats.strategy = "lopt"
+    enc = _Encoder(tokenizer, encode_kwargs)
+    if not text:
+        return []
+    n = len(text)
+    chunk = chunk_chars if chunk_chars is not None else max(1, -(-n // num_threads))
+    overlap = overlap_chars if overlap_chars is not None else max(8, max_token_chars(tokenizer))
+    return _lopt(enc, text, num_threads, chunk, overlap, min_overlap_tokens, stats)
+
+
+def encode_long_with_offsets(tokenizer: Any, text: str, num_threads: Optional[int] = None,
+                             chunk_chars: Optional[int] = None, **kw):
+    """(ids, [(start, end), ...]) for the safe strategy (fstok WordPiece): offsets shifted per piece."""
+    if not _is_fstok_wordpiece(tokenizer):
+        raise TypeError("encode_long_with_offsets supports fstok WordPiece tokenizers")
+    _check_args(text, num_threads, chunk_chars, None, 1, "safe")
+    if num_threads is None:
+        num_threads = os.cpu_count() or 1
+    n = len(text)
+    parts = num_threads if chunk_chars is None else max(1, -(-n // chunk_chars))
+    bounds = [0] + safe_split_points(text, parts) + [n]
+    pieces = [(bounds[k], text[bounds[k]:bounds[k + 1]]) for k in range(len(bounds) - 1)]
+    res = _pool_map(lambda p: tokenizer.encode_with_offsets(p[1], **kw), pieces, num_threads)
+    ids: list[int] = []
+    offs: list[tuple[int, int]] = []
+    for (s, _), (i, o) in zip(pieces, res):
+        ids.extend(i)
+        offs.extend((a + s, b + s) for a, b in o)
+    return ids, offs

@@ -1,0 +1,172 @@
+"""fstok.parallel.encode_long: LoPT and safe-boundary split equal one-shot encoding (issue 5)."""
+import functools
+
+import pytest
+from conftest import needs_shared, read_corpus
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fstok
+from fstok.parallel import HFOffsetsAdapter, LoptStats, encode_long, lopt_merge, safe_split_points
+
+LONG = ["english", "chinese_long", "code", "stress"]
+BERTS = ["bert-base-uncased", "bert-base-multilingual-cased"]
+SLICE = 60_000  # characters per hypothesis example (a random window of the corpus)
+
+
+@functools.lru_cache(maxsize=None)
+def corpus(name):
+    return read_corpus(name)
+
+
+@functools.lru_cache(maxsize=None)
+def fs(name):
+    return fstok.get_encoding(name)
+
+
+@functools.lru_cache(maxsize=None)
+def hf_adapter(name="bert-base-uncased"):
+    from wp_helpers import hf_bert
+
+    return HFOffsetsAdapter(hf_bert(name))
+
+
+@functools.lru_cache(maxsize=64)
+def one_shot(tok_key, corpus_name, start, length):
+    tok = fs(tok_key) if tok_key != "hf" else hf_adapter()
+    return tok.encode(corpus(corpus_name)[start:start + length])
+
+
+# ------------------------------------------------------------------------------------- basic behaviour
+def test_empty_and_short_text():
+    tok = fs("bert-base-uncased")
+    for strategy in ("auto", "safe", "lopt"):
+        assert encode_long(tok, "", num_threads=2, strategy=strategy) == []
+        assert encode_long(tok, "hello world", num_threads=2, chunk_chars=10_000, strategy=strategy) == \
+            tok.encode("hello world")
+        assert encode_long(tok, "x", num_threads=4, chunk_chars=1, strategy=strategy) == tok.encode("x")
+
+
+def test_bad_arguments():
+    tok = fs("bert-base-uncased")
+    with pytest.raises(TypeError):
+        encode_long(tok, b"bytes")
+    with pytest.raises(ValueError):
+        encode_long(tok, "a b", num_threads=0)
+    with pytest.raises(ValueError):
+        encode_long(tok, "a b", chunk_chars=0)
+    with pytest.raises(ValueError):
+        encode_long(tok, "a b", overlap_chars=-1)
+    with pytest.raises(ValueError):
+        encode_long(tok, "a b", min_overlap_tokens=0)
+    with pytest.raises(ValueError):
+        encode_long(tok, "a b", strategy="fast")
+    with pytest.raises(ValueError):
+        encode_long(hf_adapter(), "a b", strategy="safe")
+    with pytest.raises(TypeError):
+        encode_long(object(), "a b", strategy="lopt")
+
+
+def test_auto_picks_safe_for_wordpiece_and_lopt_for_others():
+    s = LoptStats()
+    encode_long(fs("bert-base-uncased"), "a b c d", num_threads=2, stats=s)
+    assert s.strategy == "safe"
+    s = LoptStats()
+    encode_long(hf_adapter(), "a b c d " * 50, num_threads=2, stats=s)
+    assert s.strategy == "lopt"
+
+
+def test_merge_uses_positions_not_ids():
+    # A and B both contain id 7 twice, the id-only overlap would align the wrong copies
+    a = ([1, 7, 7, 2, 7], [0, 2, 4, 6, 8], [1, 3, 5, 7, 9])
+    b = ([7, 2, 7, 3], [0, 2, 4, 6], [1, 3, 5, 7])  # B starts at 4 in A's frame
+    import numpy as np
+
+    conv = lambda t: tuple(np.asarray(x, dtype=np.int64) for x in t)  # noqa: E731
+    cut_a, cut_b, run = lopt_merge(conv(a), conv(b), 4, 9, 2)
+    assert run == 3 and a[0][:cut_a] + b[0][cut_b:] == [1, 7, 7, 2, 7, 3]
+    assert lopt_merge(conv(a), conv(b), 4, 9, 4) is None
+
+
+def test_safe_split_points_are_whitespace():
+    text = corpus("english")[:50_000] if True else ""
+    cuts = safe_split_points(text, 7)
+    assert cuts == sorted(set(cuts)) and all(text[c] in " \t\n\r" for c in cuts)
+    assert safe_split_points("nowhitespacehere" * 10, 4) == []
+
+
+@needs_shared
+def test_tiny_chunks_trigger_growth():
+    tok = fs("bert-base-uncased")
+    text = corpus("english")[10_000:30_000]
+    s = LoptStats()
+    assert encode_long(tok, text, num_threads=2, chunk_chars=3, overlap_chars=2, strategy="lopt", stats=s) == \
+        tok.encode(text)
+    assert s.rounds > 1 and s.chunk_chars > 3
+
+
+@needs_shared
+def test_special_tokens_across_chunks():
+    tok = fs("bert-base-uncased")
+    base = corpus("english")[:20_000]
+    text = "[CLS]".join(base[i:i + 997] for i in range(0, len(base), 997)) + "[SEP]"
+    ref = tok.encode(text, allowed_special="all")
+    assert ref.count(tok.token_to_id("[CLS]")) >= 20
+    for strategy in ("safe", "lopt"):
+        for chunk in (None, 13, 500, 3000):
+            got = encode_long(tok, text, num_threads=2, chunk_chars=chunk, strategy=strategy,
+                              allowed_special="all")
+            assert got == ref, (strategy, chunk)
+
+
+# ------------------------------------------------------------------------------------- long documents
+@needs_shared
+@pytest.mark.parametrize("name", LONG)
+@pytest.mark.parametrize("tok_key", BERTS)
+def test_whole_long_prefix_default(name, tok_key):
+    tok = fs(tok_key)
+    text = corpus(name)[:400_000]
+    ref = tok.encode(text)
+    for strategy in ("auto", "lopt"):
+        for threads in (2, 5):
+            assert encode_long(tok, text, num_threads=threads, strategy=strategy) == ref, (strategy, threads)
+
+
+@needs_shared
+@pytest.mark.parametrize("name", LONG)
+def test_hf_adapter_long_prefix(name):
+    tok = hf_adapter()
+    text = corpus(name)[:150_000]
+    assert encode_long(tok, text, num_threads=2) == tok.encode(text)
+
+
+slices = st.tuples(st.sampled_from(LONG), st.integers(0, 2_000_000), st.integers(0, SLICE))
+params = dict(threads=st.integers(1, 6),
+              chunk=st.one_of(st.none(), st.integers(1, 40), st.integers(40, 5_000), st.integers(5_000, 80_000)),
+              overlap=st.one_of(st.none(), st.integers(1, 200)),
+              min_run=st.integers(1, 4))
+
+
+@needs_shared
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(tok_key=st.sampled_from(BERTS), sl=slices, strategy=st.sampled_from(["auto", "lopt"]), **params)
+def test_hypothesis_fstok(tok_key, sl, strategy, threads, chunk, overlap, min_run):
+    name, start, length = sl
+    start = start % max(1, len(corpus(name)) - length)
+    text = corpus(name)[start:start + length]
+    got = encode_long(fs(tok_key), text, num_threads=threads, chunk_chars=chunk, overlap_chars=overlap,
+                      min_overlap_tokens=max(2, min_run), strategy=strategy)
+    assert got == one_shot(tok_key, name, start, length)
+
+
+@needs_shared
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sl=slices, **params)
+def test_hypothesis_hf(sl, threads, chunk, overlap, min_run):
+    name, start, length = sl
+    length = length // 3
+    start = start % max(1, len(corpus(name)) - length)
+    text = corpus(name)[start:start + length]
+    got = encode_long(hf_adapter(), text, num_threads=threads, chunk_chars=chunk, overlap_chars=overlap,
+                      min_overlap_tokens=max(2, min_run))
+    assert got == one_shot("hf", name, start, length)
