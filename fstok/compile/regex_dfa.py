@@ -1,0 +1,453 @@
+"""Leftmost-first determinization, lowering to a UTF-8 byte DFA, minimization, byte classes.
+
+Pipeline (each step is exact; nothing here knows any particular pattern):
+
+1. `determinize(nfa)` -- ordered-subset construction over the cell alphabet (+ EOI).  A DFA
+   state is the *ordered* tuple of NFA threads (priority order, as regex-automata's
+   `util/determinize`), truncated after the first MATCH / MATCH_LA thread, since lower-priority
+   threads can never win under leftmost-first semantics.  Its accept kind is that first match.
+2. `minimize_cells` -- Moore partition refinement on the cell DFA.
+3. `lower_to_bytes` -- every cell transition becomes UTF-8 byte paths.  Lead bytes branch into
+   shared continuation sub-automata (a trie of the code point ranges, interned by content); a
+   lookahead-accepting target reached through an L-byte character becomes a byte state that
+   gives back L bytes.  Invalid UTF-8 goes to the dead state.
+4. `minimize` -- Moore refinement on the byte DFA (numpy), then byte classes (identical columns),
+   states renumbered dead = 0, start = 1, the rest breadth-first.
+5. `add_restart_states` -- boundary states that let the bulk spanner continue into the next piece
+   without a data-dependent branch (see its docstring); renumbered dead = 0, boundary 1..K,
+   start = K+1.
+
+The search (C `fstok_dfa_match`, Python `reference_match`) runs from the start state, remembers
+the last accepting position (minus the give-back), stops at the dead state, and at the end of
+the text takes the EOI transition once.
+"""
+from __future__ import annotations
+
+import bisect
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from .regex_nfa import CHAR, EOI, MATCH, MATCH_LA, NFA, Alphabet
+from .regex_parse import RegexUnsupported
+
+ACC_NONE, ACC_MATCH, ACC_LA = 0, 1, 2
+DEFAULT_MAX_CELL_STATES = 20_000
+DEFAULT_MAX_BYTE_STATES = 60_000
+DEFAULT_MAX_TABLE_BYTES = 64 << 20
+
+
+class DFASizeError(RegexUnsupported):
+    """The DFA exceeds a size limit."""
+
+
+# ----------------------------------------------------------------------------- 1. determinize
+@dataclass
+class CellDFA:
+    trans: list  # per state: list of n_syms target ids (last symbol = EOI); state 0 is dead
+    acc: list  # per state: ACC_NONE / ACC_MATCH / ACC_LA
+    start: int
+    n_syms: int
+
+
+def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_CELL_STATES) -> CellDFA:
+    kind, mask, out = nfa.kind, nfa.mask, nfa.out
+    n_cells = nfa.alphabet.n_cells
+    n_syms = n_cells + 1
+    closure = nfa.closure
+
+    def accept_of(st: tuple) -> int:
+        if st and kind[st[-1]] == MATCH:
+            return ACC_MATCH
+        if st and kind[st[-1]] == MATCH_LA:
+            return ACC_LA
+        return ACC_NONE
+
+    dead: tuple = ()
+    ids: dict[tuple, int] = {dead: 0}
+    states: list[tuple] = [dead]
+    start = tuple(closure([nfa.start]))
+    if accept_of(start) != ACC_NONE:
+        raise RegexUnsupported("regex not supported: the pattern can match the empty string")
+    ids[start] = 1
+    states.append(start)
+    trans: list = [[0] * n_syms]
+    queue = deque([1])
+    trans.append(None)
+    while queue:
+        sid = queue.popleft()
+        st = states[sid]
+        row = [0] * n_syms
+        # group symbols by the tuple of threads that accept them
+        char_threads = [s for s in st if kind[s] == CHAR]
+        eoi_threads = [s for s in st if kind[s] == EOI]
+        groups: dict[tuple, list[int]] = {}
+        for c in range(n_cells):
+            bit = 1 << c
+            key = tuple(s for s in char_threads if mask[s] & bit)
+            if key:
+                groups.setdefault(key, []).append(c)
+        for key, cells in groups.items():
+            nxt = tuple(closure([out[s] for s in key]))
+            tid = ids.get(nxt)
+            if tid is None:
+                tid = len(states)
+                if tid >= max_states:
+                    raise DFASizeError(
+                        f"regex DFA exceeds {max_states} states during determinization; simplify the pattern or "
+                        "raise max_cell_states")
+                ids[nxt] = tid
+                states.append(nxt)
+                trans.append(None)
+                queue.append(tid)
+            for c in cells:
+                row[c] = tid
+        if eoi_threads:
+            nxt = tuple(closure([out[s] for s in eoi_threads]))
+            tid = ids.get(nxt)
+            if tid is None:
+                tid = len(states)
+                ids[nxt] = tid
+                states.append(nxt)
+                trans.append(None)
+                queue.append(tid)
+            row[n_cells] = tid
+        trans[sid] = row
+    acc = [accept_of(s) for s in states]
+    return CellDFA(trans, acc, 1, n_syms)
+
+
+# ------------------------------------------------------------------------------- 2. minimize
+def _moore(trans: np.ndarray, acc: np.ndarray) -> np.ndarray:
+    """Block label per state (Moore refinement); dead-equivalent states share a block."""
+    _, block = np.unique(acc, return_inverse=True)
+    block = block.reshape(-1)
+    n_blocks = block.max() + 1
+    while True:
+        sig = np.concatenate([block[:, None], block[trans]], axis=1)
+        _, nb = np.unique(sig, axis=0, return_inverse=True)
+        nb = nb.reshape(-1)
+        m = nb.max() + 1
+        block = nb
+        if m == n_blocks:
+            return block
+        n_blocks = m
+
+
+def _renumber(block: np.ndarray, trans: np.ndarray, start: int, dead: int) -> tuple[np.ndarray, np.ndarray]:
+    """Quotient by `block`, numbered dead = 0, start = 1, then breadth-first.  Returns (old
+    representative per new state, new transition table)."""
+    n_blocks = int(block.max()) + 1
+    rep = np.full(n_blocks, -1, dtype=np.int64)
+    for s in range(len(block) - 1, -1, -1):
+        rep[block[s]] = s
+    qtrans = block[trans[rep]]  # [n_blocks, n_syms] in block ids
+    order = [int(block[dead])]
+    pos = {order[0]: 0}
+    q = deque([int(block[start])])
+    if q[0] not in pos:
+        pos[q[0]] = len(order)
+        order.append(q[0])
+    while q:
+        b = q.popleft()
+        for t in qtrans[b]:
+            t = int(t)
+            if t not in pos:
+                pos[t] = len(order)
+                order.append(t)
+                q.append(t)
+    remap = np.full(n_blocks, 0, dtype=np.int64)
+    for b, i in pos.items():
+        remap[b] = i
+    order_arr = np.array(order, dtype=np.int64)
+    new_trans = remap[qtrans[order_arr]]
+    return rep[order_arr], new_trans
+
+
+def minimize_cells(d: CellDFA) -> CellDFA:
+    trans = np.array(d.trans, dtype=np.int64)
+    acc = np.array(d.acc, dtype=np.int64)
+    block = _moore(trans, acc)
+    reps, new_trans = _renumber(block, trans, d.start, 0)
+    return CellDFA(new_trans.tolist(), acc[reps].tolist(), 1, d.n_syms)
+
+
+# ------------------------------------------------------------------------- 3. lower to bytes
+class _Trie:
+    """UTF-8 continuation structure of the cell map, interned by content.
+
+    A node is (k, children): k = continuation bytes still to read; children has 64 entries for
+    continuation bytes 0x80..0xBF: a cell id (k == 1) or a child node id (k > 1), -1 = invalid."""
+
+    def __init__(self, alpha: Alphabet):
+        self.alpha = alpha
+        self.nodes: list[tuple[int, tuple]] = []
+        self.ids: dict[tuple, int] = {}
+        self.cells_in: list[tuple] = []  # distinct cells reachable below each node
+
+    def _intern(self, k: int, children: tuple) -> int:
+        key = (k, children)
+        nid = self.ids.get(key)
+        if nid is None:
+            nid = len(self.nodes)
+            self.ids[key] = nid
+            self.nodes.append(key)
+            if k == 1:
+                cs = sorted({c for c in children if c >= 0})
+            else:
+                cs = sorted({c for ch in children if ch >= 0 for c in self.cells_in[ch]})
+            self.cells_in.append(tuple(cs))
+        return nid
+
+    def leaf(self, base: int) -> int:
+        a = self.alpha
+        i = bisect.bisect_right(a.runs_lo, base) - 1
+        cells = []
+        for j in range(64):
+            cp = base + j
+            while i + 1 < len(a.runs_lo) and a.runs_lo[i + 1] <= cp:
+                i += 1
+            if i >= 0 and a.runs_lo[i] <= cp <= a.runs_hi[i]:
+                cells.append(a.runs_cell[i])
+            else:
+                cells.append(-1)
+        return self._intern(1, tuple(cells))
+
+    def lead(self, b: int):
+        """('cell', c) for ASCII, ('node', nid, L) for a multi-byte lead, None if invalid."""
+        if b < 0x80:
+            return ("cell", self.alpha.cell_of(b), 1)
+        if 0xC2 <= b <= 0xDF:
+            return ("node", self.leaf((b & 0x1F) << 6), 2)
+        if 0xE0 <= b <= 0xEF:
+            ch = []
+            for c1 in range(0x80, 0xC0):
+                if (b == 0xE0 and c1 < 0xA0) or (b == 0xED and c1 >= 0xA0):
+                    ch.append(-1)
+                else:
+                    ch.append(self.leaf(((b & 0x0F) << 12) | ((c1 & 0x3F) << 6)))
+            return ("node", self._intern(2, tuple(ch)), 3)
+        if 0xF0 <= b <= 0xF4:
+            ch1 = []
+            for c1 in range(0x80, 0xC0):
+                if (b == 0xF0 and c1 < 0x90) or (b == 0xF4 and c1 >= 0x90):
+                    ch1.append(-1)
+                    continue
+                base1 = ((b & 0x07) << 18) | ((c1 & 0x3F) << 12)
+                ch2 = tuple(self.leaf(base1 | ((c2 & 0x3F) << 6)) for c2 in range(0x80, 0xC0))
+                ch1.append(self._intern(2, ch2))
+            return ("node", self._intern(3, tuple(ch1)), 4)
+        return None
+
+
+@dataclass
+class ByteDFA:
+    """A byte-level leftmost-first DFA.  State 0 is dead, `start` is 1.
+
+    trans   uint32 [n_states, n_classes]   next state per (state, class)
+    classes uint8  [256]                   byte -> class; class n_classes-1 is EOI
+    accept  uint8  [n_states]              0: not accepting; 1+g: accepting, the match ends g
+                                           bytes before the current position (lookahead give-back)
+    """
+
+    trans: np.ndarray
+    classes: np.ndarray
+    accept: np.ndarray
+    start: int = 1
+
+    @property
+    def n_states(self) -> int:
+        return int(self.trans.shape[0])
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.trans.shape[1])
+
+    @property
+    def eoi_class(self) -> int:
+        return self.n_classes - 1
+
+
+def lower_to_bytes(d: CellDFA, alpha: Alphabet, max_states: int = DEFAULT_MAX_BYTE_STATES) -> tuple[np.ndarray, np.ndarray]:
+    """Byte transition table [n, 257] (column 256 = EOI) and accept codes (0 / 1+giveback)."""
+    trie = _Trie(alpha)
+    leads = [trie.lead(b) for b in range(256)]
+    eoi = alpha.eoi
+    rows: list = [[0] * 257]
+    accs: list[int] = [0]
+    row_ids: dict = {}
+    top: dict[tuple[int, int], int] = {}
+    pending: list[tuple[int, int]] = []  # (byte state, cell state) whose row must be filled
+
+    def new_state(row, acc) -> int:
+        if len(rows) >= max_states:
+            raise DFASizeError(f"regex byte DFA exceeds {max_states} states; simplify the pattern or raise "
+                               "max_byte_states")
+        rows.append(row)
+        accs.append(acc)
+        return len(rows) - 1
+
+    def top_id(t: int, L: int) -> int:
+        if t == 0:
+            return 0
+        a = d.acc[t]
+        gb = L if a == ACC_LA else 0
+        key = (t, gb)
+        sid = top.get(key)
+        if sid is None:
+            code = 0 if a == ACC_NONE else 1 + gb
+            sid = new_state(None, code)
+            top[key] = sid
+            pending.append((sid, t))
+        return sid
+
+    memo: dict = {}
+
+    def resolve(nid: int, S: int, L: int) -> int:
+        k, children = trie.nodes[nid]
+        tr = d.trans[S]
+        key = (nid, L, tuple(tr[c] for c in trie.cells_in[nid]))
+        sid = memo.get(key)
+        if sid is not None:
+            return sid
+        row = [0] * 257
+        if k == 1:
+            for j, c in enumerate(children):
+                if c >= 0:
+                    row[0x80 + j] = top_id(tr[c], L)
+        else:
+            for j, ch in enumerate(children):
+                if ch >= 0:
+                    row[0x80 + j] = resolve(ch, S, L)
+        rk = tuple(row)
+        sid = row_ids.get(rk)
+        if sid is None:
+            sid = new_state(row, 0)
+            row_ids[rk] = sid
+        memo[key] = sid
+        return sid
+
+    start = top_id(d.start, 0)
+    while pending:
+        sid, S = pending.pop()
+        tr = d.trans[S]
+        row = [0] * 257
+        for b in range(256):
+            ld = leads[b]
+            if ld is None:
+                continue
+            if ld[0] == "cell":
+                if ld[1] >= 0:
+                    row[b] = top_id(tr[ld[1]], 1)
+            else:
+                row[b] = resolve(ld[1], S, ld[2])
+        row[256] = top_id(tr[eoi], 0)
+        rows[sid] = row
+    trans = np.array(rows, dtype=np.int64)
+    acc = np.array(accs, dtype=np.int64)
+    assert start == 1
+    return trans, acc
+
+
+def minimize(trans: np.ndarray, acc: np.ndarray, start: int = 1) -> ByteDFA:
+    block = _moore(trans, acc)
+    if block[start] == block[0]:
+        raise RegexUnsupported("regex not supported: the pattern can never match")
+    reps, new_trans = _renumber(block, trans, start, 0)
+    new_acc = acc[reps]
+    # byte classes: identical columns among the 256 byte columns; EOI is its own (last) class
+    cols = new_trans[:, :256].T  # [256, n]
+    _, first_idx, inv = np.unique(cols, axis=0, return_index=True, return_inverse=True)
+    inv = inv.reshape(-1)
+    # number classes in order of first byte for readability
+    order = np.argsort(first_idx)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    classes = rank[inv].astype(np.uint8) if len(order) <= 255 else None
+    if classes is None:
+        raise DFASizeError("more than 255 byte classes")
+    n_bc = len(order)
+    tbl = np.zeros((new_trans.shape[0], n_bc + 1), dtype=np.uint32)
+    for b in range(256):
+        tbl[:, classes[b]] = new_trans[:, b]
+    tbl[:, n_bc] = new_trans[:, 256]
+    return ByteDFA(tbl, classes, new_acc.astype(np.uint8), 1)
+
+
+def add_restart_states(bd: ByteDFA) -> tuple[ByteDFA, int]:
+    """Boundary ("restart") states for the branch-free bulk spanner.
+
+    When an accepting state X (match ending here, no give-back) reads a byte b on which it dies,
+    the match that ends before b is final and the next one starts at b: so X --b--> goes instead
+    to a copy of start --b--> Y marked as a *boundary state* ("a piece ended before the byte just
+    read").  A search that must stop at the end of a match treats boundary states as dead.
+
+    Renumbers states: 0 dead, 1..K boundary states, K+1 start, then the others (order kept).
+    Returns (dfa, K)."""
+    T = bd.trans.astype(np.int64)
+    acc = bd.accept.astype(np.int64)
+    n, nc = T.shape
+    nbc = nc - 1  # byte classes (the last class is EOI)
+    start = bd.start
+    ys = sorted({int(t) for t in T[start, :nbc] if t != 0})
+    K = len(ys)
+    bidx = {y: 1 + j for j, y in enumerate(ys)}
+    remap = np.arange(n, dtype=np.int64) + K
+    remap[0] = 0
+    newT = np.zeros((n + K, nc), dtype=np.int64)
+    newT[K + 1:] = remap[T[1:]]
+    new_acc = np.zeros(n + K, dtype=np.int64)
+    new_acc[K + 1:] = acc[1:]
+    restart = np.array([bidx.get(int(t), 0) for t in T[start, :nbc]], dtype=np.int64)
+    for s_ in range(1, n):
+        if acc[s_] == 1:  # accepting with no give-back
+            row = newT[s_ + K]
+            dead_cols = np.nonzero(row[:nbc] == 0)[0]
+            row[dead_cols] = restart[dead_cols]
+    for y, b in bidx.items():
+        newT[b] = newT[y + K]
+        new_acc[b] = acc[y]
+    return ByteDFA(newT.astype(np.uint32), bd.classes, new_acc.astype(np.uint8), K + 1), K
+
+
+def compile_dfa(nfa: NFA, max_cell_states: int = DEFAULT_MAX_CELL_STATES,
+                max_byte_states: int = DEFAULT_MAX_BYTE_STATES,
+                max_table_bytes: int = DEFAULT_MAX_TABLE_BYTES) -> ByteDFA:
+    cd = minimize_cells(determinize(nfa, max_cell_states))
+    trans, acc = lower_to_bytes(cd, nfa.alphabet, max_byte_states)
+    bd = minimize(trans, acc)
+    nbytes = bd.n_states * _stride(bd.n_classes) * 4
+    if nbytes > max_table_bytes:
+        raise DFASizeError(f"regex DFA table would take {nbytes} bytes (limit {max_table_bytes})")
+    return bd
+
+
+def _stride(n_classes: int) -> int:
+    s = 1
+    while s < n_classes:
+        s <<= 1
+    return s
+
+
+# ------------------------------------------------------------------ reference search (Python)
+def reference_match(d: ByteDFA, data: bytes, pos: int, n_boundary: int = 0) -> int:
+    """End of the leftmost-first match anchored at `pos`, or -1.  States 0..n_boundary end
+    the search (dead and boundary states, see `add_restart_states`)."""
+    trans, classes, accept = d.trans, d.classes, d.accept
+    st = d.start
+    last = -1
+    n = len(data)
+    i = pos
+    while i < n:
+        st = int(trans[st, classes[data[i]]])
+        i += 1
+        if st <= n_boundary:
+            return last
+        a = int(accept[st])
+        if a:
+            last = i - (a - 1)
+    st = int(trans[st, d.eoi_class])
+    if st and accept[st]:
+        last = n - (int(accept[st]) - 1)
+    return last

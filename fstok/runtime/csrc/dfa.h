@@ -1,0 +1,105 @@
+/* fstok regex DFA spanner: the C API.
+ *
+ * A pre-tokenization regex (tiktoken's r50k/p50k/cl100k/o200k patterns, HF Split/ByteLevel
+ * regexes, ...) is compiled ahead of time by fstok/compile/regex_*.py into a leftmost-first
+ * byte DFA.  This file runs it.  No allocation, no globals, thread-safe (the tables are
+ * read-only), no Python: mod_dfa.c is the Python binding, and other modules (mod_bpe.c) include
+ * this header and call these functions directly.  Compile lib_dfa.c into the extension with a
+ * line  / * fstok-lib: dfa * /  (without the spaces) in the module source.
+ *
+ * Tables (straight from the artifact sections "<prefix><level>.trans" etc., see
+ * fstok/pretokenize.py `dfa_sections`; validated by the Python loader and by fstok_dfa_check):
+ *
+ *   trans    uint32[n_states << shift]  premultiplied transitions: a state id is its row offset
+ *                                       (index << shift); next = trans[state + classes[byte]].
+ *                                       State 0 is the dead state (its row is all 0).
+ *   classes  uint8[256]                 byte -> class (< eoi)
+ *   accept   uint8[n_states]            by state index (state >> shift): 0 = not accepting,
+ *                                       1 + g = a match ends g bytes before the current position
+ *                                       (g > 0 only for a one-character lookahead such as
+ *                                       `\s+(?!\S)`: the character read to test it is given back)
+ *   start    premultiplied start state (non-zero)
+ *   eoi      the end-of-input class: taken once at the end of the text (for `$`, `(?!\S)` at EOF)
+ *   live     premultiplied id of the first ordinary state = (n_boundary + 1) << shift.  States
+ *            1..n_boundary are *boundary states*: an accepting state whose match is final (the
+ *            next byte kills every thread) goes straight on to the state the next piece reaches
+ *            with that byte, through a boundary state that says "a piece ended just before the
+ *            byte just read".  The bulk functions use them to run without data-dependent
+ *            branches; an anchored match stops at any state below `live` (dead or boundary).
+ *
+ * Semantics: leftmost-first (Perl / Rust regex / Oniguruma priority order), exactly the engine
+ * the pattern was compiled for.  Input is UTF-8; invalid UTF-8 simply does not match.
+ */
+#ifndef FSTOK_DFA_H
+#define FSTOK_DFA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FSTOK_DFA_NOMATCH ((size_t)-1)
+
+typedef struct fstok_dfa {
+    const uint32_t *trans;   /* [n_states << shift] premultiplied next states */
+    const uint8_t *classes;  /* [256] */
+    const uint8_t *accept;   /* [n_states] 0 or 1 + give-back bytes */
+    uint32_t n_states;       /* number of states (rows) */
+    uint32_t shift;          /* row stride = 1 << shift (>= number of classes incl. EOI) */
+    uint32_t start;          /* premultiplied start state */
+    uint32_t eoi;            /* end-of-input class */
+    uint32_t live;           /* (n_boundary + 1) << shift: states below it end an anchored match */
+} fstok_dfa;
+
+/* Fill a fstok_dfa from the artifact arrays and the `<prefix><i>.info` values
+ * [layout=1, n_states, n_classes, shift, start, eoi, n_boundary]; then call fstok_dfa_check. */
+static inline void fstok_dfa_init(fstok_dfa *d, const uint32_t *trans, const uint8_t *classes, const uint8_t *accept,
+                                  uint32_t n_states, uint32_t shift, uint32_t start, uint32_t eoi,
+                                  uint32_t n_boundary) {
+    d->trans = trans;
+    d->classes = classes;
+    d->accept = accept;
+    d->n_states = n_states;
+    d->shift = shift;
+    d->start = start;
+    d->eoi = eoi;
+    d->live = (n_boundary + 1u) << shift;
+}
+
+/* Structural check of the tables (O(table size)); 0 if valid, else -1 and a message in err. */
+int fstok_dfa_check(const fstok_dfa *d, char *err, size_t errlen);
+
+/* Anchored match: end offset of the leftmost-first match that starts exactly at `pos`
+ * (end > pos), or FSTOK_DFA_NOMATCH.  s[0..n) is the whole text: `pos` may be > 0 and the
+ * lookahead sees the bytes after the match and the end of the text at n. */
+size_t fstok_dfa_match(const fstok_dfa *d, const uint8_t *s, size_t n, size_t pos);
+
+/* Unanchored search, like regex `finditer`: the next match starting at or after `pos`.
+ * Returns its end and stores its start in *start, or returns FSTOK_DFA_NOMATCH when there is
+ * none.  Tries each character position in turn (a failed attempt usually dies on its first
+ * byte); patterns that match at every position (all tiktoken patterns) never skip.
+ * Loop:  for (p = 0; (e = fstok_dfa_next_span(d, s, n, p, &b)) != FSTOK_DFA_NOMATCH; p = e) ... */
+size_t fstok_dfa_next_span(const fstok_dfa *d, const uint8_t *s, size_t n, size_t pos, size_t *start);
+
+/* Bulk finditer (the fast path): writes up to `cap` matches as pairs out[2k] = start,
+ * out[2k+1] = end, searching from *pos; returns the number of pairs written and advances *pos
+ * (== n when finished; call again while *pos < n).  Same result as looping on
+ * fstok_dfa_next_span, but one pass over the bytes with branch-free piece boundaries: a piece
+ * that needs no backtracking costs no mispredicted branch.  `out` needs room for 2*cap values. */
+size_t fstok_dfa_find_all(const fstok_dfa *d, const uint8_t *s, size_t n, size_t *pos, size_t *out, size_t cap);
+
+/* HF `Split(behavior="Isolated")` pipelines: each level splits every piece of the previous one
+ * into matches and the gaps between them (each piece is a text of its own: lookahead sees the
+ * piece end as the end of input).  The final pieces cover s[0..n) without gaps, so only their
+ * end offsets are appended to ends[0..*len) (grown with realloc; *cap is its capacity).
+ * Returns 0, or -1 when out of memory. */
+int fstok_dfa_split_isolated(const fstok_dfa *levels, int n_levels, const uint8_t *s, size_t n,
+                             size_t **ends, size_t *len, size_t *cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FSTOK_DFA_H */

@@ -1,0 +1,172 @@
+/* fstok regex DFA spanner (see dfa.h).  The pure-Python reference of every function here is in
+ * fstok/compile/regex_dfa.py (`reference_match`) and fstok/pretokenize.py (`reference_spans`). */
+#include "dfa.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define FSTOK_LIKELY(x) __builtin_expect(!!(x), 1)
+#define FSTOK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define FSTOK_LIKELY(x) (x)
+#define FSTOK_UNLIKELY(x) (x)
+#endif
+
+int fstok_dfa_check(const fstok_dfa *d, char *err, size_t errlen) {
+#define FAIL(...)                                  \
+    do {                                           \
+        if (err && errlen) snprintf(err, errlen, __VA_ARGS__); \
+        return -1;                                 \
+    } while (0)
+    if (!d || !d->trans || !d->classes || !d->accept) FAIL("null table");
+    if (d->shift > 9) FAIL("row stride 2^%u is too large", d->shift);
+    if (d->n_states < 2 || d->n_states > (UINT32_MAX >> d->shift)) FAIL("bad state count %u", d->n_states);
+    uint32_t stride = 1u << d->shift;
+    if (d->eoi >= stride) FAIL("EOI class %u outside the row stride %u", d->eoi, stride);
+    uint64_t total = (uint64_t)d->n_states << d->shift;
+    uint32_t mask = stride - 1;
+    for (uint64_t k = 0; k < total; k++) {
+        uint32_t t = d->trans[k];
+        if ((t & mask) || (t >> d->shift) >= d->n_states) FAIL("transition %llu -> %u out of range", (unsigned long long)k, t);
+    }
+    for (uint32_t k = 0; k < stride; k++)
+        if (d->trans[k] != 0) FAIL("the dead state (0) is not absorbing");
+    for (int b = 0; b < 256; b++)
+        if (d->classes[b] >= d->eoi) FAIL("byte %d has class %u >= EOI class %u", b, d->classes[b], d->eoi);
+    for (uint32_t k = 0; k < d->n_states; k++)
+        if (d->accept[k] > 5) FAIL("accept code %u of state %u out of range", d->accept[k], k);
+    if (d->accept[0]) FAIL("the dead state accepts");
+    if (d->live == 0 || (d->live & mask) || (d->live >> d->shift) >= d->n_states) FAIL("bad live boundary %u", d->live);
+    if (d->start < d->live || (d->start & mask) || (d->start >> d->shift) >= d->n_states) FAIL("bad start state %u", d->start);
+    return 0;
+#undef FAIL
+}
+
+size_t fstok_dfa_match(const fstok_dfa *d, const uint8_t *s, size_t n, size_t pos) {
+    const uint32_t *T = d->trans;
+    const uint8_t *C = d->classes;
+    const uint8_t *A = d->accept;
+    const uint32_t sh = d->shift, live = d->live;
+    uint32_t st = d->start;
+    size_t last = FSTOK_DFA_NOMATCH;
+    size_t i = pos;
+    /* One load per byte on the critical path; the accept lookup is off it. */
+    while (FSTOK_LIKELY(i < n)) {
+        st = T[st + C[s[i]]];
+        i++;
+        if (FSTOK_UNLIKELY(st < live)) return last; /* dead, or boundary: the match is final */
+        uint32_t a = A[st >> sh];
+        if (a) last = i - (a - 1);
+    }
+    st = T[st + d->eoi];
+    if (st) {
+        uint32_t a = A[st >> sh];
+        if (a) last = n - (a - 1);
+    }
+    return last;
+}
+
+size_t fstok_dfa_next_span(const fstok_dfa *d, const uint8_t *s, size_t n, size_t pos, size_t *start) {
+    while (pos < n) {
+        size_t e = fstok_dfa_match(d, s, n, pos);
+        if (e != FSTOK_DFA_NOMATCH) {
+            *start = pos;
+            return e;
+        }
+        pos++;
+        while (pos < n && (s[pos] & 0xC0) == 0x80) pos++;
+    }
+    return FSTOK_DFA_NOMATCH;
+}
+
+size_t fstok_dfa_find_all(const fstok_dfa *d, const uint8_t *s, size_t n, size_t *pos, size_t *out, size_t cap) {
+    const uint32_t *T = d->trans;
+    const uint8_t *C = d->classes;
+    const uint8_t *A = d->accept;
+    const uint32_t sh = d->shift;
+    const uint32_t nb = d->live - (1u << sh); /* boundary states are the ids in (0, nb] */
+    size_t k = 0, p = *pos;
+    while (p < n && k < cap) {
+        /* one run: from a piece start p, as long as pieces end without backtracking */
+        uint32_t st = d->start;
+        size_t tok = p, last = FSTOK_DFA_NOMATCH, i = p;
+        for (; i < n; i++) {
+            if (FSTOK_UNLIKELY(k >= cap)) break;
+            st = T[st + C[s[i]]];
+            size_t isb = (uint32_t)(st - 1u) < nb; /* a piece [tok, i) ended before byte i */
+            out[2 * k] = tok;                      /* written always, kept only if isb */
+            out[2 * k + 1] = i;
+            k += isb;
+            tok = isb ? i : tok;
+            last = isb ? FSTOK_DFA_NOMATCH : last;
+            uint32_t a = A[st >> sh];
+            last = a ? i + 2 - a : last; /* match ends at i + 1 - (a - 1) */
+            if (FSTOK_UNLIKELY(st == 0)) break;
+        }
+        if (k >= cap) {
+            p = tok; /* resume at the unfinished piece */
+            break;
+        }
+        if (i >= n) { /* end of text: the EOI transition (`$`, lookahead at the end) */
+            uint32_t e = T[st + d->eoi];
+            if (e) {
+                uint32_t a = A[e >> sh];
+                if (a) last = n - (a - 1);
+            }
+        }
+        /* dead (or end of text): the piece is [tok, last), then continue after it */
+        if (last != FSTOK_DFA_NOMATCH) {
+            out[2 * k] = tok;
+            out[2 * k + 1] = last;
+            k++;
+            p = last;
+        } else { /* no match starts at tok: skip one character */
+            p = tok + 1;
+            while (p < n && (s[p] & 0xC0) == 0x80) p++;
+        }
+    }
+    if (p > n) p = n;
+    *pos = p;
+    return k;
+}
+
+static int push_end(size_t **ends, size_t *len, size_t *cap, size_t v) {
+    if (*len == *cap) {
+        size_t nc = *cap ? *cap * 2 : 256;
+        size_t *nd = (size_t *)realloc(*ends, nc * sizeof(size_t));
+        if (!nd) return -1;
+        *ends = nd;
+        *cap = nc;
+    }
+    (*ends)[(*len)++] = v;
+    return 0;
+}
+
+/* split s[lo..hi) with levels[0..] ; offsets are absolute */
+static int split_rec(const fstok_dfa *levels, int n_levels, const uint8_t *s, size_t lo, size_t hi,
+                     size_t **ends, size_t *len, size_t *cap) {
+    if (lo >= hi) return 0;
+    if (n_levels == 0) return push_end(ends, len, cap, hi);
+    const fstok_dfa *d = &levels[0];
+    const uint8_t *base = s + lo;
+    size_t n = hi - lo, p = 0, q = 0;
+    size_t buf[2 * 256];
+    while (q < n) {
+        size_t got = fstok_dfa_find_all(d, base, n, &q, buf, 256);
+        for (size_t j = 0; j < got; j++) {
+            size_t b = buf[2 * j], e = buf[2 * j + 1];
+            if (b > p && split_rec(levels + 1, n_levels - 1, s, lo + p, lo + b, ends, len, cap)) return -1;
+            if (split_rec(levels + 1, n_levels - 1, s, lo + b, lo + e, ends, len, cap)) return -1;
+            p = e;
+        }
+    }
+    if (p < n && split_rec(levels + 1, n_levels - 1, s, lo + p, hi, ends, len, cap)) return -1;
+    return 0;
+}
+
+int fstok_dfa_split_isolated(const fstok_dfa *levels, int n_levels, const uint8_t *s, size_t n,
+                             size_t **ends, size_t *len, size_t *cap) {
+    return split_rec(levels, n_levels, s, 0, n, ends, len, cap);
+}

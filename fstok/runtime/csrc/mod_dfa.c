@@ -1,0 +1,399 @@
+/* Python binding of the regex DFA spanner (fstok.runtime._dfa).  The core is lib_dfa.c / dfa.h. */
+/* fstok-lib: dfa */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dfa.h"
+
+/* ------------------------------------------------------------------------------ DFA object */
+typedef struct {
+    PyObject_HEAD
+    fstok_dfa d;
+    Py_buffer trans, classes, accept;
+    int have_trans, have_classes, have_accept;
+} DFAObject;
+
+static void DFA_dealloc(DFAObject *self) {
+    if (self->have_trans) PyBuffer_Release(&self->trans);
+    if (self->have_classes) PyBuffer_Release(&self->classes);
+    if (self->have_accept) PyBuffer_Release(&self->accept);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int DFA_init(DFAObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"trans", "classes", "accept", "n_states", "shift", "start", "eoi", "n_boundary", NULL};
+    PyObject *t, *c, *a;
+    unsigned int n_states, shift, start, eoi, n_boundary;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOIIIII", kwlist, &t, &c, &a, &n_states, &shift, &start, &eoi,
+                                     &n_boundary))
+        return -1;
+    if (self->have_trans || self->have_classes || self->have_accept) {
+        PyErr_SetString(PyExc_RuntimeError, "DFA already initialized");
+        return -1;
+    }
+    if (PyObject_GetBuffer(t, &self->trans, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    self->have_trans = 1;
+    if (PyObject_GetBuffer(c, &self->classes, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    self->have_classes = 1;
+    if (PyObject_GetBuffer(a, &self->accept, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    self->have_accept = 1;
+    if (shift > 9 || n_states < 2) {
+        PyErr_Format(PyExc_ValueError, "bad DFA shape: %u states, shift %u", n_states, shift);
+        return -1;
+    }
+    if ((uint64_t)self->trans.len != ((uint64_t)n_states << shift) * 4 || ((uintptr_t)self->trans.buf & 3)) {
+        PyErr_Format(PyExc_ValueError, "DFA transition table has %zd bytes, expected %llu (aligned uint32)",
+                     self->trans.len, (unsigned long long)(((uint64_t)n_states << shift) * 4));
+        return -1;
+    }
+    if (self->classes.len != 256) {
+        PyErr_Format(PyExc_ValueError, "DFA byte class table has %zd bytes, expected 256", self->classes.len);
+        return -1;
+    }
+    if ((uint64_t)self->accept.len != n_states) {
+        PyErr_Format(PyExc_ValueError, "DFA accept table has %zd bytes, expected %u", self->accept.len, n_states);
+        return -1;
+    }
+    if (n_boundary >= n_states - 1) {
+        PyErr_Format(PyExc_ValueError, "bad boundary state count %u", n_boundary);
+        return -1;
+    }
+    fstok_dfa_init(&self->d, (const uint32_t *)self->trans.buf, (const uint8_t *)self->classes.buf,
+                   (const uint8_t *)self->accept.buf, n_states, shift, start, eoi, n_boundary);
+    char err[200];
+    if (fstok_dfa_check(&self->d, err, sizeof err) != 0) {
+        PyErr_Format(PyExc_ValueError, "invalid DFA tables: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------- text input */
+typedef struct {
+    const uint8_t *s;
+    Py_ssize_t n;
+    int is_str, ascii;
+    Py_buffer view;
+    int have_view;
+} TextIn;
+
+static Py_ssize_t first_surrogate(PyObject *u) {
+    Py_ssize_t len = PyUnicode_GET_LENGTH(u);
+    int kind = PyUnicode_KIND(u);
+    const void *data = PyUnicode_DATA(u);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        Py_UCS4 ch = PyUnicode_READ(kind, data, i);
+        if (ch >= 0xD800 && ch <= 0xDFFF) return i;
+    }
+    return -1;
+}
+
+static int text_in(PyObject *obj, TextIn *ti, int allow_bytes) {
+    memset(ti, 0, sizeof *ti);
+    if (PyUnicode_Check(obj)) {
+        ti->is_str = 1;
+        ti->ascii = PyUnicode_IS_ASCII(obj);
+        ti->s = (const uint8_t *)PyUnicode_AsUTF8AndSize(obj, &ti->n);
+        if (!ti->s) {
+            if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+                PyErr_Clear();
+                Py_ssize_t at = first_surrogate(obj);
+                PyErr_Format(PyExc_ValueError,
+                             "text contains a lone surrogate (U+%04X at index %zd); it cannot be encoded as UTF-8",
+                             at >= 0 ? (unsigned)PyUnicode_READ_CHAR(obj, at) : 0u, at);
+            }
+            return -1;
+        }
+        return 0;
+    }
+    if (allow_bytes && PyObject_CheckBuffer(obj)) {
+        if (PyObject_GetBuffer(obj, &ti->view, PyBUF_C_CONTIGUOUS) < 0) return -1;
+        ti->have_view = 1;
+        ti->s = (const uint8_t *)ti->view.buf;
+        ti->n = ti->view.len;
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "text must be a str%s, got %s", allow_bytes ? " or bytes-like UTF-8" : "",
+                 Py_TYPE(obj)->tp_name);
+    return -1;
+}
+
+static void text_release(TextIn *ti) {
+    if (ti->have_view) PyBuffer_Release(&ti->view);
+}
+
+/* ---------------------------------------------------------------------------- Spanner object */
+#define MODE_FIND 0
+#define MODE_SPLIT 1
+
+typedef struct {
+    PyObject_HEAD
+    fstok_dfa *levels;
+    int n_levels;
+    int mode;
+    PyObject *refs; /* tuple of DFA objects kept alive */
+} SpannerObject;
+
+static PyTypeObject DFAType;
+
+static void Spanner_dealloc(SpannerObject *self) {
+    free(self->levels);
+    Py_XDECREF(self->refs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Spanner_init(SpannerObject *self, PyObject *args, PyObject *kw) {
+    static char *kwlist[] = {"levels", "mode", NULL};
+    PyObject *levels;
+    int mode;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi", kwlist, &levels, &mode)) return -1;
+    if (self->refs) {
+        PyErr_SetString(PyExc_RuntimeError, "Spanner already initialized");
+        return -1;
+    }
+    PyObject *tup = PySequence_Tuple(levels);
+    if (!tup) return -1;
+    Py_ssize_t k = PyTuple_GET_SIZE(tup);
+    if (k < 1 || k > 64 || (mode == MODE_FIND && k != 1) || (mode != MODE_FIND && mode != MODE_SPLIT)) {
+        Py_DECREF(tup);
+        PyErr_SetString(PyExc_ValueError, "Spanner needs mode 0 (find) with one DFA or mode 1 (split) with 1..64");
+        return -1;
+    }
+    self->levels = (fstok_dfa *)calloc((size_t)k, sizeof(fstok_dfa));
+    if (!self->levels) {
+        Py_DECREF(tup);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *o = PyTuple_GET_ITEM(tup, i);
+        if (!PyObject_TypeCheck(o, &DFAType) || !((DFAObject *)o)->have_accept) {
+            Py_DECREF(tup);
+            PyErr_SetString(PyExc_TypeError, "Spanner levels must be initialized _dfa.DFA objects");
+            return -1;
+        }
+        self->levels[i] = ((DFAObject *)o)->d;
+    }
+    self->n_levels = (int)k;
+    self->mode = mode;
+    self->refs = tup;
+    return 0;
+}
+
+/* Compute byte offsets into a malloc'd array.  find mode: pairs (start, end); split mode: ends.
+ * Returns count of size_t values written, or -1 (no memory).  Runs without the GIL. */
+static Py_ssize_t run_spans(SpannerObject *self, const uint8_t *s, size_t n, size_t **out) {
+    if (self->mode == MODE_SPLIT) {
+        size_t *ends = NULL, len = 0, cap = 0;
+        if (fstok_dfa_split_isolated(self->levels, self->n_levels, s, n, &ends, &len, &cap) != 0) {
+            free(ends);
+            return -1;
+        }
+        *out = ends;
+        return (Py_ssize_t)len;
+    }
+    size_t cap = n / 4 + 16, len = 0, pos = 0;
+    size_t *buf = (size_t *)malloc(cap * 2 * sizeof(size_t));
+    if (!buf) return -1;
+    while (1) {
+        size_t got = fstok_dfa_find_all(&self->levels[0], s, n, &pos, buf + 2 * len, cap - len);
+        len += got;
+        if (pos >= n) break;
+        if (len == cap) {
+            size_t nc = cap * 2;
+            size_t *nb = (size_t *)realloc(buf, nc * 2 * sizeof(size_t));
+            if (!nb) {
+                free(buf);
+                return -1;
+            }
+            buf = nb;
+            cap = nc;
+        }
+    }
+    *out = buf;
+    return (Py_ssize_t)(2 * len);
+}
+
+static Py_ssize_t spans_nogil(SpannerObject *self, const uint8_t *s, size_t n, size_t **out) {
+    Py_ssize_t r;
+    if (n > 4096) {
+        Py_BEGIN_ALLOW_THREADS
+        r = run_spans(self, s, n, out);
+        Py_END_ALLOW_THREADS
+    } else {
+        r = run_spans(self, s, n, out);
+    }
+    if (r < 0) PyErr_NoMemory();
+    return r;
+}
+
+/* convert increasing byte offsets to char offsets in place */
+static void to_char_offsets(const uint8_t *s, size_t *v, Py_ssize_t k) {
+    size_t bpos = 0, cpos = 0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        size_t target = v[i];
+        if (target < bpos) { /* not monotonic (cannot happen); recount from 0 */
+            bpos = 0;
+            cpos = 0;
+        }
+        while (bpos < target) {
+            cpos += (s[bpos] & 0xC0) != 0x80;
+            bpos++;
+        }
+        v[i] = cpos;
+    }
+}
+
+static PyObject *Spanner_spans(SpannerObject *self, PyObject *text) {
+    TextIn ti;
+    if (text_in(text, &ti, 1) < 0) return NULL;
+    size_t *v = NULL;
+    Py_ssize_t k = spans_nogil(self, ti.s, (size_t)ti.n, &v);
+    if (k < 0) {
+        text_release(&ti);
+        return NULL;
+    }
+    if (ti.is_str && !ti.ascii) to_char_offsets(ti.s, v, k);
+    text_release(&ti);
+    PyObject *list;
+    if (self->mode == MODE_FIND) {
+        list = PyList_New(k / 2);
+        if (!list) goto done;
+        for (Py_ssize_t i = 0; i < k / 2; i++) {
+            PyObject *t = Py_BuildValue("(nn)", (Py_ssize_t)v[2 * i], (Py_ssize_t)v[2 * i + 1]);
+            if (!t) {
+                Py_CLEAR(list);
+                goto done;
+            }
+            PyList_SET_ITEM(list, i, t);
+        }
+    } else {
+        list = PyList_New(k);
+        if (!list) goto done;
+        size_t prev = 0;
+        for (Py_ssize_t i = 0; i < k; i++) {
+            PyObject *t = Py_BuildValue("(nn)", (Py_ssize_t)prev, (Py_ssize_t)v[i]);
+            if (!t) {
+                Py_CLEAR(list);
+                goto done;
+            }
+            PyList_SET_ITEM(list, i, t);
+            prev = v[i];
+        }
+    }
+done:
+    free(v);
+    return list;
+}
+
+/* byte_spans(text) -> bytes of native uint64 values: find mode (start, end) pairs, split mode ends */
+static PyObject *Spanner_byte_spans(SpannerObject *self, PyObject *text) {
+    TextIn ti;
+    if (text_in(text, &ti, 1) < 0) return NULL;
+    size_t *v = NULL;
+    Py_ssize_t k = spans_nogil(self, ti.s, (size_t)ti.n, &v);
+    text_release(&ti);
+    if (k < 0) return NULL;
+    PyObject *res = PyBytes_FromStringAndSize(NULL, k * (Py_ssize_t)sizeof(uint64_t));
+    if (res) {
+        uint64_t *dst = (uint64_t *)PyBytes_AS_STRING(res);
+        for (Py_ssize_t i = 0; i < k; i++) dst[i] = (uint64_t)v[i];
+    }
+    free(v);
+    return res;
+}
+
+/* count(text) -> number of pieces; spanning cost only (benchmarks) */
+static PyObject *Spanner_count(SpannerObject *self, PyObject *text) {
+    TextIn ti;
+    if (text_in(text, &ti, 1) < 0) return NULL;
+    Py_ssize_t count = 0;
+    const uint8_t *s = ti.s;
+    size_t n = (size_t)ti.n;
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (self->mode == MODE_FIND) {
+        size_t p = 0, buf[2 * 512];
+        while (p < n) count += (Py_ssize_t)fstok_dfa_find_all(&self->levels[0], s, n, &p, buf, 512);
+    } else {
+        size_t *ends = NULL, len = 0, cap = 0;
+        if (fstok_dfa_split_isolated(self->levels, self->n_levels, s, n, &ends, &len, &cap) != 0) failed = 1;
+        count = (Py_ssize_t)len;
+        free(ends);
+    }
+    Py_END_ALLOW_THREADS
+    text_release(&ti);
+    if (failed) return PyErr_NoMemory();
+    return PyLong_FromSsize_t(count);
+}
+
+/* match(text, pos) -> end byte offset of the anchored match at byte `pos` (level 0), or -1 */
+static PyObject *Spanner_match(SpannerObject *self, PyObject *args) {
+    PyObject *text;
+    Py_ssize_t pos;
+    if (!PyArg_ParseTuple(args, "On", &text, &pos)) return NULL;
+    TextIn ti;
+    if (text_in(text, &ti, 1) < 0) return NULL;
+    if (pos < 0 || pos > ti.n) {
+        text_release(&ti);
+        PyErr_Format(PyExc_ValueError, "byte position %zd out of range [0, %zd]", pos, ti.n);
+        return NULL;
+    }
+    size_t e = fstok_dfa_match(&self->levels[0], ti.s, (size_t)ti.n, (size_t)pos);
+    text_release(&ti);
+    return PyLong_FromSsize_t(e == FSTOK_DFA_NOMATCH ? -1 : (Py_ssize_t)e);
+}
+
+static PyMethodDef Spanner_methods[] = {
+    {"spans", (PyCFunction)Spanner_spans, METH_O,
+     "spans(text) -> list of (start, end): character offsets for str, byte offsets for bytes.\n"
+     "Find mode: the matches (regex finditer); split mode: all pieces (HF Split 'Isolated')."},
+    {"byte_spans", (PyCFunction)Spanner_byte_spans, METH_O,
+     "byte_spans(text) -> bytes of native uint64: (start, end) pairs (find mode) or piece ends (split mode)"},
+    {"count", (PyCFunction)Spanner_count, METH_O, "count(text) -> number of pieces"},
+    {"match", (PyCFunction)Spanner_match, METH_VARARGS, "match(text, byte_pos) -> end of the anchored match or -1"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject DFAType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fstok.runtime._dfa.DFA",
+    .tp_basicsize = sizeof(DFAObject),
+    .tp_dealloc = (destructor)DFA_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "DFA(trans, classes, accept, n_states, shift, start, eoi, n_boundary): validated view of DFA tables",
+    .tp_init = (initproc)DFA_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyTypeObject SpannerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fstok.runtime._dfa.Spanner",
+    .tp_basicsize = sizeof(SpannerObject),
+    .tp_dealloc = (destructor)Spanner_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Spanner(levels, mode): mode 0 = finditer with one DFA, 1 = HF Isolated split pipeline",
+    .tp_methods = Spanner_methods,
+    .tp_init = (initproc)Spanner_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_dfa", "fstok regex DFA spanner (C core in lib_dfa.c, API in dfa.h)", -1, NULL,
+};
+
+PyMODINIT_FUNC PyInit__dfa(void) {
+    if (PyType_Ready(&DFAType) < 0 || PyType_Ready(&SpannerType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m) return NULL;
+    Py_INCREF(&DFAType);
+    Py_INCREF(&SpannerType);
+    if (PyModule_AddObject(m, "DFA", (PyObject *)&DFAType) < 0 || PyModule_AddObject(m, "Spanner", (PyObject *)&SpannerType) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    PyModule_AddIntConstant(m, "MODE_FIND", MODE_FIND);
+    PyModule_AddIntConstant(m, "MODE_SPLIT", MODE_SPLIT);
+    return m;
+}
