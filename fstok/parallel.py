@@ -313,7 +313,12 @@ def _safe_ok(tok: Any, encode_kwargs: dict) -> bool:
 
 def _safe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encode_kwargs: dict, stats):
     n = len(text)
-    parts = num_threads if chunk is None else max(1, -(-n // chunk))
+    if chunk is None:
+        # 4 pieces per thread: the native encode_batch hands pieces to threads from a shared queue
+        # (load balance) and only uses k threads for >= 4(k-1) texts
+        parts = 1 if num_threads == 1 else 4 * num_threads
+    else:
+        parts = max(1, -(-n // chunk))
     cuts = safe_split_points(text, parts)
     bounds = [0] + cuts + [n]
     pieces = [text[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1)]
@@ -321,7 +326,7 @@ def _safe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encode_kw
         stats.rounds, stats.chunk_chars, stats.overlap_chars, stats.num_chunks = 1, chunk or 0, 0, len(pieces)
     if len(pieces) == 1:
         return tok.encode(text, **encode_kwargs)
-    if not encode_kwargs:
+    if not encode_kwargs and len(pieces) >= 4 * (num_threads - 1):
         res = tok.encode_batch(pieces, num_threads=num_threads)  # native threads, GIL released
     else:
         res = _pool_map(lambda p: tok.encode(p, **encode_kwargs), pieces, num_threads)
