@@ -42,12 +42,30 @@ class EncodingSpec:
         from . import __version__
 
         h.update(__version__.encode())
+        h.update(_code_fingerprint().encode())
         return h.hexdigest()[:16]
 
     def build(self):
         mod, fn = self.builder.split(":")
         func: Callable = getattr(importlib.import_module(mod), fn)
         return func(self.name, *self.paths(), **self.options)
+
+
+def _code_fingerprint() -> str:
+    """Size and mtime of the compiler's code and data: a changed compiler never reuses a stale cache."""
+    root = os.path.dirname(os.path.abspath(__file__))
+    parts = []
+    for sub in ("", "compile", "loaders", "data"):
+        d = os.path.join(root, sub)
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            continue
+        for n in names:
+            if n.endswith((".py", ".npz", ".json")):
+                st = os.stat(os.path.join(d, n))
+                parts.append(f"{sub}/{n}:{st.st_size}:{int(st.st_mtime)}")
+    return "|".join(parts)
 
 
 ENCODINGS: dict[str, EncodingSpec] = {}

@@ -65,3 +65,22 @@ def test_known_ids():
         [101, 31178, 11356, 117, 10531, 10124, 169, 15839, 119, 102]
     assert fs_bert("bert-base-multilingual-cased").encode("안녕하세요, 반갑습니다", add_special_tokens=True) == \
         [101, 9521, 118741, 35506, 24982, 48549, 117, 9321, 118610, 119081, 48345, 102]
+
+
+# Combining marks of many classes, old and new (some newer than HF's NFD tables), Mn and Mc,
+# decomposable letters, Hangul, case-changing letters, punctuation and spaces.
+_MARKS = "\u0300\u0301\u0316\u0317\u031b\u0334\u0345\u0359\u05b0\u0e49\u0f39\u1ab5\u1abf\u1ac2\u1dfa\ufe28\u302e\u302f\U0001d165\U0001d16d\u0bc8"
+_BASE = "aeiouAEIOUéÅǖİßΣς한글中,. \t\u200d\u00ad"
+
+
+@pytest.mark.parametrize("name", ["bert-base-uncased", "bert-base-multilingual-cased"])
+def test_hypothesis_marks_offsets(name):
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(alphabet=st.sampled_from(list(_MARKS + _BASE)), max_size=24))
+    def check(text):
+        _compare(name, text)
+
+    check()

@@ -11,7 +11,7 @@ Stored arrays (code points U+0000..U+10FFFF; surrogates are never valid input):
   clean      uint8  0 = kept, 1 = deleted by clean_text, 2 = replaced by ' ' (whitespace)
   cjk        uint8  1 = padded with spaces by handle_chinese_chars
   pretok     uint8  0 = word char, 1 = whitespace (split, removed), 2 = punctuation (isolated)
-  ccc        uint8  canonical combining class (for NFD reordering; from unicodedata)
+  ccc        uint8  canonical combining class as HF's NFD applies it (probed: see probe_ccc)
   lower_keys/lower_offs/lower_vals   cp -> lowercase string (only where it differs)
   nfd_keys/nfd_offs/nfd_vals         cp -> NFD string (only where it differs)
   strip_keys/strip_offs/strip_vals   cp -> NFD-then-drop-Mn string (only where != cp)
@@ -48,6 +48,73 @@ def probe_map(fn, chars):
             out[i] = r
     out[ord(SEP)] = fn(SEP)
     return out
+
+
+def probe_ccc(nfd, chars) -> np.ndarray:
+    """Canonical combining classes as HF's NFD crate knows them (its Unicode version is older
+    than Python's): order each candidate mark against reference marks of every class.
+
+    For a reference r of class k: NFD(x c r) puts r first iff ccc(c) > k, and NFD(x r c) puts c
+    first iff 0 < ccc(c) < k.  A candidate's class is the reference class it never reorders with.
+    """
+    # one reference mark per class, checked to behave as that class in HF's NFD (a mark newer
+    # than HF's tables acts as a starter there and would make a wrong reference)
+    by_class: dict[int, list[str]] = {}
+    for cp in range(0x300, 0x20000):
+        c = chr(cp)
+        k = unicodedata.combining(c)
+        if k and unicodedata.decomposition(c) == "":
+            by_class.setdefault(k, []).append(c)
+    acute, low = "\u0301", "\u0334"  # classes 230 and 1, Unicode 1.1
+
+    def behaves(r: str, k: int) -> bool:
+        a, b = nfd("x" + acute + r), nfd("x" + r + acute)
+        if k < 230:
+            ok = a == "x" + r + acute and b == "x" + r + acute
+        elif k > 230:
+            ok = a == "x" + acute + r and b == "x" + acute + r
+        else:
+            ok = a == "x" + acute + r and b == "x" + r + acute
+        if k > 1:
+            ok = ok and nfd("x" + r + low) == "x" + low + r
+        return ok
+
+    refs: dict[int, str] = {}
+    for k, cs in by_class.items():
+        for c in cs:
+            if behaves(c, k):
+                refs[k] = c
+                break
+    cands = [i for i, c in enumerate(chars) if c is not None and unicodedata.combining(c)]
+    # candidates unknown to Python's tables cannot be marks for HF either (HF is older)
+    ccc = np.zeros(len(chars), np.uint8)
+    ks = sorted(refs)
+    for i in cands:
+        c = chars[i]
+        probes = []
+        for k in ks:
+            probes.append("x" + c + refs[k])
+            probes.append("x" + refs[k] + c)
+        outs = nfd(SEP.join(probes)).split(SEP)
+        assert len(outs) == len(probes)
+        greater, less, same = [], [], []
+        for j, k in enumerate(ks):
+            if refs[k] == c:
+                same.append(k)  # c is the reference of its own class
+                continue
+            if outs[2 * j] == "x" + refs[k] + c:
+                greater.append(k)
+            if outs[2 * j + 1] == "x" + c + refs[k]:
+                less.append(k)
+        if same:
+            ccc[i] = same[0]
+            continue
+        if not greater and not less:
+            continue
+        lo, hi = max(greater, default=0), min(less, default=256)
+        inside = [k for k in ks if lo < k < hi]
+        ccc[i] = inside[0] if inside else lo + 1
+    return ccc
 
 
 def pack(mapping: dict[int, str]):
@@ -116,16 +183,13 @@ def main() -> None:
                 pretok[i] = 1
             elif covered[p] == (p, p + 1):
                 pretok[i] = 2
-    ccc = np.zeros(MAXCP, np.uint8)
-    for i, c in enumerate(chars):
-        if c is not None:
-            ccc[i] = unicodedata.combining(c)
+    ccc = probe_ccc(nfdf, chars)
     arrays = dict(clean=clean, cjk=cjk, pretok=pretok, ccc=ccc, mn=mn)
     for name, m in (("lower", lower), ("nfd", nfd), ("strip", strip)):
         k, o, v = pack(m)
         arrays[f"{name}_keys"], arrays[f"{name}_offs"], arrays[f"{name}_vals"] = k, o, v
     arrays["source"] = np.frombuffer(
-        f"tokenizers=={tokenizers.__version__}; ccc from Python unicodedata {unicodedata.unidata_version}".encode(), np.uint8
+        f"tokenizers=={tokenizers.__version__}; all facts probed from it".encode(), np.uint8
     )
     np.savez_compressed(args.out, **arrays)
     print(f"wrote {args.out}: {len(lower)} lowercase, {len(nfd)} nfd, {len(strip)} strip mappings; "

@@ -136,13 +136,9 @@ def _build_norm_table(opts: BertNormOptions) -> tuple:
         if hint == "space":
             entries[cp] = KIND_SPACE
             continue
-        live = [it for it in items if not it[2]]
         if not isolate and len(items) == 1 and not items[0][2] and items[0][0] == cp and items[0][3] == 0:
             cls = items[0][1]
             entries[cp] = (KIND_REG, KIND_SPACE, KIND_ISO)[cls]
-            continue
-        if not isolate and not live and all(it[3] != 0 for it in items):
-            entries[cp] = KIND_DEL  # dropped marks with ccc>0 neither emit nor break a reordering run
             continue
         if isolate and len(items) == 1 and items[0][0] == cp and items[0][1] == CLS_WORD and items[0][3] == 0:
             entries[cp] = KIND_ISO

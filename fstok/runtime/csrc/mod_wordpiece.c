@@ -86,7 +86,7 @@ static void out_free(outbuf *o) {
 
 /* ---------------------------------------------------------------- word state */
 typedef struct {
-    uint32_t cp, ccc, orig, cls;
+    uint32_t cp, ccc, orig, cls, dropped, cont; /* cont: not the first char of its code point's NFD */
 } pend_item;
 
 typedef struct {
@@ -104,6 +104,7 @@ typedef struct {
     /* canonical reordering of surviving combining marks (strip_accents mode only) */
     pend_item *pend;
     size_t npend, pend_cap;
+    uint32_t prev_orig; /* origin of the last NFD character outside a reordering run */
 } wstate;
 
 static void emit_slice(wstate *w, uint32_t packed) {
@@ -257,13 +258,19 @@ static void emit_norm(wstate *w, uint32_t cp, uint32_t cls, uint32_t orig) {
     }
 }
 
+/* Emit a run of combining marks (ccc > 0) in canonical order.  HF computes alignments from the
+ * NFD output positionally: the k-th character of the reordered run that starts a code point's
+ * decomposition takes the k-th such original position, a continuation character takes its
+ * predecessor's.  Dropped marks (strip_accents) take part in the ordering, then vanish. */
 static void flush_pending(wstate *w) {
     size_t n = w->npend;
     if (!n) return;
-    /* stable insertion sort by ccc; runs of surviving marks are tiny in practice and the
-       number of distinct ccc values is bounded, but keep it linear-ish for huge runs: */
+    uint32_t *q = (uint32_t *)malloc(n * sizeof(uint32_t));
+    if (!q) { w->out->oom = 1; w->npend = 0; return; }
+    size_t nq = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!w->pend[i].cont) q[nq++] = w->pend[i].orig;
     if (n > 64) {
-        /* counting sort by ccc (stable) */
         size_t cnt[257] = {0};
         for (size_t i = 0; i < n; i++) cnt[w->pend[i].ccc + 1]++;
         for (int c = 1; c < 257; c++) cnt[c] += cnt[c - 1];
@@ -284,10 +291,18 @@ static void flush_pending(wstate *w) {
         }
     }
     w->npend = 0;
-    for (size_t i = 0; i < n; i++) emit_norm(w, w->pend[i].cp, w->pend[i].cls, w->pend[i].orig);
+    uint32_t prev = w->prev_orig;
+    size_t qi = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t o = (!w->pend[i].cont && qi < nq) ? q[qi++] : prev;
+        prev = o;
+        if (!w->pend[i].dropped) emit_norm(w, w->pend[i].cp, w->pend[i].cls, o);
+    }
+    w->prev_orig = prev;
+    free(q);
 }
 
-static void push_pending(wstate *w, uint32_t cp, uint32_t ccc, uint32_t cls, uint32_t orig) {
+static void push_pending(wstate *w, uint32_t cp, uint32_t ccc, uint32_t cls, uint32_t orig, uint32_t dropped, uint32_t cont) {
     if (w->npend == w->pend_cap) {
         size_t nc = w->pend_cap ? w->pend_cap * 2 : 16;
         pend_item *np = (pend_item *)realloc(w->pend, nc * sizeof(pend_item));
@@ -295,11 +310,13 @@ static void push_pending(wstate *w, uint32_t cp, uint32_t ccc, uint32_t cls, uin
         w->pend = np;
         w->pend_cap = nc;
     }
-    w->pend[w->npend].cp = cp;
-    w->pend[w->npend].ccc = ccc;
-    w->pend[w->npend].cls = cls;
-    w->pend[w->npend].orig = orig;
-    w->npend++;
+    pend_item *it = &w->pend[w->npend++];
+    it->cp = cp;
+    it->ccc = ccc;
+    it->cls = cls;
+    it->orig = orig;
+    it->dropped = dropped;
+    it->cont = cont;
 }
 
 static void wstate_free(wstate *w) {
@@ -333,6 +350,7 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
         if (c0 < 0x80 && !w.npend) {
             /* ASCII fast path: one table read, bytes straight into the trie */
             uint32_t e = ascii[c0] & 7;
+            w.prev_orig = ci;
             if (e == KIND_REG) {
                 feed(&w, s + i, 1, ci, offs);
             } else if (e == KIND_SPACE) {
@@ -355,6 +373,7 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
         switch (e & 7) {
         case KIND_REG:
             if (w.npend) flush_pending(&w);
+            w.prev_orig = ci;
             feed(&w, s + i, L, ci, offs);
             break;
         case KIND_DEL:
@@ -365,6 +384,7 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
             break;
         case KIND_ISO:
             if (w.npend) flush_pending(&w);
+            w.prev_orig = ci;
             word_end(&w);
             feed(&w, s + i, L, ci, offs);
             word_end(&w);
@@ -379,10 +399,13 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
             for (uint32_t k = 1; k <= nit; k++) {
                 uint32_t it = p[k];
                 uint32_t icp = it & 0x1FFFFF, cls = (it >> 21) & 3, dropped = (it >> 23) & 1, ccc = it >> 24;
-                if (ccc == 0 && w.npend) flush_pending(&w);
-                if (dropped) continue;
-                if (ccc) push_pending(&w, icp, ccc, cls, ci);
-                else emit_norm(&w, icp, cls, ci);
+                if (ccc) {
+                    push_pending(&w, icp, ccc, cls, ci, dropped, k > 1);
+                    continue;
+                }
+                if (w.npend) flush_pending(&w);
+                w.prev_orig = ci;
+                if (!dropped) emit_norm(&w, icp, cls, ci);
             }
             if (iso) {
                 if (w.npend) flush_pending(&w);
