@@ -17,7 +17,9 @@ Two strategies, both exact (equal to one-shot ``tokenizer.encode(text)``):
 ``strategy="auto"`` uses "safe" for fstok WordPiece tokenizers (when the pieces cannot contain a
 whitespace-bearing special token) and "lopt" otherwise.
 
-Any object with ``encode_with_offsets(text) -> (ids, offsets)`` works with "lopt"; offsets may be
+Any object with ``encode_with_offsets(text, **kw) -> (ids, offsets)`` works with "lopt" (the result equals
+its one-shot ids; for fstok BPE that means special-token text is ordinary unless ``allowed_special`` is
+passed, as in ``BPETokenizer.encode_with_offsets``); offsets may be
 ``(start, end)`` pairs (HF, fstok WordPiece) or start positions only (fstok BPE, tiktoken style; the end
 of a token is then the start of the next one). ``HFOffsetsAdapter`` wraps a HF ``tokenizers.Tokenizer``.
 """
@@ -92,8 +94,13 @@ def max_token_chars(tok: Any) -> int:
         return cached
     n = 0
     try:
-        vocab = tok.get_vocab()
-        n = max((len(t) for t in vocab), default=0)
+        if hasattr(tok, "token_byte_values"):  # byte-level BPE: bytes >= characters
+            n = max((len(t) for t in tok.token_byte_values()), default=0)
+            specials = getattr(tok, "special_tokens", None)
+            if isinstance(specials, dict):
+                n = max([n] + [len(t) for t in specials])
+        else:
+            n = max((len(t) for t in tok.get_vocab()), default=0)
     except Exception:
         n = 0
     if not n:
@@ -153,7 +160,10 @@ class _Encoder:
         return ids, offs, ends
 
     def encode(self, text: str) -> list[int]:
-        return list(self.tok.encode(text, **self.kw))
+        """One-shot ids with the same semantics as the chunk encoder (``encode_with_offsets``)."""
+        if self.fast_np:
+            return self.tok.encode(text)
+        return list(self.tok.encode_with_offsets(text, **self.kw)[0])
 
 
 def _pool_map(fn, items, num_threads):

@@ -170,3 +170,65 @@ def test_hypothesis_hf(sl, threads, chunk, overlap, min_run):
     got = encode_long(hf_adapter(), text, num_threads=threads, chunk_chars=chunk, overlap_chars=overlap,
                       min_overlap_tokens=max(2, min_run))
     assert got == one_shot("hf", name, start, length)
+
+
+# ------------------------------------------------------------------------------------- fstok BPE (generic LoPT)
+BPES = ["r50k_base", "cl100k_base", "o200k_base"]
+
+
+@functools.lru_cache(maxsize=None)
+def bpe(name):
+    import os
+
+    from conftest import VOCAB
+
+    path = os.path.join(VOCAB, "tiktoken", f"{name}.tiktoken")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not present")
+    tok = fstok.compile(path)
+    if not hasattr(tok, "encode_with_offsets"):
+        pytest.skip("BPETokenizer has no encode_with_offsets yet")
+    return tok
+
+
+@functools.lru_cache(maxsize=64)
+def bpe_one_shot(name, corpus_name, start, length):
+    return bpe(name).encode_with_offsets(corpus(corpus_name)[start:start + length])[0]
+
+
+@needs_shared
+@pytest.mark.parametrize("name", BPES)
+def test_bpe_long_prefix_default(name):
+    tok = bpe(name)
+    for doc in LONG:
+        text = corpus(doc)[:120_000]
+        ref = tok.encode_ordinary(text)
+        s = LoptStats()
+        assert encode_long(tok, text, num_threads=3, stats=s) == ref, doc
+        assert s.strategy == "lopt"
+
+
+@needs_shared
+def test_bpe_special_tokens_across_chunks():
+    tok = bpe("cl100k_base")
+    base = corpus("code")[:30_000]
+    text = "<|endoftext|>".join(base[i:i + 777] for i in range(0, len(base), 777))
+    ref = tok.encode(text, allowed_special="all")
+    assert ref.count(tok.eot_token) >= 30
+    for chunk in (None, 5, 300, 2000):
+        assert encode_long(tok, text, num_threads=2, chunk_chars=chunk, allowed_special="all") == ref, chunk
+    # default: special-token text is ordinary text, as encode_with_offsets / encode_ordinary
+    assert encode_long(tok, text, num_threads=2, chunk_chars=700) == tok.encode_ordinary(text)
+
+
+@needs_shared
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(BPES), sl=slices, **params)
+def test_hypothesis_bpe(name, sl, threads, chunk, overlap, min_run):
+    corpus_name, start, length = sl
+    length = length // 2
+    start = start % max(1, len(corpus(corpus_name)) - length)
+    text = corpus(corpus_name)[start:start + length]
+    got = encode_long(bpe(name), text, num_threads=threads, chunk_chars=chunk, overlap_chars=overlap,
+                      min_overlap_tokens=max(2, min_run))
+    assert got == bpe_one_shot(name, corpus_name, start, length)
