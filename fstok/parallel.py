@@ -112,6 +112,33 @@ def max_token_chars(tok: Any) -> int:
     return n
 
 
+def _continuation_mask(tok: Any):
+    """For WordPiece tokenizers (fstok, or HF through HFOffsetsAdapter): list[bool] by id, True for
+    continuation tokens ("##" prefix). None for other models (the paper's rule is used as is)."""
+    cached = getattr(tok, "_fstok_cont_mask", None)
+    if cached is not None:
+        return cached or None
+    prefix = None
+    if _is_fstok_wordpiece(tok):
+        prefix = getattr(tok, "_prefix", None) or tok._art.meta.get("continuing_subword_prefix", "##")
+    elif isinstance(tok, HFOffsetsAdapter):
+        model = getattr(tok.hf, "model", None) or getattr(getattr(tok.hf, "_tokenizer", None), "model", None)
+        if model is not None and type(model).__name__ == "WordPiece":
+            prefix = model.continuing_subword_prefix
+    mask: list = []
+    if prefix:
+        vocab = tok.get_vocab()
+        mask = [False] * (max(vocab.values(), default=-1) + 1)
+        for t, i in vocab.items():
+            if t.startswith(prefix):
+                mask[i] = True
+    try:
+        tok._fstok_cont_mask = mask
+    except Exception:
+        pass
+    return mask or None
+
+
 def _check_args(text, num_threads, chunk_chars, overlap_chars, min_overlap_tokens, strategy):
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
@@ -138,6 +165,7 @@ class _Encoder:
         if not self.fast_np and not hasattr(tok, "encode_with_offsets"):
             raise TypeError(f"{type(tok).__name__} has no encode_with_offsets(text); wrap a HF tokenizer in "
                             "fstok.parallel.HFOffsetsAdapter")
+        self.cont = _continuation_mask(tok)
 
     def __call__(self, chunk: str):
         if self.fast_np:
@@ -174,14 +202,21 @@ def _pool_map(fn, items, num_threads):
 
 
 # ---------------------------------------------------------------------------------------------- LoPT merge
-def lopt_merge(a, b, b_off: int, a_end: int, min_run: int):
+def lopt_merge(a, b, b_off: int, a_end: int, min_run: int, cont=None):
     """Match chunk A (starting at global 0 of its own frame) with chunk B that starts ``b_off`` characters
     later (A's frame), overlapping A on [b_off, a_end).
 
     a, b: (ids, starts, ends) local arrays.  Returns (cut_a, cut_b, run) where the merged sequence is
     A[:cut_a] + B[cut_b:], or None when the longest run of consecutive agreeing tokens (same global
     start, end and id in both) is shorter than ``min_run``.  Linear in the overlap tokens: positions are
-    ordered in both, so two pointers walk them once."""
+    ordered in both, so two pointers walk them once.
+
+    ``cont`` (WordPiece: ``cont[id]`` is True for continuation tokens "##..."): the cut must also fall at
+    a word start -- a non-continuation token that is not B's first token -- inside an agreeing run of
+    ``min_run`` tokens; A then keeps the complete words before it and B the words from it on.  Without
+    this, a word that spans the whole overlap (e.g. > max_input_chars_per_word, which one-shot maps to
+    one [UNK]) can be truncated in both chunks and still agree at positions: the paper's rule alone
+    is not exact for WordPiece."""
     a_ids, a_st, a_en = a
     b_ids, b_st, b_en = b
     # A tokens that lie inside the overlap: global start >= b_off; B tokens with global end <= a_end
@@ -203,14 +238,23 @@ def lopt_merge(a, b, b_off: int, a_end: int, min_run: int):
     best_end = (0, 0)
     run = 0
     prev = (-2, -2)
+    ws = None  # first word start (x, y) in the current run (WordPiece mode)
     while x < la and y < lb:
         ka = (ast[x], aen[x])
         kb = (bst[y], ben[y])
         if ka == kb:
             if aid[x] == bid[y]:
-                run = run + 1 if prev == (x - 1, y - 1) else 1
+                if prev == (x - 1, y - 1):
+                    run += 1
+                else:
+                    run, ws = 1, None
                 prev = (x, y)
-                if run > best:
+                if cont is not None:
+                    if ws is None and y >= 1 and not cont[bid[y]]:
+                        ws = (x, y)
+                    if ws is not None and run >= min_run:
+                        return i + ws[0], ws[1], run
+                elif run > best:
                     best = run
                     best_end = (x + 1, y + 1)
             x += 1
@@ -219,7 +263,7 @@ def lopt_merge(a, b, b_off: int, a_end: int, min_run: int):
             x += 1
         else:
             y += 1
-    if best < min_run:
+    if cont is not None or best < min_run:
         return None
     return i + best_end[0], best_end[1], best
 
@@ -251,7 +295,7 @@ def _lopt(enc: _Encoder, text: str, num_threads: int, chunk: int, overlap: int, 
         for k in range(len(pieces) - 1):
             a_off, a_txt = pieces[k]
             b_off, _ = pieces[k + 1]
-            m = lopt_merge(results[k], results[k + 1], b_off - a_off, len(a_txt), min_run)
+            m = lopt_merge(results[k], results[k + 1], b_off - a_off, len(a_txt), min_run, enc.cont)
             if m is None:
                 ok = False
                 break

@@ -232,3 +232,31 @@ def test_hypothesis_bpe(name, sl, threads, chunk, overlap, min_run):
     got = encode_long(bpe(name), text, num_threads=threads, chunk_chars=chunk, overlap_chars=overlap,
                       min_overlap_tokens=max(2, min_run))
     assert got == bpe_one_shot(name, corpus_name, start, length)
+
+
+# ------------------------------------------------------------------------------------- safe split, adversarial
+TRICKY = [" ", "\t", "\n", "\r", "\r\n", "\u00a0", "\u3000", "\u200b", "\x00", "\x7f", "\ufffd", "\u0301", "\u0308",
+          "\u03a3", "\u03c3", "'", ".", ",", "-", "e\u0301", "\u4e2d", "\u6587", "\U0001F600", "\u00df", "\u0130",
+          "[CLS]", "[SEP]", "##", "a", "B", "xyz", "qwertyuiop" * 11, "\u05d0", "\u0e01\u0e34", "\uac00"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(parts=st.lists(st.sampled_from(TRICKY), max_size=120), threads=st.integers(2, 6),
+       chunk=st.one_of(st.none(), st.integers(1, 30)), tok_key=st.sampled_from(BERTS))
+def test_safe_split_adversarial(parts, threads, chunk, tok_key):
+    text = "".join(parts)
+    tok = fs(tok_key)
+    ref = tok.encode(text)
+    assert encode_long(tok, text, num_threads=threads, chunk_chars=chunk, strategy="safe") == ref
+    assert encode_long(tok, text, num_threads=threads, chunk_chars=chunk, strategy="lopt") == ref
+    assert encode_long(tok, text, num_threads=threads, chunk_chars=chunk, strategy="safe",
+                       allowed_special="all") == tok.encode(text, allowed_special="all")
+
+
+@needs_shared
+def test_safe_with_offsets_matches_one_shot():
+    from fstok.parallel import encode_long_with_offsets
+
+    tok = fs("bert-base-uncased")
+    text = corpus("english")[:100_000]
+    assert encode_long_with_offsets(tok, text, num_threads=3, chunk_chars=9_000) == tok.encode_with_offsets(text)
