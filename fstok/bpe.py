@@ -32,13 +32,11 @@ _SECTION_DTYPES = {
     "split_l": "<u4",
     "split_r": "<u4",
     "next_prefix": "<u4",
-    "pair_keys": "<u8",
-    "pair_vals": "<u4",
-    "span_tag": "<u4",
-    "span_id": "<u4",
-    "da_base": "<i4",
-    "da_check": "<u4",
-    "da_tok": "<u4",
+    "pair_tab": "<u8",
+    "byte_pair": "<u4",
+    "pair_bloom": "<u8",
+    "span_tab": "<u8",
+    "trie": "<u4",
     "byte_tok": "<u4",
 }
 
@@ -173,6 +171,7 @@ class BPETokenizer:
             int(meta["max_span_len"]),
             bool(meta["backtrack_ok"]),
             int(meta["short_max"]),
+            bool(meta["trie_has_spans"]),
         )
         self._spanner = _RegexSpanner(self._stages)
         self._dec_off = tables["dec_off"]
@@ -203,17 +202,18 @@ class BPETokenizer:
         def bad(msg: str):
             raise _art.ArtifactError(f"BPE artifact is inconsistent: {msg}")
 
-        if not (0 < n_int < 2**31 and 0 < n_ext < 2**31 and 0 < da_size < 2**31 and 4 <= pair_bits <= 40):
+        if not (0 < n_int < 2**21 - 1 and 0 < n_ext < 2**31 and 0 < da_size < 2**31 and 4 <= pair_bits <= 40):
             bad("sizes out of range")
         if not (0 <= short_max <= 4096 and 0 <= max_span < 2**31):
             bad("limits out of range")
         for name, size in (("int_ext", n_int), ("int_len", n_int), ("split_l", n_int), ("split_r", n_int),
                            ("next_prefix", n_int), ("dec_off", n_ext + 1), ("dec_kind", n_ext),
-                           ("da_base", da_size), ("da_check", da_size), ("da_tok", da_size), ("byte_tok", 256),
-                           ("pair_keys", 1 << pair_bits), ("pair_vals", 1 << pair_bits)):
+                           ("trie", 3 * da_size), ("byte_tok", 256), ("byte_pair", 65536),
+                           ("pair_tab", 1 << pair_bits)):
             if len(t[name]) != size:
                 bad(f"{name} has {len(t[name])} entries, expected {size}")
-        if len(t["span_id"]) != len(t["span_tag"]) or len(t["span_id"]) & (len(t["span_id"]) - 1) or len(t["span_id"]) < 2:
+        nspan = len(t["span_tab"]) // 2
+        if len(t["span_tab"]) % 2 or nspan < 2 or nspan & (nspan - 1):
             bad("span table size")
         dec_off = t["dec_off"]
         if dec_off[0] != 0 or np.any(np.diff(dec_off.astype(np.int64)) < 0) or int(dec_off[-1]) != len(t["dec_bytes"]):
@@ -241,23 +241,36 @@ class BPETokenizer:
         ok = np_ == _NONE
         if np.any(~ok & (np_ >= n_int)) or np.any(~ok & (lens[np.where(ok, 0, np_)] >= lens)):
             bad("next_prefix")
-        pk, pv = t["pair_keys"], t["pair_vals"]
-        full = pk != np.uint64(0xFFFFFFFFFFFFFFFF)
+        pt = t["pair_tab"]
+        full = pt != np.uint64(0xFFFFFFFFFFFFFFFF)
         if full.all():
             bad("pair table has no empty slot")
-        if np.any((pk[full] >> np.uint64(32)) >= n_int) or np.any((pk[full] & np.uint64(0xFFFFFFFF)) >= n_int) or np.any(pv[full] >= n_int):
+        pf = pt[full]
+        m21 = np.uint64((1 << 21) - 1)
+        if np.any((pf >> np.uint64(43)) >= n_int) or np.any(((pf >> np.uint64(22)) & m21) >= n_int) or np.any(
+            (pf & np.uint64((1 << 22) - 1)) >= n_int
+        ):
             bad("pair table ids")
-        sid = t["span_id"]
+        nb = len(t["pair_bloom"])
+        if nb < 1 or nb & (nb - 1):
+            bad("pair bloom size")
+        bp = t["byte_pair"]
+        if np.any((bp != _NONE) & (bp >= n_int)):
+            bad("byte pair table")
+        st = t["span_tab"].reshape(-1, 2)
+        sid = (st[:, 1] & np.uint64(0xFFFFFFFF)).astype(np.int64)
         sfull = sid != _NONE
         if sfull.all():
             bad("span table has no empty slot")
         if np.any(sid[sfull] >= n_ext):
             bad("span table ids")
-        chk, dtok = t["da_check"], t["da_tok"]
+        slen = (st[sfull, 1] >> np.uint64(32)).astype(np.int64)
+        if np.any(slen != (dec_off[sid[sfull] + 1].astype(np.int64) - dec_off[sid[sfull]])) or np.any(slen > max_span):
+            bad("span table lengths")
+        tr = t["trie"].reshape(-1, 3)
+        chk, dtok = tr[:, 1], tr[:, 2]
         if np.any((chk != _NONE) & (chk >= da_size)) or np.any((dtok != _NONE) & (dtok >= n_int)):
             bad("trie")
-        # a trie node's token must have the node's depth as length: check via parents' chain is
-        # expensive; the backtracking encoder bounds every step by the span length instead.
         if np.any(t["byte_tok"] >= n_int) or np.any(lens[t["byte_tok"]] != 1):
             bad("byte table")
         return t
@@ -689,6 +702,13 @@ class BPETokenizer:
         return [self.decode_bytes(t) for t in batch]
 
 
-def build_bundled(name: str, path: str, **options: Any) -> BPETokenizer:
+def build_bundled(name: str, path: str, sha256: str | None = None, **options: Any) -> BPETokenizer:
     """Registry builder for the bundled OpenAI encodings (see fstok/registry_bpe.py)."""
+    if sha256 is not None:
+        import hashlib
+
+        with open(path, "rb") as f:
+            got = hashlib.sha256(f.read()).hexdigest()
+        if got != sha256:
+            raise ValueError(f"{path}: sha256 {got} does not match the expected {sha256}; the bundled file is damaged")
     return BPETokenizer.compile_tiktoken(path, name=name, **options)

@@ -8,10 +8,16 @@ Tables (all little-endian flat arrays, see `fstok/runtime/csrc/bpe.h` for how C 
                                  BPE-reachable tokens sorted by merge rank, so "rank" and
                                  "merged internal id" are the same number.
   split_l, split_r               canonical merge of every internal token (leaf: itself)
-  pair_keys, pair_vals           (left << 32 | right) -> merged internal id (= rank); open addressing
-                                 with exact 64-bit keys (no false positives), load <= 1/2
-  span_tag, span_id              whole-span hash: bytes -> external id (single-token fast path)
-  da_base, da_check, da_tok      double-array trie of the internal tokens (longest-prefix match)
+  pair_tab                       (left, right) -> merged internal id (= rank): one u64 per slot,
+                                 left << 43 | right << 22 | merged; open addressing on the exact
+                                 42-bit key (no false positives, no collisions left), load <= 1/2
+  pair_bloom                     bitset over hashed pair keys: a clear bit proves a pair absent
+                                 (small enough for L2; most lookups in the encoders are misses)
+  byte_pair                      the same for two single-byte tokens, as a dense 256x256 table
+  span_tab                       whole-span hash: bytes -> external id (single-token fast path);
+                                 2 words per slot: the first 8 bytes inline, id | length << 32
+  trie                           double-array trie of the internal tokens (longest-prefix match):
+                                 (base, check, token) per node
   next_prefix                    longest reachable proper prefix of each internal token
   byte_tok                       byte -> internal id
 
@@ -32,7 +38,7 @@ import numpy as np
 from ..loaders.bpe_source import BPESource
 
 # spans up to this many bytes use the O(n^2) sweep, longer ones the linear backtracking encoder
-DEFAULT_SHORT_MAX = 24
+DEFAULT_SHORT_MAX = 16
 
 META_VERSION = 1
 
@@ -120,7 +126,7 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[
     else:
         key = mrank.copy()
         single = lens == 1
-        key[single] = -256 + np.frombuffer(b"".join(tok_bytes[k] for k in np.nonzero(single)[0]), dtype=np.uint8)
+        key[single] = np.frombuffer(b"".join(tok_bytes[k] for k in np.nonzero(single)[0]), dtype=np.uint8).astype(np.int64) - 256
     ridx = np.nonzero(reachable)[0]
     order = ridx[np.argsort(key[ridx], kind="stable")]
     n_int = len(order)
@@ -135,14 +141,26 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[
     split_r = np.where(merged, to_int[np.maximum(sr, 0)], np.arange(n_int)).astype(np.uint32)
     ar_int = np.arange(n_int, dtype=np.uint32)
     backtrack_ok = bool(np.all((split_l[merged] < ar_int[merged]) & (split_r[merged] < ar_int[merged])))
-    pk, pv, pair_bits = nat.build_pair_table(
-        split_l[merged].tobytes(), split_r[merged].tobytes(), ar_int[merged].tobytes()
+    if n_int >= (1 << 21) - 1:
+        raise ValueError(f"{src.name}: {n_int} BPE tokens; at most 2^21 - 2 are supported")
+    n_pairs = int(merged.sum())
+    bloom_bits = 12
+    while (1 << bloom_bits) < 8 * n_pairs and bloom_bits < 22:  # <= 512 KiB, ~5% false positives for o200k
+        bloom_bits += 1
+    pair_tab, pair_bits, pair_bloom = nat.build_pair_table(
+        split_l[merged].tobytes(), split_r[merged].tobytes(), ar_int[merged].tobytes(), bloom_bits
     )
     int_arena, int_off = _arena([tok_bytes[k] for k in order])
-    da_base, da_check, da_tok, next_prefix = nat.build_trie(int_arena, int_off.tobytes())
+    trie, next_prefix = nat.build_trie(int_arena, int_off.tobytes())
     byte_tok = np.zeros(256, dtype=np.uint32)
     for k in order[int_len == 1] if n_int else []:
         byte_tok[tok_bytes[k][0]] = to_int[k]
+    # merged id of two single-byte tokens, indexed by (byte1 << 8 | byte2)
+    byte_pair = np.full(65536, 0xFFFFFFFF, dtype=np.uint32)
+    int_byte = np.zeros(n_int, dtype=np.int64)
+    int_byte[byte_tok] = np.arange(256)
+    bb = merged & (int_len[split_l] == 1) & (int_len[split_r] == 1)
+    byte_pair[(int_byte[split_l[bb]] << 8) | int_byte[split_r[bb]]] = ar_int[bb]
     # ---- external id space: decode table
     dec: dict[int, bytes] = {int(i): b for b, i in items}
     kind: dict[int, int] = {int(i): 1 for _, i in items}
@@ -171,7 +189,7 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[
     else:
         span_ids = int_ext
         span_lens = int_len.astype(np.int64)
-    st, si = nat.build_span_table(dec_bytes, dec_off.tobytes(), span_ids.tobytes())
+    span_tab = nat.build_span_table(dec_bytes, dec_off.tobytes(), span_ids.tobytes())
     max_span_len = int(span_lens.max()) if len(span_lens) else 0
 
     sections = {
@@ -183,13 +201,11 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[
         "split_l": split_l,
         "split_r": split_r,
         "next_prefix": np.frombuffer(next_prefix, dtype=np.uint32),
-        "pair_keys": np.frombuffer(pk, dtype=np.uint64),
-        "pair_vals": np.frombuffer(pv, dtype=np.uint32),
-        "span_tag": np.frombuffer(st, dtype=np.uint32),
-        "span_id": np.frombuffer(si, dtype=np.uint32),
-        "da_base": np.frombuffer(da_base, dtype=np.int32),
-        "da_check": np.frombuffer(da_check, dtype=np.uint32),
-        "da_tok": np.frombuffer(da_tok, dtype=np.uint32),
+        "pair_tab": np.frombuffer(pair_tab, dtype=np.uint64),
+        "byte_pair": byte_pair,
+        "pair_bloom": np.frombuffer(pair_bloom, dtype=np.uint64),
+        "span_tab": np.frombuffer(span_tab, dtype=np.uint64),
+        "trie": np.frombuffer(trie, dtype=np.uint32),
         "byte_tok": byte_tok,
     }
     unreachable = [int(tok_ids[k]) for k in np.nonzero(~reachable)[0]]
@@ -209,11 +225,12 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[
         "n_mergeable": len(items),
         "max_token_value": int(max([int(tok_ids.max())] + list(src.special_tokens.values()) + [a.id for a in src.added_tokens])),
         "pair_bits": int(pair_bits),
-        "da_size": int(len(sections["da_base"])),
+        "da_size": int(len(sections["trie"]) // 3),
         "max_span_len": max_span_len,
         "backtrack_ok": backtrack_ok,
         "short_max": int(short_max),
         "n_unreachable": len(unreachable),
+        "trie_has_spans": bool(len(unreachable) == 0 or not (src.merges is None or src.ignore_merges)),
         "unreachable_sample": unreachable[:16],
         "explicit_n_vocab": src.explicit_n_vocab,
     }

@@ -23,6 +23,10 @@
 #define BPE_NONE 0xFFFFFFFFu
 #define BPE_EMPTY_KEY 0xFFFFFFFFFFFFFFFFull
 
+/* pair table slot: (left << 43) | (right << 22) | merged ; left, right < 2^21, merged < 2^22 */
+#define BPE_PAIR_ID_BITS 21
+#define BPE_MAX_INTERNAL (1u << BPE_PAIR_ID_BITS)
+
 typedef struct {
     uint32_t n_int;             /* reachable (internal) tokens */
     uint32_t n_ext;             /* external id space (decode table size) */
@@ -31,27 +35,30 @@ typedef struct {
     const uint32_t *split_l;    /* canonical split (leaf: itself) */
     const uint32_t *split_r;
     const uint32_t *next_prefix;/* longest reachable proper prefix, BPE_NONE if none */
-    const uint64_t *pair_keys;  /* (left << 32 | right), BPE_EMPTY_KEY = empty */
-    const uint32_t *pair_vals;  /* merged internal id (= rank) */
+    const uint64_t *pair_tab;   /* packed pair slots, BPE_EMPTY_KEY = empty */
     uint64_t pair_mask;
     int pair_shift;
-    const uint32_t *span_tag;   /* high 32 bits of the span hash */
-    const uint32_t *span_id;    /* external id, BPE_NONE = empty */
+    const uint64_t *pair_bloom; /* one bit per hashed pair key: a clear bit proves the pair is absent */
+    int bloom_shift;
+    const uint32_t *byte_pair;  /* [256*256]: merged internal id of two single-byte tokens, or BPE_NONE */
+    const uint64_t *span_tab;   /* 2 words per slot: first 8 bytes (zero padded), id | len << 32 */
     uint64_t span_mask;
     const uint8_t *dec_bytes;   /* external id -> bytes (arena + offsets) */
     const uint32_t *dec_off;
     const uint8_t *dec_kind;    /* 0 unused id, 1 mergeable, 2 special/added, 3 decode-only */
-    const int32_t *da_base;     /* double-array trie over internal tokens */
-    const uint32_t *da_check;
-    const uint32_t *da_tok;
+    const uint32_t *trie;       /* double-array trie, 3 words per node: base (int32), check, token */
     uint32_t da_size;
     uint32_t byte_tok[256];     /* byte -> internal id */
     uint32_t max_span_len;      /* longest whole-span token */
     int backtrack_ok;
-    uint32_t short_max;         /* spans up to this length use bpe_encode_short */
+    uint32_t short_max;         /* spans up to this length (not single tokens) use bpe_encode_short */
+    uint32_t hash_max;          /* spans up to this length try the whole-span hash first */
+    int int_is_ext;             /* internal id == external id for every internal token */
+    int trie_has_spans;         /* every whole-span token is in the trie (no unreachable ones), so the
+                                   backtracking encoder needs no whole-span lookup first */
 } bpe_model;
 
-/* growable output of external ids (+ optional token start offsets) */
+/* growable output of ids */
 typedef struct {
     uint32_t *ids;
     size_t len, cap;
@@ -65,20 +72,22 @@ static inline uint64_t bpe_mum(uint64_t a, uint64_t b) {
     return (uint64_t)r ^ (uint64_t)(r >> 64);
 }
 
-/* wyhash-style hash of a byte string; the compiler and the runtime both use this one. */
+/* the first min(n, 8) bytes of s as a little-endian word, zero padded (reads only s[0:n)) */
+static inline uint64_t bpe_head8(const uint8_t *s, size_t n) {
+    if (n >= 8) return bpe_rd64(s);
+    if (n >= 4) return bpe_rd32(s) | (bpe_rd32(s + n - 4) << (8 * (n - 4)));
+    if (n == 0) return 0;
+    return (uint64_t)s[0] | ((uint64_t)s[n >> 1] << (8 * (n >> 1))) | ((uint64_t)s[n - 1] << (8 * (n - 1)));
+}
+
+/* hash of a byte string; the compiler and the runtime both use this one. */
 static inline uint64_t bpe_hash_bytes(const uint8_t *p, size_t n) {
     const uint64_t s0 = 0xa0761d6478bd642full, s1 = 0xe7037ed1a0b428dbull, s2 = 0x8ebc6af09c88c6e3ull;
+    if (n <= 8) return bpe_mum(bpe_head8(p, n) ^ s1, (uint64_t)n ^ s2);
     uint64_t a, b, seed = 0x243f6a8885a308d3ull ^ (uint64_t)n;
     if (n <= 16) {
-        if (n >= 4) {
-            a = (bpe_rd32(p) << 32) | bpe_rd32(p + ((n >> 3) << 2));
-            b = (bpe_rd32(p + n - 4) << 32) | bpe_rd32(p + n - 4 - ((n >> 3) << 2));
-        } else if (n > 0) {
-            a = ((uint64_t)p[0] << 16) | ((uint64_t)p[n >> 1] << 8) | p[n - 1];
-            b = 0;
-        } else {
-            a = b = 0;
-        }
+        a = bpe_rd64(p);
+        b = bpe_rd64(p + n - 8);
     } else {
         size_t i = n;
         while (i > 16) {
@@ -95,13 +104,17 @@ static inline uint64_t bpe_hash_bytes(const uint8_t *p, size_t n) {
 static inline uint64_t bpe_pair_key(uint32_t a, uint32_t b) { return ((uint64_t)a << 32) | b; }
 static inline uint64_t bpe_pair_slot(uint64_t key, int shift) { return (key * 0x9E3779B97F4A7C15ull) >> shift; }
 
+static inline uint64_t bpe_bloom_bit(uint64_t key, int shift) { return ((key ^ (key >> 29)) * 0xD6E8FEB86659FD93ull) >> shift; }
+
 /* merged internal id of the canonical pair (a, b), or BPE_NONE */
 static inline uint32_t bpe_pair_get(const bpe_model *m, uint32_t a, uint32_t b) {
-    uint64_t key = bpe_pair_key(a, b);
+    uint64_t key = ((uint64_t)a << BPE_PAIR_ID_BITS) | b;
+    uint64_t bit = bpe_bloom_bit(key, m->bloom_shift);
+    if (!((m->pair_bloom[bit >> 6] >> (bit & 63)) & 1)) return BPE_NONE;
     uint64_t i = bpe_pair_slot(key, m->pair_shift);
     for (;;) {
-        uint64_t k = m->pair_keys[i];
-        if (k == key) return m->pair_vals[i];
+        uint64_t k = m->pair_tab[i];
+        if ((k >> 22) == key) return (uint32_t)(k & 0x3FFFFF);
         if (k == BPE_EMPTY_KEY) return BPE_NONE;
         i = (i + 1) & m->pair_mask;
     }
@@ -109,16 +122,16 @@ static inline uint32_t bpe_pair_get(const bpe_model *m, uint32_t a, uint32_t b) 
 
 /* external id of the token whose bytes are exactly s[0:n), or BPE_NONE */
 static inline uint32_t bpe_span_get(const bpe_model *m, const uint8_t *s, size_t n) {
-    if (n > m->max_span_len) return BPE_NONE;
-    uint64_t h = bpe_hash_bytes(s, n);
-    uint32_t tag = (uint32_t)(h >> 32);
-    uint64_t i = h & m->span_mask;
+    if (n > m->max_span_len || n == 0) return BPE_NONE;
+    uint64_t w = bpe_head8(s, n);
+    uint64_t i = bpe_hash_bytes(s, n) & m->span_mask;
     for (;;) {
-        uint32_t id = m->span_id[i];
-        if (id == BPE_NONE) return BPE_NONE;
-        if (m->span_tag[i] == tag) {
-            uint32_t o = m->dec_off[id], e = m->dec_off[id + 1];
-            if (e - o == n && memcmp(m->dec_bytes + o, s, n) == 0) return id;
+        const uint64_t *e = m->span_tab + 2 * i;
+        uint64_t v = e[1];
+        if ((uint32_t)v == BPE_NONE) return BPE_NONE;
+        if (e[0] == w && (v >> 32) == n) {
+            uint32_t id = (uint32_t)v;
+            if (n <= 8 || memcmp(m->dec_bytes + m->dec_off[id] + 8, s + 8, n - 8) == 0) return id;
         }
         i = (i + 1) & m->span_mask;
     }

@@ -32,7 +32,7 @@ int bpe_encode_short(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *ou
     }
     size_t k = n;
     for (size_t i = 0; i < n; i++) tok[i] = m->byte_tok[s[i]];
-    for (size_t i = 0; i + 1 < n; i++) rk[i] = bpe_pair_get(m, tok[i], tok[i + 1]);
+    for (size_t i = 0; i + 1 < n; i++) rk[i] = m->byte_pair[((uint32_t)s[i] << 8) | s[i + 1]];
     if (n) rk[n - 1] = BPE_NONE;
     while (k > 1) {
         uint32_t best = BPE_NONE;
@@ -115,7 +115,7 @@ int bpe_encode_heap(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out
         prv[i] = i ? (uint32_t)(i - 1) : BPE_NONE;
     }
     for (size_t i = 0; i + 1 < n; i++) {
-        uint32_t r = bpe_pair_get(m, tok[i], tok[i + 1]);
+        uint32_t r = m->byte_pair[((uint32_t)s[i] << 8) | s[i + 1]];
         if (r != BPE_NONE) heap_push(heap, &hn, ((uint64_t)r << 32) | i);
     }
     while (hn) {
@@ -152,13 +152,12 @@ int bpe_encode_heap(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out
 
 static inline uint32_t longest_match(const bpe_model *m, const uint8_t *s, size_t n) {
     uint32_t node = 0, best = BPE_NONE;
-    const int32_t *base = m->da_base;
-    const uint32_t *check = m->da_check;
+    const uint32_t *tr = m->trie;
     for (size_t i = 0; i < n; i++) {
-        uint64_t t = (uint64_t)((int64_t)base[node] + s[i]);
-        if (t >= m->da_size || check[t] != node) break;
+        uint64_t t = (uint64_t)((int64_t)(int32_t)tr[3 * node] + s[i]);
+        if (t >= m->da_size || tr[3 * t + 1] != node) break;
         node = (uint32_t)t;
-        uint32_t tk = m->da_tok[node];
+        uint32_t tk = tr[3 * node + 2];
         if (tk != BPE_NONE) best = tk;
     }
     return best;
@@ -204,7 +203,7 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
         uint32_t last = out->len > base ? out->ids[out->len - 1] : BPE_NONE;
         for (;;) {
             size_t end = pos + m->int_len[token];
-            if (((bits[end >> 6] >> (end & 63)) & 1) && (last == BPE_NONE || valid_pair(m, last, token))) {
+            if (end <= n && ((bits[end >> 6] >> (end & 63)) & 1) && (last == BPE_NONE || valid_pair(m, last, token))) {
                 if (bpe_vec_reserve(out, 1)) {
                     if (bits != bits_s) free(bits);
                     return -1;
@@ -240,18 +239,23 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
 /* ---------------------------------------------------------------- dispatch */
 
 int bpe_encode_span(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
-    uint32_t id = bpe_span_get(m, s, n);
-    if (id != BPE_NONE) {
-        if (bpe_vec_reserve(out, 1)) return -1;
-        out->ids[out->len++] = id;
-        return 0;
-    }
     size_t base = out->len;
     int rc;
-    if (n <= m->short_max) rc = bpe_encode_short(m, s, n, out);
-    else if (m->backtrack_ok) rc = bpe_encode_backtrack(m, s, n, out);
-    else rc = bpe_encode_heap(m, s, n, out);
+    if (n <= m->hash_max || !m->backtrack_ok || !m->trie_has_spans) {
+        uint32_t id = bpe_span_get(m, s, n);
+        if (id != BPE_NONE) {
+            if (bpe_vec_reserve(out, 1)) return -1;
+            out->ids[out->len++] = id;
+            return 0;
+        }
+        if (n <= m->short_max) rc = bpe_encode_short(m, s, n, out);
+        else if (m->backtrack_ok) rc = bpe_encode_backtrack(m, s, n, out);
+        else rc = bpe_encode_heap(m, s, n, out);
+    } else {
+        rc = bpe_encode_backtrack(m, s, n, out);
+    }
     if (rc) return rc;
-    for (size_t i = base; i < out->len; i++) out->ids[i] = m->int_ext[out->ids[i]];
+    if (!m->int_is_ext)
+        for (size_t i = base; i < out->len; i++) out->ids[i] = m->int_ext[out->ids[i]];
     return 0;
 }

@@ -235,33 +235,58 @@ done0:
     return res;
 }
 
-/* build_pair_table(left u32[], right u32[], merged u32[]) -> (keys u64 bytes, vals u32 bytes, bits) */
+/* build_pair_table(left u32[], right u32[], merged u32[], bloom_bits) -> (packed u64 slots bytes, bits, bloom bytes) */
 static PyObject *py_build_pair_table(PyObject *self, PyObject *args) {
     Py_buffer l, r, v;
-    if (!PyArg_ParseTuple(args, "y*y*y*", &l, &r, &v)) return NULL;
+    int bloom_bits;
+    if (!PyArg_ParseTuple(args, "y*y*y*i", &l, &r, &v, &bloom_bits)) return NULL;
     PyObject *res = NULL;
+    uint64_t *bloom = NULL;
     size_t n = (size_t)l.len / 4;
-    chash h;
-    if ((size_t)r.len / 4 != n || (size_t)v.len / 4 != n) {
-        PyErr_SetString(PyExc_ValueError, "length mismatch");
-    } else if (chash_init(&h, n)) {
-        PyErr_NoMemory();
-        chash_free(&h);
-    } else {
-        const uint32_t *L = (const uint32_t *)l.buf, *R = (const uint32_t *)r.buf, *V = (const uint32_t *)v.buf;
-        for (size_t i = 0; i < n; i++) chash_put(&h, bpe_pair_key(L[i], R[i]), V[i]);
-        size_t cap = h.mask + 1;
-        res = Py_BuildValue("y#y#i", (const char *)h.keys, (Py_ssize_t)(cap * 8), (const char *)h.vals,
-                            (Py_ssize_t)(cap * 4), 64 - h.shift);
-        chash_free(&h);
+    if ((size_t)r.len / 4 != n || (size_t)v.len / 4 != n || bloom_bits < 6 || bloom_bits > 40) {
+        PyErr_SetString(PyExc_ValueError, "length mismatch or bad bloom size");
+        goto out;
     }
+    bloom = (uint64_t *)calloc((size_t)1 << (bloom_bits - 6), 8);
+    if (!bloom) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    size_t cap = 16;
+    int bits = 4;
+    while (cap < 2 * n + 2) cap <<= 1, bits++;
+    uint64_t *tab = (uint64_t *)malloc(cap * 8);
+    if (!tab) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    memset(tab, 0xFF, cap * 8);
+    const uint32_t *L = (const uint32_t *)l.buf, *R = (const uint32_t *)r.buf, *V = (const uint32_t *)v.buf;
+    for (size_t i = 0; i < n; i++) {
+        if (L[i] >= BPE_MAX_INTERNAL - 1 || R[i] >= BPE_MAX_INTERNAL - 1 || V[i] >= BPE_MAX_INTERNAL - 1) {
+            free(tab);
+            PyErr_SetString(PyExc_ValueError, "more than 2^21 - 2 BPE tokens are not supported");
+            goto out;
+        }
+        uint64_t key = ((uint64_t)L[i] << BPE_PAIR_ID_BITS) | R[i];
+        uint64_t j = bpe_pair_slot(key, 64 - bits);
+        while (tab[j] != BPE_EMPTY_KEY && (tab[j] >> 22) != key) j = (j + 1) & (cap - 1);
+        tab[j] = (key << 22) | V[i];
+        uint64_t bit = bpe_bloom_bit(key, 64 - bloom_bits);
+        bloom[bit >> 6] |= 1ull << (bit & 63);
+    }
+    res = Py_BuildValue("y#iy#", (const char *)tab, (Py_ssize_t)(cap * 8), bits, (const char *)bloom,
+                        (Py_ssize_t)(((size_t)1 << (bloom_bits - 6)) * 8));
+    free(tab);
+out:
+    free(bloom);
     PyBuffer_Release(&l);
     PyBuffer_Release(&r);
     PyBuffer_Release(&v);
     return res;
 }
 
-/* build_span_table(arena, offsets u32[n+1], ids u32[]) -> (tag u32 bytes, id u32 bytes) ; open addressing */
+/* build_span_table(arena, offsets u32[n+1], ids u32[]) -> u64 slots bytes (2 words per slot) */
 static PyObject *py_build_span_table(PyObject *self, PyObject *args) {
     Py_buffer ar, of, ids;
     if (!PyArg_ParseTuple(args, "y*y*y*", &ar, &of, &ids)) return NULL;
@@ -269,38 +294,37 @@ static PyObject *py_build_span_table(PyObject *self, PyObject *args) {
     size_t n = (size_t)ids.len / 4, noff = (size_t)of.len / 4;
     size_t cap = 16;
     while (cap < 2 * n + 2) cap <<= 1;
-    uint32_t *tag = (uint32_t *)malloc(cap * 4), *id = (uint32_t *)malloc(cap * 4);
-    if (!tag || !id) {
+    uint64_t *tab = (uint64_t *)malloc(cap * 16);
+    if (!tab) {
         PyErr_NoMemory();
         goto out;
     }
-    memset(tag, 0, cap * 4);
-    memset(id, 0xFF, cap * 4);
+    for (size_t i = 0; i < cap; i++) tab[2 * i] = 0, tab[2 * i + 1] = BPE_NONE;
     const uint8_t *arena = (const uint8_t *)ar.buf;
     const uint32_t *off = (const uint32_t *)of.buf, *I = (const uint32_t *)ids.buf;
     for (size_t k = 0; k < n; k++) {
         uint32_t t = I[k];
-        if ((size_t)t + 1 >= noff || off[t + 1] < off[t] || off[t + 1] > (uint64_t)ar.len) {
+        if ((size_t)t + 1 >= noff || off[t + 1] <= off[t] || off[t + 1] > (uint64_t)ar.len) {
             PyErr_SetString(PyExc_ValueError, "span table: bad id");
             goto out;
         }
-        uint64_t hsh = bpe_hash_bytes(arena + off[t], off[t + 1] - off[t]);
-        uint64_t i = hsh & (cap - 1);
-        while (id[i] != BPE_NONE) i = (i + 1) & (cap - 1);
-        id[i] = t;
-        tag[i] = (uint32_t)(hsh >> 32);
+        const uint8_t *s = arena + off[t];
+        size_t len = off[t + 1] - off[t];
+        uint64_t i = bpe_hash_bytes(s, len) & (cap - 1);
+        while ((uint32_t)tab[2 * i + 1] != BPE_NONE) i = (i + 1) & (cap - 1);
+        tab[2 * i] = bpe_head8(s, len);
+        tab[2 * i + 1] = (uint64_t)t | ((uint64_t)len << 32);
     }
-    res = Py_BuildValue("y#y#", (const char *)tag, (Py_ssize_t)(cap * 4), (const char *)id, (Py_ssize_t)(cap * 4));
+    res = PyBytes_FromStringAndSize((const char *)tab, (Py_ssize_t)(cap * 16));
 out:
-    free(tag);
-    free(id);
+    free(tab);
     PyBuffer_Release(&ar);
     PyBuffer_Release(&of);
     PyBuffer_Release(&ids);
     return res;
 }
 
-/* build_trie(arena, offsets u32[n+1]) -> (base i32, check u32, tok u32, next_prefix u32)
+/* build_trie(arena, offsets u32[n+1]) -> (trie u32[3 * size] = (base, check, token) per node, next_prefix u32)
  * A double-array trie of the n tokens (token i ends at a node with tok == i). */
 static PyObject *py_build_trie(PyObject *self, PyObject *args) {
     Py_buffer ar, of;
@@ -436,9 +460,16 @@ static PyObject *py_build_trie(PyObject *self, PyObject *args) {
         }
         np[t] = best;
     }
-    res = Py_BuildValue("y#y#y#y#", (const char *)base, (Py_ssize_t)(da_size * 4), (const char *)check,
-                        (Py_ssize_t)(da_size * 4), (const char *)tok, (Py_ssize_t)(da_size * 4), (const char *)np,
-                        (Py_ssize_t)(n * 4));
+    {
+        uint32_t *tr = (uint32_t *)malloc(da_size * 12);
+        if (!tr) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        for (size_t i = 0; i < da_size; i++) tr[3 * i] = (uint32_t)base[i], tr[3 * i + 1] = check[i], tr[3 * i + 2] = tok[i];
+        res = Py_BuildValue("y#y#", (const char *)tr, (Py_ssize_t)(da_size * 12), (const char *)np, (Py_ssize_t)(n * 4));
+        free(tr);
+    }
 out:
     free(fc), free(sib), free(ptok), free(lab), free(queue), free(dapos), free(base), free(check), free(tok), free(used),
         free(np);
@@ -449,18 +480,19 @@ out:
 
 /* ================================================================ Model */
 
-enum { V_INT_EXT, V_INT_LEN, V_SPLIT_L, V_SPLIT_R, V_NEXT_PREFIX, V_PAIR_KEYS, V_PAIR_VALS, V_SPAN_TAG, V_SPAN_ID,
-       V_DEC_BYTES, V_DEC_OFF, V_DEC_KIND, V_DA_BASE, V_DA_CHECK, V_DA_TOK, V_BYTE_TOK, V_COUNT };
-static const char *VIEW_NAMES[V_COUNT] = {"int_ext", "int_len", "split_l", "split_r", "next_prefix", "pair_keys",
-                                          "pair_vals", "span_tag", "span_id", "dec_bytes", "dec_off", "dec_kind",
-                                          "da_base", "da_check", "da_tok", "byte_tok"};
-static const Py_ssize_t VIEW_SIZES[V_COUNT] = {4, 4, 4, 4, 4, 8, 4, 4, 4, 1, 4, 1, 4, 4, 4, 4};
+enum { V_INT_EXT, V_INT_LEN, V_SPLIT_L, V_SPLIT_R, V_NEXT_PREFIX, V_PAIR_TAB, V_BYTE_PAIR, V_SPAN_TAB, V_DEC_BYTES,
+       V_DEC_OFF, V_DEC_KIND, V_TRIE, V_BYTE_TOK, V_PAIR_BLOOM, V_COUNT };
+static const char *VIEW_NAMES[V_COUNT] = {"int_ext",   "int_len",   "split_l",  "split_r",  "next_prefix",
+                                          "pair_tab",  "byte_pair", "span_tab", "dec_bytes", "dec_off",
+                                          "dec_kind",  "trie",      "byte_tok", "pair_bloom"};
+static const Py_ssize_t VIEW_SIZES[V_COUNT] = {4, 4, 4, 4, 4, 8, 4, 16, 1, 4, 1, 12, 4, 8};
 
 typedef struct {
     PyObject_HEAD bpe_model m;
     Py_buffer views[V_COUNT];
     int nviews;
     PyObject **ints; /* cached PyLong per external id */
+    int bt_valid;    /* compile-time verdict: backtracking encoder valid */
 } ModelObject;
 
 static void Model_dealloc(ModelObject *self) {
@@ -476,8 +508,9 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     PyObject *tables;
     unsigned int n_int, n_ext, da_size, max_span_len, short_max;
     int pair_bits, backtrack_ok;
-    if (!PyArg_ParseTuple(args, "O!IIIiIpI", &PyDict_Type, &tables, &n_int, &n_ext, &da_size, &pair_bits,
-                          &max_span_len, &backtrack_ok, &short_max))
+    int trie_has_spans;
+    if (!PyArg_ParseTuple(args, "O!IIIiIpIp", &PyDict_Type, &tables, &n_int, &n_ext, &da_size, &pair_bits,
+                          &max_span_len, &backtrack_ok, &short_max, &trie_has_spans))
         return -1;
     if (self->nviews) {
         PyErr_SetString(PyExc_RuntimeError, "Model already initialized");
@@ -495,31 +528,48 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     m->split_l = (const uint32_t *)self->views[V_SPLIT_L].buf;
     m->split_r = (const uint32_t *)self->views[V_SPLIT_R].buf;
     m->next_prefix = (const uint32_t *)self->views[V_NEXT_PREFIX].buf;
-    m->pair_keys = (const uint64_t *)self->views[V_PAIR_KEYS].buf;
-    m->pair_vals = (const uint32_t *)self->views[V_PAIR_VALS].buf;
-    m->pair_mask = (uint64_t)(self->views[V_PAIR_KEYS].len / 8) - 1;
+    m->pair_tab = (const uint64_t *)self->views[V_PAIR_TAB].buf;
+    m->pair_mask = (uint64_t)(self->views[V_PAIR_TAB].len / 8) - 1;
     m->pair_shift = 64 - pair_bits;
-    m->span_tag = (const uint32_t *)self->views[V_SPAN_TAG].buf;
-    m->span_id = (const uint32_t *)self->views[V_SPAN_ID].buf;
-    m->span_mask = (uint64_t)(self->views[V_SPAN_ID].len / 4) - 1;
+    m->byte_pair = (const uint32_t *)self->views[V_BYTE_PAIR].buf;
+    m->pair_bloom = (const uint64_t *)self->views[V_PAIR_BLOOM].buf;
+    {
+        size_t words = (size_t)self->views[V_PAIR_BLOOM].len / 8;
+        int bb = 6;
+        while (((size_t)1 << (bb - 6)) < words) bb++;
+        if (((size_t)1 << (bb - 6)) != words) {
+            PyErr_SetString(PyExc_ValueError, "pair bloom size is not a power of two");
+            return -1;
+        }
+        m->bloom_shift = 64 - bb;
+    }
+    m->span_tab = (const uint64_t *)self->views[V_SPAN_TAB].buf;
+    m->span_mask = (uint64_t)(self->views[V_SPAN_TAB].len / 16) - 1;
     m->dec_bytes = (const uint8_t *)self->views[V_DEC_BYTES].buf;
     m->dec_off = (const uint32_t *)self->views[V_DEC_OFF].buf;
     m->dec_kind = (const uint8_t *)self->views[V_DEC_KIND].buf;
-    m->da_base = (const int32_t *)self->views[V_DA_BASE].buf;
-    m->da_check = (const uint32_t *)self->views[V_DA_CHECK].buf;
-    m->da_tok = (const uint32_t *)self->views[V_DA_TOK].buf;
+    m->trie = (const uint32_t *)self->views[V_TRIE].buf;
     m->da_size = da_size;
     memcpy(m->byte_tok, self->views[V_BYTE_TOK].buf, 256 * 4);
+    m->int_is_ext = 1;
+    for (uint32_t i = 0; i < n_int; i++)
+        if (m->int_ext[i] != i) {
+            m->int_is_ext = 0;
+            break;
+        }
     m->max_span_len = max_span_len;
     m->backtrack_ok = backtrack_ok;
+    self->bt_valid = backtrack_ok;
+    m->trie_has_spans = trie_has_spans;
     m->short_max = short_max;
+    m->hash_max = short_max + 8;
     /* sizes were validated by the Python loader; re-check the ones C indexes blindly */
     if ((size_t)self->views[V_BYTE_TOK].len != 1024 || (size_t)self->views[V_DEC_OFF].len / 4 != (size_t)n_ext + 1 ||
         (size_t)self->views[V_DEC_KIND].len != n_ext || (size_t)self->views[V_INT_EXT].len / 4 != n_int ||
-        (size_t)self->views[V_DA_BASE].len / 4 != da_size || (size_t)self->views[V_DA_CHECK].len / 4 != da_size ||
-        (size_t)self->views[V_DA_TOK].len / 4 != da_size || pair_bits < 4 || pair_bits > 40 ||
-        (uint64_t)self->views[V_PAIR_KEYS].len / 8 != (1ull << pair_bits) ||
-        (uint64_t)self->views[V_PAIR_VALS].len / 4 != (1ull << pair_bits)) {
+        n_int >= BPE_MAX_INTERNAL - 1 || (size_t)self->views[V_TRIE].len / 12 != da_size || pair_bits < 4 ||
+        pair_bits > 40 || (uint64_t)self->views[V_PAIR_TAB].len / 8 != (1ull << pair_bits) ||
+        (size_t)self->views[V_BYTE_PAIR].len != 65536 * 4 || (self->views[V_SPAN_TAB].len / 16) < 2 ||
+        ((self->views[V_SPAN_TAB].len / 16) & (self->views[V_SPAN_TAB].len / 16 - 1))) {
         PyErr_SetString(PyExc_ValueError, "BPE tables have inconsistent sizes");
         return -1;
     }
@@ -776,11 +826,23 @@ static PyObject *Model_self_check(ModelObject *self, PyObject *noargs) {
     return Py_BuildValue("nL", (Py_ssize_t)fails, first);
 }
 
+/* _tune(short_max, use_backtrack): change the encoder choice (benchmarks and tests only) */
+static PyObject *Model_tune(ModelObject *self, PyObject *args) {
+    unsigned int short_max, hash_max = 0xFFFFFFFFu;
+    int bt;
+    if (!PyArg_ParseTuple(args, "Ip|I", &short_max, &bt, &hash_max)) return NULL;
+    self->m.short_max = short_max;
+    self->m.hash_max = hash_max;
+    self->m.backtrack_ok = bt && self->bt_valid; /* never enable it where the compiler found it invalid */
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef Model_methods[] = {
     {"encode_spans", (PyCFunction)Model_encode_spans, METH_VARARGS, "encode byte spans of UTF-8 data"},
     {"encode_piece", (PyCFunction)Model_encode_piece, METH_VARARGS, "encode one pre-token with a chosen encoder"},
     {"decode_bytes", (PyCFunction)Model_decode_bytes, METH_O, "token ids -> bytes"},
     {"span_lookup", (PyCFunction)Model_span_lookup, METH_VARARGS, "whole-span lookup: bytes -> id or None"},
+    {"_tune", (PyCFunction)Model_tune, METH_VARARGS, "set short_max / backtracking (tests, benchmarks)"},
     {"self_check", (PyCFunction)Model_self_check, METH_NOARGS, "every reachable token encodes to itself"},
     {NULL, NULL, 0, NULL},
 };
