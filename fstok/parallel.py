@@ -268,7 +268,85 @@ def lopt_merge(a, b, b_off: int, a_end: int, min_run: int, cont=None):
     return i + best_end[0], best_end[1], best
 
 
+def _assemble(results, cuts):
+    parts = []
+    lo = 0
+    for k, (ids, _, _) in enumerate(results):
+        hi = cuts[k][0] if k < len(cuts) else len(ids)
+        parts.append(ids[lo:hi])
+        lo = cuts[k][1] if k < len(cuts) else 0
+    return np.concatenate(parts).tolist() if parts else []
+
+
+def _lopt_local(enc: _Encoder, text: str, num_threads: int, chunk: int, overlap: int, min_run: int, stats):
+    """LoPT with local growth: a boundary without a valid overlap run joins its two chunks into one
+    (doubling that chunk) and only the joined chunks are re-encoded; boundaries between unchanged
+    chunks keep their merge.  Ends, at worst, with one chunk = one-shot."""
+    n = len(text)
+    if chunk >= n or overlap >= n:
+        if stats is not None:
+            stats.rounds, stats.chunk_chars, stats.overlap_chars, stats.num_chunks = 1, n, overlap, 1
+        return enc.encode(text)
+    if chunk < 2:
+        chunk = 2
+    ov = min(overlap, chunk - 1)
+    starts = list(range(0, n, chunk))
+    bounds = [(st_, min(n, st_ + chunk + ov)) for st_ in starts]
+    if len(bounds) > 1 and bounds[-2][1] >= n:
+        bounds.pop()  # the previous chunk already reaches the end
+    bounds[-1] = (bounds[-1][0], n)
+    results = _pool_map(lambda b: enc(text[b[0]:b[1]]), bounds, num_threads)
+    memo: dict = {}
+    rounds = 1
+    while True:
+        cuts = []
+        bad = set()
+        for k in range(len(bounds) - 1):
+            key = (bounds[k], bounds[k + 1])
+            m = memo.get(key)
+            if m is None:
+                (a_s, a_e), (b_s, _) = key
+                m = lopt_merge(results[k], results[k + 1], b_s - a_s, a_e - a_s, min_run, enc.cont) or False
+                memo[key] = m
+            if m is False:
+                bad.add(k)
+            cuts.append(m)
+        for k in range(len(cuts) - 1):  # chunk k+1: its left cut must not pass its right cut
+            if cuts[k] and cuts[k + 1] and cuts[k][1] > cuts[k + 1][0]:
+                bad.add(k + 1)
+        if not bad:
+            if stats is not None:
+                stats.rounds, stats.overlap_chars, stats.num_chunks = rounds, ov, len(bounds)
+                stats.chunk_chars = max(e - s_ for s_, e in bounds) - (ov if len(bounds) > 1 else 0)
+                stats.runs = [c[2] for c in cuts]
+            return _assemble(results, cuts)
+        rounds += 1
+        new_bounds, new_results, todo = [], [], []
+        k = 0
+        while k < len(bounds):
+            j = k
+            while j in bad:
+                j += 1
+            if j == k:
+                new_bounds.append(bounds[k])
+                new_results.append(results[k])
+            else:
+                new_bounds.append((bounds[k][0], bounds[j][1]))
+                new_results.append(None)
+                todo.append(len(new_bounds) - 1)
+            k = j + 1
+        encoded = _pool_map(lambda i: enc(text[new_bounds[i][0]:new_bounds[i][1]]), todo, num_threads)
+        for i, r in zip(todo, encoded):
+            new_results[i] = r
+        bounds, results = new_bounds, new_results
+        if len(bounds) == 1:
+            if stats is not None:
+                stats.rounds, stats.chunk_chars, stats.overlap_chars, stats.num_chunks = rounds, n, ov, 1
+            return results[0][0].tolist()
+
+
 def _lopt(enc: _Encoder, text: str, num_threads: int, chunk: int, overlap: int, min_run: int, stats):
+    """The paper's LoPT: any failed boundary doubles the chunk length and restarts the whole split."""
     n = len(text)
     rounds = 0
     while True:
@@ -310,16 +388,10 @@ def _lopt(enc: _Encoder, text: str, num_threads: int, chunk: int, overlap: int, 
         if not ok:
             chunk *= 2
             continue
-        parts = []
-        lo = 0
-        for k, (ids, _, _) in enumerate(results):
-            hi = cuts[k][0] if k < len(cuts) else len(ids)
-            parts.append(ids[lo:hi])
-            lo = cuts[k][1] if k < len(cuts) else 0
         if stats is not None:
             stats.rounds, stats.chunk_chars, stats.overlap_chars = rounds, chunk, ov
             stats.num_chunks, stats.runs = len(pieces), runs
-        return np.concatenate(parts).tolist() if parts else []
+        return _assemble(results, cuts)
 
 
 # ---------------------------------------------------------------------------------------------- safe split
@@ -393,14 +465,17 @@ def _safe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encode_kw
 # ---------------------------------------------------------------------------------------------- entry
 def encode_long(tokenizer: Any, text: str, num_threads: Optional[int] = None, chunk_chars: Optional[int] = None,
                 overlap_chars: Optional[int] = None, min_overlap_tokens: int = 2, *, strategy: str = "auto",
-                stats: Optional[LoptStats] = None, **encode_kwargs) -> list[int]:
+                stats: Optional[LoptStats] = None, growth: str = "local", **encode_kwargs) -> list[int]:
     """Token ids of ``text``, identical to ``tokenizer.encode(text, **encode_kwargs)``, computed on
     ``num_threads`` threads (default: all cores).
 
     chunk_chars: chunk length (default ``len(text) / num_threads``); overlap_chars: LoPT overlap (default
-    the longest vocabulary token in characters, at least 8); min_overlap_tokens: the paper's threshold
+    and minimum: the longest vocabulary token in characters (the theorem's T), at least 8; a chunk is
+    always longer than the overlap); min_overlap_tokens: the paper's threshold
     (consecutive position-agreeing tokens needed to merge two chunks; fewer doubles the chunk length).
     strategy: "auto" (safe whitespace split for fstok WordPiece, LoPT otherwise), "safe" or "lopt".
+    growth (LoPT): "local" joins only the two chunks of a failed boundary (re-encoding just those);
+    "global" is the paper's restart of the whole split with a doubled chunk length.
     ``encode_kwargs`` (e.g. ``allowed_special``) are passed to every chunk encode."""
     _check_args(text, num_threads, chunk_chars, overlap_chars, min_overlap_tokens, strategy)
     if num_threads is None:
@@ -424,8 +499,16 @@ def encode_long(tokenizer: Any, text: str, num_threads: Optional[int] = None, ch
         return []
     n = len(text)
     chunk = chunk_chars if chunk_chars is not None else max(1, -(-n // num_threads))
-    overlap = overlap_chars if overlap_chars is not None else max(8, max_token_chars(tokenizer))
-    return _lopt(enc, text, num_threads, chunk, overlap, min_overlap_tokens, stats)
+    # the theorem needs overlap >= T (longest token, special tokens included): with less, a special token
+    # can span the whole overlap and be cut identically in both chunks; smaller requests are raised to T,
+    # and a chunk must be longer than its overlap (tiny chunks grow to T + 1 at once)
+    t_max = max(8, max_token_chars(tokenizer))
+    overlap = max(overlap_chars or 0, t_max)
+    chunk = max(chunk, overlap + 1)
+    if growth not in ("local", "global"):
+        raise ValueError(f"growth must be 'local' or 'global', got {growth!r}")
+    run = _lopt_local if growth == "local" else _lopt
+    return run(enc, text, num_threads, chunk, overlap, min_overlap_tokens, stats)
 
 
 def encode_long_with_offsets(tokenizer: Any, text: str, num_threads: Optional[int] = None,
