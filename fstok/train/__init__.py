@@ -27,7 +27,7 @@ fstok/runtime/csrc/mod_train.c); fstok/train/naive.py is the recount-everything 
 """
 from __future__ import annotations
 
-from .core import ProgressBar, count_corpus, merge_loop, train_bpe
+from .core import ProgressBar, as_dict, count_corpus, merge_loop, train_bpe
 from .naive import naive_merges, train_naive_texts
 from .pretok import PATTERNS, resolve_pattern
 from .result import TrainedBPE
@@ -36,6 +36,7 @@ __all__ = [
     "train_bpe",
     "TrainedBPE",
     "count_corpus",
+    "as_dict",
     "merge_loop",
     "naive_merges",
     "train_naive_texts",

@@ -151,10 +151,11 @@ def count_corpus(
     pretokenizer: str = "auto",
     chunk_chars: int = pretok.CHUNK_CHARS,
 ) -> Counter:
-    """{pre-token str: frequency} of a corpus (files streamed, or an iterable of str documents)."""
-    _, rx = pretok.resolve_pattern(pattern)
+    """Distinct pre-tokens and their frequencies of a corpus (files streamed, or an iterable of str
+    documents): a fstok.runtime._train.WordCounter (DFA backend) or a Counter {str: int}.
+    Use `as_dict(...)` for a plain {bytes: int}."""
     specials = list(dict.fromkeys(special_tokens))
-    splitter = pretok._Splitter(rx, pretokenizer)
+    splitter = pretok.Pretokenizer(pattern, pretokenizer)
     kind, src = classify_inputs(files_or_iterable)
     report = progress
     if kind == "files":
@@ -189,6 +190,13 @@ def count_corpus(
     return pretok.count_pretokens(text_chunks(), splitter, specials, num_threads)
 
 
+def as_dict(counts) -> dict[bytes, int]:
+    """{pre-token bytes: frequency} from count_corpus's result."""
+    if isinstance(counts, dict):
+        return {(k.encode("utf-8") if isinstance(k, str) else bytes(k)): int(v) for k, v in counts.items()}
+    return counts.items()
+
+
 # ------------------------------------------------------------------ training
 
 def _native():
@@ -207,30 +215,35 @@ def merge_loop(
     progress: Callable | None = None,
     batch: int = 256,
 ) -> tuple[list[tuple[bytes, bytes]], list[int]]:
-    """Learn up to `num_merges` merges from {pre-token (str or bytes): frequency}."""
+    """Learn up to `num_merges` merges from the pre-token counts: {str or bytes: frequency} or a
+    fstok.runtime._train.WordCounter."""
     if tie_break not in ("bytes", "hf"):
         raise ValueError("tie_break must be 'bytes' (fstok) or 'hf' (HF BpeTrainer's order)")
     if backend not in ("auto", "native", "python"):
         raise ValueError("backend must be 'auto', 'native' or 'python'")
-    words: list[bytes] = []
-    freqs: list[int] = []
-    for w, f in word_counts.items():
-        b = w.encode("utf-8") if isinstance(w, str) else bytes(w)
-        if len(b) >= 2:
-            words.append(b)
-            freqs.append(int(f))
     native = _native() if backend != "python" else None
     if backend == "native" and native is None:
         raise RuntimeError("the native trainer fstok.runtime._train is not built (pip install -e .)")
     tokens = [bytes([i]) for i in range(256)]
     merges: list[tuple[bytes, bytes]] = []
     counts: list[int] = []
+    mode = 0 if tie_break == "bytes" else 1
     if native is not None:
-        data = b"".join(words)
-        offsets = np.fromiter(accumulate((len(w) for w in words), initial=0), dtype=np.int64, count=len(words) + 1)
-        fr = np.asarray(freqs, dtype=np.int64)
-        del words, freqs
-        tr = native.Trainer(data, offsets.tobytes(), fr.tobytes(), 0 if tie_break == "bytes" else 1)
+        if not isinstance(word_counts, dict):
+            data, offsets, fr = word_counts.export(2)
+        else:
+            words: list[bytes] = []
+            freqs: list[int] = []
+            for w, f in word_counts.items():
+                b = w.encode("utf-8") if isinstance(w, str) else bytes(w)
+                if len(b) >= 2:
+                    words.append(b)
+                    freqs.append(int(f))
+            data = b"".join(words)
+            offsets = np.fromiter(accumulate((len(w) for w in words), initial=0), dtype=np.int64, count=len(words) + 1).tobytes()
+            fr = np.asarray(freqs, dtype=np.int64).tobytes()
+            del words, freqs
+        tr = native.Trainer(data, offsets, fr, mode)
         del data, offsets, fr
 
         def step(n):
@@ -242,8 +255,7 @@ def merge_loop(
     else:
         from .fast import FastTrainer
 
-        ft = FastTrainer(dict(zip(words, freqs)), mode=tie_break)
-        del words, freqs
+        ft = FastTrainer(as_dict(word_counts), mode=tie_break)
         step = ft.step
     while len(merges) < num_merges:
         got = step(min(batch, num_merges - len(merges)))
@@ -309,7 +321,7 @@ def train_bpe(
     report, close = _progress_fn(progress)
     try:
         counts = count_corpus(files_or_iterable, rx, specials, num_threads, report, pretokenizer)
-        if not counts:
+        if len(counts) == 0:
             raise ValueError("empty corpus: no text to train on (after removing special tokens)")
         num_merges = vocab_size - 256 - len(specials)
         merges, mcounts = merge_loop(counts, num_merges, backend=backend, tie_break=tie_break, progress=report)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from typing import Mapping, Sequence
 
 
@@ -50,6 +51,22 @@ def write_tiktoken(path: str | os.PathLike, vocab: Sequence[bytes]) -> None:
     _atomic_write(path, tiktoken_text(vocab).encode("ascii"))
 
 
+_POSSESSIVE_INTERVAL = re.compile(r"(\\[pP]\{[^}]*\}|\\[pP][A-Za-z]|\[(?:\\.|[^\]\\])*\]|\\.|[^\\()\[\]{}|])\{(\d+(?:,\d*)?)\}\+")
+
+
+def hf_pattern(pattern: str) -> str:
+    """The pre-tokenization regex rewritten for HF tokenizers' Oniguruma engine.
+
+    tiktoken's patterns use possessive counted repetition (``\\p{N}{1,3}+``).  In Oniguruma's Ruby
+    syntax ``X{n,m}+`` is *not* possessive but a repeated interval (``(?:X{n,m})+``, so all digits
+    would form one pre-token); the exact equivalent is the atomic group ``(?>X{n,m})``.
+    """
+    out = _POSSESSIVE_INTERVAL.sub(lambda m: f"(?>{m.group(1)}{{{m.group(2)}}})", pattern)
+    if re.search(r"\)\{\d+(?:,\d*)?\}\+", out):
+        raise ValueError("cannot translate a possessive counted repetition of a group for HF tokenizers")
+    return out
+
+
 def tokenizer_json_obj(
     vocab: Sequence[bytes],
     merges: Sequence[tuple[bytes, bytes]],
@@ -80,7 +97,7 @@ def tokenizer_json_obj(
         "pre_tokenizer": {
             "type": "Sequence",
             "pretokenizers": [
-                {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+                {"type": "Split", "pattern": {"Regex": hf_pattern(pattern)}, "behavior": "Isolated", "invert": False},
                 {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
             ],
         },

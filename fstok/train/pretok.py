@@ -21,6 +21,8 @@ If a special token contains CR/LF only the special-token cut points are used.
 
 `split_regex` (the `regex` module, tiktoken's exact pattern strings) is the oracle; fstok's compiled
 DFA (fstok.pretokenize, issue 3) is used when it is importable and agrees with the oracle on a probe.
+The two differ only on code points whose Unicode properties changed between the `regex` module's
+Unicode tables and tiktoken's (the DFA follows tiktoken / Rust regex).
 """
 from __future__ import annotations
 
@@ -96,52 +98,88 @@ def split_regex(pattern: str, text: str) -> list[str]:
     return [m for m in regex.findall(pattern, text) if m]
 
 
-class _Splitter:
-    """Pre-tokenizer for one pattern: text -> list of pre-token strings."""
+def fix_surrogates(text: str) -> str:
+    """Lone surrogates (not encodable as UTF-8) become U+FFFD, as in tiktoken."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _native_counter():
+    try:
+        from ..runtime import _train
+    except ImportError:
+        return None
+    return _train.WordCounter
+
+
+class Pretokenizer:
+    """Pre-tokenization + counting for one pattern.
+
+    backend "dfa": fstok's compiled DFA spanner (fstok.pretokenize, rust-regex/tiktoken semantics and
+    Unicode tables), byte spans counted in C (fstok.runtime._train.WordCounter) with no Python object
+    per pre-token; "regex": the `regex` module (the oracle), counted in a Counter of str;
+    "auto": "dfa" when importable and the pattern compiles, else "regex".
+    $FSTOK_TRAIN_PRETOKENIZER=regex forces the oracle."""
 
     def __init__(self, pattern: str, backend: str = "auto"):
-        self.pattern = pattern
-        self._rx = regex.compile(pattern)
-        self.backend = "regex"
-        self._dfa = None
         if backend not in ("auto", "regex", "dfa"):
-            raise ValueError(f"backend must be 'auto', 'regex' or 'dfa', got {backend!r}")
-        if backend != "regex" and os.environ.get("FSTOK_TRAIN_PRETOKENIZER", "") != "regex":
-            self._dfa = _load_dfa(pattern)
-            if self._dfa is not None:
-                self.backend = "dfa"
-            elif backend == "dfa":
-                raise RuntimeError("fstok's compiled pre-tokenizer (fstok.pretokenize) is not available")
+            raise ValueError(f"pretokenizer must be 'auto', 'regex' or 'dfa', got {backend!r}")
+        name, rx = resolve_pattern(pattern)
+        self.pattern = rx
+        self.name = name
+        self._rx = regex.compile(rx)
         self._empty_ok = self._rx.fullmatch("") is not None
+        self._cp = None
+        if os.environ.get("FSTOK_TRAIN_PRETOKENIZER", "") == "regex" and backend == "auto":
+            backend = "regex"
+        if backend != "regex":
+            self._cp = _load_dfa(name or rx)
+            if self._cp is None and backend == "dfa":
+                raise RuntimeError(f"fstok's compiled pre-tokenizer is not available for pattern {pattern!r}")
+        self.backend = "dfa" if self._cp is not None else "regex"
+        self._wc = _native_counter() if self._cp is not None else None
 
-    def __call__(self, text: str, concurrent: bool = False) -> list[str]:
-        if self._dfa is not None:
-            return self._dfa(text)
+    def pieces(self, text: str) -> list[str]:
+        if self._cp is not None:
+            return self._cp.pieces(text)
+        out = self._rx.findall(text)
+        return [m for m in out if m] if self._empty_ok else out
+
+    def new_counter(self):
+        return self._wc() if self._wc is not None else Counter()
+
+    def feed(self, counter, text: str, concurrent: bool = False) -> None:
+        """Count the pre-tokens of `text` (a piece between special tokens) into `counter`."""
+        if not text:
+            return
+        if self._cp is not None:
+            if self._wc is not None:
+                b = text.encode("utf-8")
+                counter.add(b, self._cp.byte_spans(b))
+            else:
+                counter.update(self._cp.pieces(text))
+            return
         out = self._rx.findall(text, concurrent=concurrent)
-        if self._empty_ok:
-            out = [m for m in out if m]
-        return out
+        counter.update([m for m in out if m] if self._empty_ok else out)
 
 
-def _load_dfa(pattern: str):
-    """fstok's compiled spanner for `pattern` as text -> list[str], or None when unavailable/unsafe."""
+def _load_dfa(name_or_pattern: str):
+    """fstok's CompiledPattern for a name or regex, or None when unavailable or unsupported."""
     try:
-        from .. import pretokenize as _pt  # noqa: F401
-    except Exception:  # issue 3 not landed (or not built)
+        from ..pretokenize import get_pattern
+    except Exception:  # issue 3 not available
         return None
     try:
-        fn = getattr(_pt, "pretokenize", None)
-        if fn is None:
+        cp = get_pattern(name_or_pattern)
+        probe = "Hello world's 123 4567 ?! \n\n  x\r\n\t\u00ff\u4e2d\u6587 \u0301a\u00a0b  "
+        _, rx = resolve_pattern(name_or_pattern)
+        if cp.pieces(probe) != [m for m in regex.findall(rx, probe) if m]:
             return None
-
-        def split(text: str, _fn=fn, _p=pattern) -> list[str]:
-            return [text[s:e] for s, e in _fn(_p, text)]
-
-        probe = "Hello world's 123 4567 ?! \n\n  x\r\n\tÿ中文 ́a\u00a0b  "
-        if split(probe) != split_regex(pattern, probe):
-            return None
-        return split
-    except Exception:
+        return cp
+    except Exception:  # a regex feature the DFA compiler does not support
         return None
 
 
@@ -251,36 +289,49 @@ def iter_chunks_file(path: str, special_tokens=(), chunk_chars: int = CHUNK_CHAR
 
 def count_pretokens(
     chunks: Iterable[str],
-    splitter: _Splitter,
+    pretokenizer: Pretokenizer,
     special_tokens=(),
     num_threads: int = 1,
-    counter: Counter | None = None,
-) -> Counter:
-    """Counter {pre-token str: frequency} over text chunks (each chunk split at special tokens first)."""
-    counts: Counter = Counter() if counter is None else counter
+):
+    """Distinct pre-tokens and frequencies over text chunks (each split at special tokens first).
+
+    Returns a fstok.runtime._train.WordCounter (DFA backend) or a Counter {str: int} (regex backend)."""
     split_special = special_splitter(special_tokens)
+    pt = pretokenizer
     if num_threads <= 1:
+        counts = pt.new_counter()
         for chunk in chunks:
-            for piece in split_special(chunk):
-                if piece:
-                    counts.update(splitter(piece))
+            for piece in split_special(fix_surrogates(chunk)):
+                pt.feed(counts, piece)
         return counts
 
+    import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    def work(chunk: str) -> Counter:
-        c: Counter = Counter()
-        for piece in split_special(chunk):
-            if piece:
-                c.update(splitter(piece, concurrent=True))
-        return c
+    local = threading.local()
+    all_counters = []
+    lock = threading.Lock()
+
+    def work(chunk: str) -> None:
+        c = getattr(local, "c", None)
+        if c is None:
+            c = local.c = pt.new_counter()
+            with lock:
+                all_counters.append(c)
+        for piece in split_special(fix_surrogates(chunk)):
+            pt.feed(c, piece, concurrent=True)
 
     with ThreadPoolExecutor(max_workers=num_threads) as ex:
         pending = []
         for chunk in chunks:
             pending.append(ex.submit(work, chunk))
             if len(pending) >= 2 * num_threads:
-                counts.update(pending.pop(0).result())
+                pending.pop(0).result()
         for fut in pending:
-            counts.update(fut.result())
-    return counts
+            fut.result()
+    if not all_counters:
+        return pt.new_counter()
+    total = all_counters[0]
+    for c in all_counters[1:]:
+        total.update(c)
+    return total

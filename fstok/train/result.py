@@ -133,8 +133,9 @@ class TrainedBPE:
 
     # ----------------------------------------------------------------- encode / decode
     def encode(self, text: str, *args, use_fstok: bool = True, **kw) -> list[int]:
-        """Token ids of `text`.  Goes to fstok's BPETokenizer when available; the fallback
-        recognizes the special tokens (allowed_special="all") unless allowed_special=() is given."""
+        """Token ids of `text` with tiktoken's semantics (special-token text raises ValueError unless
+        allowed_special=... lets it through).  Goes to fstok's BPETokenizer when available, else to
+        `encode_py`."""
         if use_fstok:
             tok = self._fstok()
             if tok is not None:
@@ -162,8 +163,9 @@ class TrainedBPE:
                 raise ValueError(f"token id {i} is out of range (vocabulary has {self.n_vocab} tokens)")
         return b"".join(out)
 
-    def encode_py(self, text: str, allowed_special="all") -> list[int]:
-        """Reference encoder: split at allowed special tokens, regex pre-tokenize, rank-based BPE."""
+    def encode_py(self, text: str, allowed_special=frozenset(), disallowed_special="all") -> list[int]:
+        """Reference encoder (tiktoken's API): split at allowed special tokens, pre-tokenize with the
+        `regex` module, rank-based BPE.  Disallowed special-token text raises ValueError."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         if self._rx is None:
@@ -172,6 +174,16 @@ class TrainedBPE:
             allowed = list(self.special_tokens)
         else:
             allowed = [s for s in allowed_special if s in self.special_tokens]
+        if disallowed_special == "all":
+            disallowed = [s for s in self.special_tokens if s not in allowed]
+        else:
+            disallowed = [s for s in disallowed_special if s not in allowed]
+        for s in disallowed:
+            if s in text:
+                raise ValueError(
+                    f"text contains the special token {s!r}; pass allowed_special={{{s!r}}} (or 'all') to encode it "
+                    "as a special token, or disallowed_special=() to encode it as ordinary text"
+                )
         out: list[int] = []
         if allowed:
             srx = regex.compile("|".join(regex.escape(s) for s in sorted(allowed, key=lambda s: (-len(s), s))))

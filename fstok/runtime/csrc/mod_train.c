@@ -610,17 +610,324 @@ static PyTypeObject TrainerType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ------------------------------------------------------------------ WordCounter
+ * Distinct pre-tokens (byte strings) and their 64-bit frequencies, fed with (text bytes, spans)
+ * straight from the DFA spanner so no Python object is made per pre-token.  Words are stored once,
+ * contiguously in insertion order, in `arena`; `slots` is an open-addressing index (low 32 bits:
+ * entry index + 1, high 32 bits: hash bits for a quick reject). */
+
+typedef struct {
+    int64_t off;
+    int64_t count;
+    int64_t len;
+} WEnt;
+
+typedef struct {
+    PyObject_HEAD
+    uint64_t *slots;
+    uint64_t smask;
+    WEnt *ents;
+    int64_t n, cap;
+    uint8_t *arena;
+    int64_t alen, acap;
+    int64_t total;
+    int busy;
+} WordCounter;
+
+static inline uint64_t hash_bytes(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)n * 0xff51afd7ed558ccdULL);
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        h = (h ^ (v * 0xc4ceb9fe1a85ec53ULL)) * 0x9E3779B97F4A7C15ULL;
+        h ^= h >> 29;
+        p += 8;
+        n -= 8;
+    }
+    if (n) {
+        uint64_t v = 0;
+        memcpy(&v, p, n);
+        h = (h ^ (v * 0xc4ceb9fe1a85ec53ULL)) * 0x9E3779B97F4A7C15ULL;
+    }
+    return mix64(h);
+}
+
+static int wc_grow_slots(WordCounter *w) {
+    uint64_t ncap = w->smask ? (w->smask + 1) * 2 : 1024;
+    uint64_t *ns = (uint64_t *)calloc(ncap, sizeof(uint64_t));
+    if (!ns) return -1;
+    uint64_t m = ncap - 1;
+    for (int64_t i = 0; i < w->n; i++) {
+        uint64_t h = hash_bytes(w->arena + w->ents[i].off, (size_t)w->ents[i].len);
+        uint64_t j = h & m;
+        while (ns[j]) j = (j + 1) & m;
+        ns[j] = ((h >> 32) << 32) | (uint64_t)(i + 1);
+    }
+    free(w->slots);
+    w->slots = ns;
+    w->smask = m;
+    return 0;
+}
+
+/* add `count` occurrences of p[0:n]; -1 on OOM */
+static int wc_add(WordCounter *w, const uint8_t *p, int64_t n, int64_t count) {
+    if (!w->slots || (uint64_t)(w->n + 1) * 10 > (w->smask + 1) * 7) {
+        if (wc_grow_slots(w) < 0) return -1;
+    }
+    uint64_t h = hash_bytes(p, (size_t)n);
+    uint64_t tag = (h >> 32) << 32;
+    uint64_t j = h & w->smask;
+    uint64_t s;
+    while ((s = w->slots[j]) != 0) {
+        if ((s & 0xffffffff00000000ULL) == tag) {
+            WEnt *e = &w->ents[(s & 0xffffffffULL) - 1];
+            if (e->len == n && memcmp(w->arena + e->off, p, (size_t)n) == 0) {
+                e->count += count;
+                return 0;
+            }
+        }
+        j = (j + 1) & w->smask;
+    }
+    if (w->n >= 0xfffffffeLL) return -1;
+    if (w->n == w->cap) {
+        int64_t nc = w->cap * 2 + 1024;
+        WEnt *ne = (WEnt *)realloc(w->ents, (size_t)nc * sizeof(WEnt));
+        if (!ne) return -1;
+        w->ents = ne;
+        w->cap = nc;
+    }
+    while (w->alen + n > w->acap) {
+        int64_t nc = w->acap * 2 + 65536;
+        uint8_t *na = (uint8_t *)realloc(w->arena, (size_t)nc);
+        if (!na) return -1;
+        w->arena = na;
+        w->acap = nc;
+    }
+    memcpy(w->arena + w->alen, p, (size_t)n);
+    WEnt *e = &w->ents[w->n];
+    e->off = w->alen;
+    e->len = n;
+    e->count = count;
+    w->alen += n;
+    w->n++;
+    w->slots[j] = tag | (uint64_t)w->n;
+    return 0;
+}
+
+static void WordCounter_dealloc(WordCounter *w) {
+    free(w->slots);
+    free(w->ents);
+    free(w->arena);
+    Py_TYPE(w)->tp_free((PyObject *)w);
+}
+
+static int wc_check(WordCounter *w) {
+    if (w->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "WordCounter is in use by another thread");
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(wc_add_doc,
+"add(data, spans) -> int\n\n"
+"Count the pre-tokens data[s:e] for each row (s, e) of `spans` (int64, C order, [k, 2]); empty spans\n"
+"are skipped.  Returns the number counted.  Runs without the GIL.");
+
+static PyObject *WordCounter_add(WordCounter *w, PyObject *args) {
+    Py_buffer data = {0}, spans = {0};
+    if (!PyArg_ParseTuple(args, "y*y*", &data, &spans)) return NULL;
+    PyObject *res = NULL;
+    if (wc_check(w) < 0) goto done;
+    if (spans.len % 16) {
+        PyErr_SetString(PyExc_ValueError, "spans must be int64 pairs");
+        goto done;
+    }
+    const int64_t *sp = (const int64_t *)spans.buf;
+    int64_t k = spans.len / 16, dlen = data.len, added = 0;
+    for (int64_t i = 0; i < k; i++) {
+        if (sp[2 * i] < 0 || sp[2 * i] > sp[2 * i + 1] || sp[2 * i + 1] > dlen) {
+            PyErr_Format(PyExc_ValueError, "span %lld (%lld, %lld) is out of range for %lld bytes", (long long)i,
+                         (long long)sp[2 * i], (long long)sp[2 * i + 1], (long long)dlen);
+            goto done;
+        }
+    }
+    int oom = 0;
+    const uint8_t *d = (const uint8_t *)data.buf;
+    w->busy = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < k; i++) {
+        int64_t s = sp[2 * i], e = sp[2 * i + 1];
+        if (e == s) continue;
+        if (wc_add(w, d + s, e - s, 1) < 0) { oom = 1; break; }
+        added++;
+    }
+    Py_END_ALLOW_THREADS
+    w->busy = 0;
+    w->total += added;
+    if (oom) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    res = PyLong_FromLongLong(added);
+done:
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&spans);
+    return res;
+}
+
+static PyTypeObject WordCounterType;
+
+static PyObject *WordCounter_update(WordCounter *w, PyObject *arg) {
+    if (wc_check(w) < 0) return NULL;
+    if (PyObject_TypeCheck(arg, &WordCounterType)) {
+        WordCounter *o = (WordCounter *)arg;
+        if (o == w) {
+            PyErr_SetString(PyExc_ValueError, "cannot update a WordCounter with itself");
+            return NULL;
+        }
+        if (wc_check(o) < 0) return NULL;
+        int oom = 0;
+        w->busy = o->busy = 1;
+        Py_BEGIN_ALLOW_THREADS
+        for (int64_t i = 0; i < o->n && !oom; i++)
+            if (wc_add(w, o->arena + o->ents[i].off, o->ents[i].len, o->ents[i].count) < 0) oom = 1;
+        Py_END_ALLOW_THREADS
+        w->busy = o->busy = 0;
+        if (oom) return PyErr_NoMemory();
+        w->total += o->total;
+        Py_RETURN_NONE;
+    }
+    if (!PyDict_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "update() takes a WordCounter or a dict {bytes: int}");
+        return NULL;
+    }
+    PyObject *key, *val;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(arg, &pos, &key, &val)) {
+        if (!PyBytes_Check(key)) {
+            PyErr_SetString(PyExc_TypeError, "keys must be bytes");
+            return NULL;
+        }
+        long long c = PyLong_AsLongLong(val);
+        if (c == -1 && PyErr_Occurred()) return NULL;
+        if (c <= 0) {
+            PyErr_SetString(PyExc_ValueError, "counts must be positive");
+            return NULL;
+        }
+        if (PyBytes_GET_SIZE(key) == 0) continue;
+        if (wc_add(w, (const uint8_t *)PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key), c) < 0) return PyErr_NoMemory();
+        w->total += c;
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(wc_export_doc,
+"export(min_len=1) -> (data: bytes, offsets: bytes, freqs: bytes)\n\n"
+"The distinct pre-tokens of at least min_len bytes in first-seen order: their bytes concatenated,\n"
+"int64 offsets (n+1) and int64 frequencies (n) -- the input of Trainer().");
+
+static PyObject *WordCounter_export(WordCounter *w, PyObject *args) {
+    long long min_len = 1;
+    if (!PyArg_ParseTuple(args, "|L", &min_len)) return NULL;
+    if (wc_check(w) < 0) return NULL;
+    int64_t n = 0, bytes = 0;
+    for (int64_t i = 0; i < w->n; i++)
+        if (w->ents[i].len >= min_len) { n++; bytes += w->ents[i].len; }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, bytes);
+    PyObject *offs = PyBytes_FromStringAndSize(NULL, (n + 1) * 8);
+    PyObject *fr = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (!data || !offs || !fr) {
+        Py_XDECREF(data); Py_XDECREF(offs); Py_XDECREF(fr);
+        return NULL;
+    }
+    uint8_t *d = (uint8_t *)PyBytes_AS_STRING(data);
+    int64_t *o = (int64_t *)PyBytes_AS_STRING(offs);
+    int64_t *f = (int64_t *)PyBytes_AS_STRING(fr);
+    int64_t j = 0, at = 0;
+    o[0] = 0;
+    for (int64_t i = 0; i < w->n; i++) {
+        WEnt *e = &w->ents[i];
+        if (e->len < min_len) continue;
+        memcpy(d + at, w->arena + e->off, (size_t)e->len);
+        at += e->len;
+        f[j] = e->count;
+        o[++j] = at;
+    }
+    return Py_BuildValue("(NNN)", data, offs, fr);
+}
+
+static PyObject *WordCounter_items(WordCounter *w, PyObject *Py_UNUSED(ignored)) {
+    PyObject *d = PyDict_New();
+    if (!d) return NULL;
+    for (int64_t i = 0; i < w->n; i++) {
+        PyObject *k = PyBytes_FromStringAndSize((const char *)w->arena + w->ents[i].off, w->ents[i].len);
+        PyObject *v = PyLong_FromLongLong(w->ents[i].count);
+        if (!k || !v || PyDict_SetItem(d, k, v) < 0) {
+            Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(d);
+            return NULL;
+        }
+        Py_DECREF(k); Py_DECREF(v);
+    }
+    return d;
+}
+
+static Py_ssize_t WordCounter_len(WordCounter *w) { return (Py_ssize_t)w->n; }
+
+static PyObject *WordCounter_get_total(WordCounter *w, void *closure) { return PyLong_FromLongLong(w->total); }
+static PyObject *WordCounter_get_nbytes(WordCounter *w, void *closure) {
+    return PyLong_FromLongLong(w->acap + w->cap * (int64_t)sizeof(WEnt) + (int64_t)(w->smask + 1) * 8);
+}
+
+static PyGetSetDef WordCounter_getset[] = {
+    {"total", (getter)WordCounter_get_total, NULL, "number of pre-tokens counted", NULL},
+    {"nbytes", (getter)WordCounter_get_nbytes, NULL, "bytes allocated", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef WordCounter_methods[] = {
+    {"add", (PyCFunction)WordCounter_add, METH_VARARGS, wc_add_doc},
+    {"update", (PyCFunction)WordCounter_update, METH_O, "update(other WordCounter | dict {bytes: int})"},
+    {"export", (PyCFunction)WordCounter_export, METH_VARARGS, wc_export_doc},
+    {"items", (PyCFunction)WordCounter_items, METH_NOARGS, "dict {bytes: count}"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PySequenceMethods WordCounter_as_seq = {
+    .sq_length = (lenfunc)WordCounter_len,
+};
+
+static PyTypeObject WordCounterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "fstok.runtime._train.WordCounter",
+    .tp_basicsize = sizeof(WordCounter),
+    .tp_dealloc = (destructor)WordCounter_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "WordCounter(): distinct pre-tokens and their frequencies (see add / export).",
+    .tp_methods = WordCounter_methods,
+    .tp_getset = WordCounter_getset,
+    .tp_as_sequence = &WordCounter_as_seq,
+    .tp_new = PyType_GenericNew,
+};
+
 static struct PyModuleDef train_module = {
     PyModuleDef_HEAD_INIT, "_train", "Native BPE training merge loop (see fstok.train).", -1, NULL,
 };
 
 PyMODINIT_FUNC PyInit__train(void) {
     if (PyType_Ready(&TrainerType) < 0) return NULL;
+    if (PyType_Ready(&WordCounterType) < 0) return NULL;
     PyObject *m = PyModule_Create(&train_module);
     if (!m) return NULL;
     Py_INCREF(&TrainerType);
     if (PyModule_AddObject(m, "Trainer", (PyObject *)&TrainerType) < 0) {
         Py_DECREF(&TrainerType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&WordCounterType);
+    if (PyModule_AddObject(m, "WordCounter", (PyObject *)&WordCounterType) < 0) {
+        Py_DECREF(&WordCounterType);
         Py_DECREF(m);
         return NULL;
     }
