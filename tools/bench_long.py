@@ -6,7 +6,7 @@
 
 Rows: HF one-shot, HF LoPT (HFOffsetsAdapter), fstok one-shot, fstok LoPT, fstok safe split, and when
 tools/lopt_baselines.py is present the delimiter (whitespace/comma/period) and id-overlap baselines over
-fstok. Columns: min and median latency (ms), ratio of mins to fstok one-shot, accuracy (1.0 = ids identical to the
+fstok. Columns: min and median latency (ms, methods interleaved round-robin), process CPU ms, ratio of mins to fstok one-shot, accuracy (1.0 = ids identical to the
 one-shot ids of the same tokenizer).
 """
 import argparse
@@ -31,18 +31,6 @@ def prefix_bytes(name: str, mb: float) -> str:
     limit = int(mb * 1_000_000)
     b = text.encode("utf-8")[:limit]
     return b.decode("utf-8", errors="ignore")
-
-
-def timeit(fn, reps: int):
-    fn()  # warm
-    ts = []
-    out = None
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        out = fn()
-        ts.append(time.perf_counter() - t0)
-    # min is the least contended sample on a shared machine; the median is printed beside it
-    return min(ts) * 1e3, out, statistics.median(ts) * 1e3
 
 
 def main() -> None:
@@ -77,35 +65,49 @@ def main() -> None:
         except ImportError:
             baselines = None
     print(f"encoding {args.encoding}; cpu_count {os.cpu_count()}; load {os.getloadavg()[0]:.1f}; "
-          f"min/median of {args.reps}; ratio = min / fstok one-shot min")
+          f"min/median of {args.reps} round-robin reps; ratio = min / fstok one-shot min; "
+          f"cpu = process CPU ms of the min run")
     for doc in args.docs.split(","):
         text = prefix_bytes(doc, args.mb)
-        ref_ms, ref, ref_med = timeit(lambda: tok.encode(text), args.reps)
-        rows = [("fstok one-shot", 1, ref_ms, ref_med, 1.0, "")]
-        hf_ref = None
+        ref = tok.encode(text)
+        hf_ref = hf.encode(text) if hf is not None else None
+        # (name, threads, fn, reference, stats)
+        methods = []
         if hf is not None:
-            ms, hf_ref, med = timeit(lambda: hf.encode(text), args.reps)
-            rows.insert(0, ("HF one-shot", 1, ms, med, 1.0 if hf_ref == ref else 0.0, "acc vs fstok"))
+            methods.append(("HF one-shot", 1, lambda: hf.encode(text), ref, None))
+        methods.append(("fstok one-shot", 1, lambda: tok.encode(text), ref, None))
         for nt in threads:
-            for strategy in ("lopt", "safe"):
+            for strategy in ("safe", "lopt"):
                 st = LoptStats()
-                ms, out, med = timeit(lambda: encode_long(tok, text, num_threads=nt, strategy=strategy, stats=st),
-                                 args.reps)
-                note = f"chunks={st.num_chunks} rounds={st.rounds}"
-                rows.append((f"fstok {strategy}", nt, ms, med, float(out == ref), note))
+                methods.append((f"fstok {strategy}", nt, (lambda nt=nt, strategy=strategy, st=st: encode_long(
+                    tok, text, num_threads=nt, strategy=strategy, stats=st)), ref, st))
             if hf is not None:
                 st = LoptStats()
-                ms, out, med = timeit(lambda: encode_long(hf, text, num_threads=nt, strategy="lopt", stats=st),
-                                 args.reps)
-                rows.append(("HF lopt", nt, ms, med, float(out == hf_ref), f"chunks={st.num_chunks} rounds={st.rounds}"))
-            if baselines is not None:
+                methods.append(("HF lopt", nt, (lambda nt=nt, st=st: encode_long(hf, text, num_threads=nt, stats=st)),
+                                hf_ref, st))
+            if baselines is not None and nt > 1:
                 for bname, fn in baselines.BASELINES.items():
-                    ms, out, med = timeit(lambda: fn(tok, text, nt), args.reps)
-                    rows.append((f"fstok {bname}", nt, ms, med, float(out == ref), ""))
+                    methods.append((f"fstok {bname}", nt, (lambda fn=fn, nt=nt: fn(tok, text, nt)), ref, None))
+        times = [[] for _ in methods]
+        acc = []
+        for k, (_, _, fn, r, _) in enumerate(methods):  # warm + accuracy
+            acc.append(float(fn() == r))
+        for _ in range(args.reps):
+            for k, (_, _, fn, _, _) in enumerate(methods):
+                c0, t0 = time.process_time(), time.perf_counter()
+                fn()
+                times[k].append((time.perf_counter() - t0, time.process_time() - c0))
+        ref_ms = min(times[1 if hf is not None else 0])[0] * 1e3
         print(f"\n{doc}: {len(text):,} chars, {len(text.encode('utf-8')) / 1e6:.2f} MB, {len(ref):,} tokens")
-        print(f"{'method':<28}{'threads':>8}{'min ms':>10}{'med ms':>10}{'x one-shot':>12}{'accuracy':>10}  notes")
-        for name, nt, ms, med, acc, note in rows:
-            print(f"{name:<28}{nt:>8}{ms:>10.1f}{med:>10.1f}{ms / ref_ms:>12.2f}{acc:>10.1f}  {note}")
+        print(f"{'method':<26}{'threads':>8}{'min ms':>9}{'med ms':>9}{'cpu ms':>9}{'x one-shot':>12}{'accuracy':>10}  notes")
+        for k, (name, nt, _, _, st) in enumerate(methods):
+            best = min(times[k])
+            med = statistics.median(t for t, _ in times[k]) * 1e3
+            note = f"chunks={st.num_chunks} rounds={st.rounds}" if st is not None else ""
+            if name == "HF one-shot":
+                note = "accuracy = ids == fstok one-shot"
+            print(f"{name:<26}{nt:>8}{best[0] * 1e3:>9.1f}{med:>9.1f}{best[1] * 1e3:>9.1f}"
+                  f"{best[0] * 1e3 / ref_ms:>12.2f}{acc[k]:>10.1f}  {note}")
 
 
 if __name__ == "__main__":
