@@ -157,7 +157,7 @@ class BPETokenizer:
         self._added = [AddedToken(a["content"], int(a["id"]), False, bool(a["normalized"])) for a in meta["added_tokens"]]
         self._normalizer = meta.get("normalizer")
         self._add_prefix_space = bool(meta.get("add_prefix_space"))
-        self._stages = [PreTokStage(s["pattern"], bool(s["keep_gaps"])) for s in meta["stages"]]
+        self._stages = [PreTokStage(s["pattern"], bool(s["keep_gaps"]), s.get("dialect", "rust-regex")) for s in meta["stages"]]
         self.max_token_value: int = int(meta["max_token_value"])
         tables = self._validated_tables(art)
         self._tables = tables
@@ -173,7 +173,22 @@ class BPETokenizer:
             int(meta["short_max"]),
             bool(meta["trie_has_spans"]),
         )
+        self._pt_mode = meta.get("pretok_mode", "regex")
         self._spanner = _RegexSpanner(self._stages)
+        if self._pt_mode in ("find", "split"):
+            from .pretokenize import CompiledPattern
+
+            cp = CompiledPattern.from_sections(art, "dfa.")
+            if cp.mode != self._pt_mode:
+                raise _art.ArtifactError("BPE artifact: pre-tokenizer mode does not match its DFA sections")
+            self._model.set_pretokenizer(
+                0 if cp.mode == "find" else 1,
+                tuple((t.trans, t.classes, t.accept, t.n_states, t.shift, t.start, t.eoi, t.n_boundary) for t in cp.levels),
+            )
+        elif self._pt_mode == "whole":
+            self._model.set_pretokenizer(1, ())
+        self._native = self._pt_mode in ("find", "split", "whole")
+        self._specials_cache: dict[Any, Any] = {}
         self._dec_off = tables["dec_off"]
         self._special_values = set(self._special_tokens.values())
         self._special_re_cache: dict[frozenset, re.Pattern[str]] = {}
@@ -283,10 +298,8 @@ class BPETokenizer:
     def from_source(cls, src: BPESource, **options: Any) -> "BPETokenizer":
         from .compile.bpe import compile_source, source_identity
 
-        meta, sections = compile_source(src, **options)
-        data = _art.write_artifact(
-            None, _art.KIND_BPE, meta, sections, unicodedata.unidata_version, _art.source_hash(*source_identity(src))
-        )
+        meta, sections, uv = compile_source(src, **options)
+        data = _art.write_artifact(None, _art.KIND_BPE, meta, sections, uv, _art.source_hash(*source_identity(src)))
         tok = cls(_art.parse_artifact(data, where=f"<compiled {src.name}>"))
         fails, first = tok._model.self_check()
         if fails:
@@ -448,13 +461,13 @@ class BPETokenizer:
                 self._special_re_cache[tokens] = r
         return r
 
-    def _resolve_special(self, allowed_special, disallowed_special) -> frozenset:
+    def _resolve_special(self, allowed_special, disallowed_special) -> tuple[frozenset, frozenset]:
         if allowed_special == "all":
             allowed = frozenset(self._special_tokens)
-        elif isinstance(allowed_special, (set, frozenset, list, tuple, dict)) or isinstance(allowed_special, AbstractSet):
-            allowed = frozenset(allowed_special)
         elif isinstance(allowed_special, str):
             raise TypeError("allowed_special must be 'all' or a set of special-token strings, not a str")
+        elif isinstance(allowed_special, (AbstractSet, list, tuple, dict)):
+            allowed = frozenset(allowed_special)
         else:
             raise TypeError(f"allowed_special must be 'all' or a set of str, got {type(allowed_special).__name__}")
         if disallowed_special == "all":
@@ -471,32 +484,83 @@ class BPETokenizer:
         return allowed, disallowed
 
     def _check_disallowed(self, text: str, disallowed: frozenset) -> None:
-        if disallowed:
-            m = self._special_regex(disallowed).search(text)
-            if m:
-                raise_disallowed_special_token(m.group())
+        if not disallowed:
+            return
+        if len(disallowed) <= 8:
+            # str.find is a fast two-way search; report the leftmost match like tiktoken's regex
+            best = None
+            for tok in disallowed:
+                i = text.find(tok)
+                if i >= 0 and (best is None or i < best[0] or (i == best[0] and len(tok) > len(best[1]))):
+                    best = (i, tok)
+            if best is not None:
+                raise_disallowed_special_token(best[1])
+            return
+        m = self._special_regex(disallowed).search(text)
+        if m:
+            raise_disallowed_special_token(m.group())
 
-    def _plan(self, text: str, allowed: frozenset) -> tuple[bytes, np.ndarray, str]:
-        """Pre-tokenize: the UTF-8 bytes and (start, end, literal) byte triples for the C encoder."""
+    def _matchers(self, allowed: frozenset):
+        """(first-pass, second-pass) C matchers for the allowed specials (+ HF added tokens)."""
+        key = allowed
+        hit = self._specials_cache.get(key)
+        if hit is not None:
+            return hit
+        nat = _native()
+        first = {s: self._special_tokens[s] for s in allowed if s in self._special_tokens}
+        if self._semantics == "hf":
+            first.update(self._added_raw)
+        sp1 = nat.Specials([(k.encode("utf-8"), v) for k, v in first.items()]) if first else None
+        sp2 = None
+        if self._semantics == "hf" and self._added_norm:
+            sp2 = nat.Specials([(k.encode("utf-8"), v) for k, v in self._added_norm.items()])
+        with self._lock:
+            if len(self._specials_cache) > 64:
+                self._specials_cache.clear()
+            self._specials_cache[key] = (sp1, sp2)
+        return sp1, sp2
+
+    def _python_text_path(self) -> bool:
+        # text-changing HF steps (normalizer, prefix space) are applied in Python before C
+        return self._semantics == "hf" and (bool(self._normalizer) or self._add_prefix_space)
+
+    def _run(self, text: str, allowed: frozenset, kind: int):
+        """Encode with the C pipeline; returns (result, text actually encoded)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        text, data = _utf8(text)
+        if self._native and not self._python_text_path():
+            sp1, sp2 = self._matchers(allowed)
+            try:
+                return self._model.encode(text, sp1, kind, sp2), text
+            except UnicodeEncodeError:
+                text = _fix_surrogates(text)
+                return self._model.encode(text, sp1, kind, sp2), text
+        data, segs, new_text = self._plan(text, allowed)
+        if self._native:
+            return self._model.encode_segments(data, segs, kind), new_text
+        return self._model.encode_spans(data, segs, kind), new_text
+
+    def _plan(self, text: str, allowed: frozenset) -> tuple[bytes, np.ndarray, str]:
+        """Python planning: UTF-8 bytes and (start, end, literal) byte triples.  With the C pre-tokenizer
+        (self._native) the triples are segments that C pre-tokenizes; otherwise they are the pieces."""
+        text, _ = _utf8(text)
         if self._semantics == "hf":
             return self._plan_hf(text, allowed)
         allowed_map = {s: self._special_tokens[s] for s in allowed if s in self._special_tokens}
         char_spans: list[int] = []
-        lits: list[tuple[int, int]] = []  # (index in char_spans/2, id)
+        lits: list[tuple[int, int]] = []
+        piece = (lambda t, base, out: out.extend((base, base + len(t))) if t else None) if self._native else self._spanner.char_spans
         if not allowed_map:
-            self._spanner.char_spans(text, 0, char_spans)
+            piece(text, 0, char_spans)
         else:
             pos = 0
             for m in self._special_regex(frozenset(allowed_map)).finditer(text):
-                self._spanner.char_spans(text[pos : m.start()], pos, char_spans)
+                piece(text[pos : m.start()], pos, char_spans)
                 lits.append((len(char_spans) // 2, allowed_map[m.group()]))
                 char_spans += (m.start(), m.end())
                 pos = m.end()
-            self._spanner.char_spans(text[pos:], pos, char_spans)
-        return data, self._triples(text, char_spans, lits), text
+            piece(text[pos:], pos, char_spans)
+        return text.encode("utf-8"), self._triples(text, char_spans, lits), text
 
     def _triples(self, text: str, char_spans: list[int], lits: list[tuple[int, int]]) -> np.ndarray:
         cs = np.array(char_spans, dtype=np.uint32).reshape(-1, 2)
@@ -511,7 +575,7 @@ class BPETokenizer:
     def _plan_hf(self, text: str, allowed: frozenset) -> tuple[bytes, np.ndarray, str]:
         # HF added vocabulary: non-normalized added tokens (and allowed specials) are split out of the
         # raw text, the rest is normalized, then normalized added tokens are split out, then each
-        # remaining piece gets the prefix space (if configured) and is pre-tokenized.
+        # remaining piece gets the prefix space (if configured) and is pre-tokenized on its own.
         raw = dict(self._added_raw)
         for s in allowed:
             if s in self._special_tokens:
@@ -535,6 +599,9 @@ class BPETokenizer:
             if tid is not None:
                 lits.append((len(char_spans) // 2, tid))
                 char_spans += (pos, pos + len(p))
+            elif self._native:
+                if p:
+                    char_spans += (pos, pos + len(p))
             else:
                 self._spanner.char_spans(p, pos, char_spans)
             pos += len(p)
@@ -556,8 +623,7 @@ class BPETokenizer:
 
     def encode_ordinary(self, text: str) -> list[int]:
         """Encode text, treating special-token text as ordinary text (tiktoken `encode_ordinary`)."""
-        data, spans, _ = self._plan(text, frozenset())
-        return self._model.encode_spans(data, spans, 0)
+        return self._run(text, frozenset(), 0)[0]
 
     def encode(
         self,
@@ -565,14 +631,21 @@ class BPETokenizer:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        num_threads: int | None = None,
     ) -> list[int]:
-        """Encode text (tiktoken `encode`): raises ValueError on disallowed special-token text."""
+        """Encode text (tiktoken `encode`): raises ValueError on disallowed special-token text.
+
+        num_threads > 1 on a long text (>= 256k characters) encodes pieces in parallel with
+        `fstok.parallel.encode_long` (exact: same ids)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
         self._check_disallowed(text, disallowed)
-        data, spans, _ = self._plan(text, allowed)
-        return self._model.encode_spans(data, spans, 0)
+        if num_threads is not None and num_threads > 1 and len(text) >= 256_000:
+            from .parallel import encode_long
+
+            return list(encode_long(self, text, num_threads=num_threads, allowed_special=allowed))
+        return self._run(text, allowed, 0)[0]
 
     def encode_to_numpy(
         self,
@@ -585,8 +658,7 @@ class BPETokenizer:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         self._check_disallowed(text, disallowed)
-        data, spans, _ = self._plan(text, allowed)
-        return np.frombuffer(self._model.encode_spans(data, spans, 1), dtype=np.uint32)
+        return np.frombuffer(self._run(text, allowed, 1)[0], dtype=np.uint32)
 
     def count(
         self,
@@ -600,8 +672,7 @@ class BPETokenizer:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         self._check_disallowed(text, disallowed)
-        data, spans, _ = self._plan(text, allowed)
-        return self._model.encode_spans(data, spans, 2)
+        return self._run(text, allowed, 2)[0]
 
     def encode_with_offsets(
         self,
@@ -612,17 +683,17 @@ class BPETokenizer:
     ) -> tuple[list[int], list[int]]:
         """(ids, offsets): offsets[i] is the index in `text` of the first character that holds bytes of
         token i (tiktoken `decode_with_offsets` semantics). Specials are ordinary text by default.
-        For models with a normalizer or a prefix space, offsets index the normalized text."""
+        For text with lone surrogates (replaced by U+FFFD as in tiktoken, surrogate pairs joined) and for
+        HF models with a normalizer or a prefix space, offsets index the text that was encoded."""
         allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         self._check_disallowed(text, disallowed)
-        data, spans, _ = self._plan(text, allowed)
-        ids, starts = self._model.encode_spans(data, spans, 3)
-        st = np.frombuffer(starts, dtype=np.uint32).astype(np.int64)
+        (ids, starts), used = self._run(text, allowed, 3)
         if not ids:
             return ids, []
-        d = np.frombuffer(data, dtype=np.uint8)
+        st = np.frombuffer(starts, dtype=np.uint32).astype(np.int64)
+        d = np.frombuffer(used.encode("utf-8"), dtype=np.uint8)
         lead = (d & 0xC0) != 0x80
         cum = np.zeros(len(d) + 1, dtype=np.int64)
         np.cumsum(lead, out=cum[1:])
@@ -643,32 +714,46 @@ class BPETokenizer:
         allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
         disallowed_special: Literal["all"] | Collection[str] = "all",
     ) -> list[list[int]]:
+        """Encode many texts; the work runs on `num_threads` C threads (default: all cores) without the GIL."""
         if isinstance(text, str):
             raise TypeError("encode_batch expects a sequence of str, not a str")
-        texts = list(text)
+        texts = text if isinstance(text, list) else list(text)
         allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
-        for t in texts:
-            if not isinstance(t, str):
-                raise TypeError(f"texts must be str, got {type(t).__name__}")
         nt = self._threads(num_threads, len(texts))
         if disallowed:
             for t in texts:
+                if not isinstance(t, str):
+                    raise TypeError(f"texts must be str, got {type(t).__name__}")
                 self._check_disallowed(t, disallowed)
-
-        def one(t: str) -> list[int]:
-            data, spans, _ = self._plan(t, allowed)
-            return self._model.encode_spans(data, spans, 0)
-
+        if self._native and not self._python_text_path():
+            sp1, sp2 = self._matchers(allowed)
+            out = self._model.encode_batch(texts, sp1, nt, 0, sp2)
+            for i, r in enumerate(out):
+                if r is None:  # lone surrogates: repaired as tiktoken does
+                    out[i] = self._run(texts[i], allowed, 0)[0]
+            return out
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"texts must be str, got {type(t).__name__}")
         if nt <= 1:
-            return [one(t) for t in texts]
+            return [self._run(t, allowed, 0)[0] for t in texts]
         with ThreadPoolExecutor(nt) as ex:
-            return list(ex.map(one, texts))
+            return list(ex.map(lambda t: self._run(t, allowed, 0)[0], texts))
+
+    def count_batch(self, text: Sequence[str], *, num_threads: int | None = None) -> list[int]:
+        """Token counts of many texts (special-token text ordinary), on C threads."""
+        texts = list(text)
+        if self._native and not self._python_text_path():
+            sp1, sp2 = self._matchers(frozenset())
+            out = self._model.encode_batch(texts, sp1, self._threads(num_threads, len(texts)), 2, sp2)
+            return [r if r is not None else self.count(t) for r, t in zip(out, texts)]
+        return [self.count(t) for t in texts]
 
     @staticmethod
     def _threads(num_threads: int | None, n: int) -> int:
         if num_threads is None:
             num_threads = os.cpu_count() or 1
-        if not isinstance(num_threads, int) or num_threads < 1:
+        if not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
             raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
         return max(1, min(num_threads, n, 256))
 

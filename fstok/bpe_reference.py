@@ -53,7 +53,7 @@ def merge_rules(piece: bytes, tokens: dict[bytes, int], rules: dict[tuple[int, i
 
 def split_stages(text: str, stages) -> list[str]:
     """Apply the pre-tokenizer stages (tiktoken find_iter / HF Split Isolated) to `text`."""
-    pieces = [text]
+    pieces = [text] if text else []
     for st in stages:
         pat = regex.compile(st.pattern)
         out: list[str] = []

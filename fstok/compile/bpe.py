@@ -98,8 +98,10 @@ def _arena(items: list[bytes]) -> tuple[bytes, np.ndarray]:
     return b"".join(items), off
 
 
-def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Compile a BPE source into (meta, sections) for `write_artifact`."""
+def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """Compile a BPE source into (meta, sections, unicode version) for `write_artifact`.
+
+    The pre-tokenizer regex is compiled by issue 3's DFA compiler and embedded under "dfa."."""
     nat = _native()
     src.check()
     # ---- mergeable tokens, in id order
@@ -209,6 +211,13 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[
         "byte_tok": byte_tok,
     }
     unreachable = [int(tok_ids[k]) for k in np.nonzero(~reachable)[0]]
+    cp, pt_mode = compile_pretokenizer(src)
+    unicode_version = "regex-module"
+    if pt_mode in ("find", "split"):
+        from ..pretokenize import dfa_sections
+
+        sections.update(dfa_sections(cp, "dfa."))
+        unicode_version = cp.unicode_version()
     meta = {
         "bpe_meta_version": META_VERSION,
         "name": src.name,
@@ -216,6 +225,7 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[
         "merge_mode": "ranks" if src.merges is None else "merges",
         "ignore_merges": bool(src.ignore_merges),
         "stages": [st.to_json() for st in src.stages],
+        "pretok_mode": pt_mode,
         "special_tokens": dict(src.special_tokens),
         "added_tokens": [{"content": a.content, "id": a.id, "normalized": a.normalized} for a in src.added_tokens],
         "normalizer": src.normalizer,
@@ -234,7 +244,29 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[
         "unreachable_sample": unreachable[:16],
         "explicit_n_vocab": src.explicit_n_vocab,
     }
-    return meta, sections
+    return meta, sections, unicode_version
+
+
+def compile_pretokenizer(src: BPESource):
+    """The stages as issue 3's compiled regex DFA (a `CompiledPattern`), or None if a pattern is outside
+    what the DFA compiler supports (the runtime then splits with the `regex` module, slowly)."""
+    import warnings
+
+    from ..pretokenize import CompiledPattern
+
+    try:
+        if not src.stages:
+            return CompiledPattern.__new__(CompiledPattern), "whole"
+        if len(src.stages) == 1 and not src.stages[0].keep_gaps:
+            st = src.stages[0]
+            return CompiledPattern.compile(st.pattern, st.dialect, "find"), "find"
+        if all(st.keep_gaps for st in src.stages):
+            return CompiledPattern.pipeline([(st.pattern, st.dialect) for st in src.stages], src.name), "split"
+        raise ValueError("mixed find/split stages")
+    except (ValueError, NotImplementedError, RecursionError) as e:
+        warnings.warn(f"{src.name}: the pre-tokenizer regex could not be compiled to a DFA ({e}); "
+                      "encoding falls back to the `regex` module (slow)", RuntimeWarning, stacklevel=3)
+        return None, "regex"
 
 
 def source_identity(src: BPESource) -> list[bytes]:

@@ -83,9 +83,10 @@ class PreTokStage:
 
     pattern: str
     keep_gaps: bool
+    dialect: str = "rust-regex"  # the regex engine the pattern was written for: "rust-regex" (tiktoken) or "oniguruma" (HF)
 
     def to_json(self) -> dict[str, Any]:
-        return {"pattern": self.pattern, "keep_gaps": self.keep_gaps}
+        return {"pattern": self.pattern, "keep_gaps": self.keep_gaps, "dialect": self.dialect}
 
 
 @dataclass
@@ -138,7 +139,7 @@ class BPESource:
                 raise ValueError(f"{where}: special token {s!r} has invalid id {i!r}")
             if i in ids and self.semantics == "tiktoken":
                 raise ValueError(f"{where}: special token {s!r} reuses the id {i} of a mergeable token")
-        if not self.stages:
+        if not self.stages and self.semantics == "tiktoken":
             raise ValueError(f"{where}: no pre-tokenizer pattern")
         if self.normalizer not in (None, "NFKC", "NFC"):
             raise ValueError(f"{where}: normalizer {self.normalizer!r} is not supported")

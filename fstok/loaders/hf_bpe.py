@@ -68,7 +68,7 @@ def _pretokenizer(path: str, pt: Any) -> tuple[list[PreTokStage], bool]:
         if seen_bytelevel:
             raise _fail(path, f"pre-tokenizer {t!r} after ByteLevel is not supported")
         if t == "Split":
-            stages.append(PreTokStage(_split_pattern(path, item), keep_gaps=True))
+            stages.append(PreTokStage(_split_pattern(path, item), keep_gaps=True, dialect="oniguruma"))
         elif t == "ByteLevel":
             seen_bytelevel = True
             if item.get("add_prefix_space", True):
@@ -76,14 +76,12 @@ def _pretokenizer(path: str, pt: Any) -> tuple[list[PreTokStage], bool]:
                     raise _fail(path, "ByteLevel(add_prefix_space=true) after other pre-tokenizers is not supported")
                 add_prefix_space = True
             if item.get("use_regex", True):
-                stages.append(PreTokStage(GPT2_HF_PATTERN, keep_gaps=True))
+                stages.append(PreTokStage(GPT2_HF_PATTERN, keep_gaps=True, dialect="oniguruma"))
         else:
             raise _fail(path, f"pre-tokenizer {t!r} is not supported (supported: ByteLevel, Split)")
     if not seen_bytelevel:
         raise _fail(path, "the pre-tokenizer has no ByteLevel step: not a byte-level BPE model")
-    if not stages:
-        # ByteLevel(use_regex=false) alone: the whole text is one piece
-        stages.append(PreTokStage(r"(?s:.+)", keep_gaps=True))
+    # no stage (ByteLevel(use_regex=false) alone): the whole text is one piece
     return stages, add_prefix_space
 
 

@@ -7,7 +7,7 @@
  *  - Output lists reuse one cached PyLong per token id, so building a list costs an INCREF per token.
  *  - The GIL is released for all encoding work; batches run on pthreads.
  */
-/* fstok-lib: bpe */
+/* fstok-lib: bpe dfa */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
@@ -16,6 +16,9 @@
 #include <string.h>
 
 #include "bpe.h"
+#include "dfa.h"
+
+#define MAX_LEVELS 16
 
 /* ================================================================ helpers */
 
@@ -493,10 +496,17 @@ typedef struct {
     int nviews;
     PyObject **ints; /* cached PyLong per external id */
     int bt_valid;    /* compile-time verdict: backtracking encoder valid */
+    /* pre-tokenizer: the regex DFA levels (issue 3's C spanner) */
+    fstok_dfa lv[MAX_LEVELS];
+    int n_levels;   /* 0 with mode split: the whole segment is one piece */
+    int pt_mode;    /* -1 none (Python spans only), 0 find (tiktoken), 1 split (HF Isolated levels) */
+    Py_buffer dfa_views[3 * MAX_LEVELS];
+    int n_dfa_views;
 } ModelObject;
 
 static void Model_dealloc(ModelObject *self) {
     for (int i = 0; i < self->nviews; i++) PyBuffer_Release(&self->views[i]);
+    for (int i = 0; i < self->n_dfa_views; i++) PyBuffer_Release(&self->dfa_views[i]);
     if (self->ints) {
         for (uint32_t i = 0; i < self->m.n_ext; i++) Py_XDECREF(self->ints[i]);
         free(self->ints);
@@ -516,6 +526,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_RuntimeError, "Model already initialized");
         return -1;
     }
+    self->pt_mode = -1;
     for (int i = 0; i < V_COUNT; i++) {
         if (get_view(tables, VIEW_NAMES[i], &self->views[i], VIEW_SIZES[i], 1) < 0) return -1;
         self->nviews = i + 1;
@@ -791,6 +802,553 @@ static PyObject *Model_span_lookup(ModelObject *self, PyObject *args) {
     return PyLong_FromUnsignedLong(id);
 }
 
+/* ================================================================ pre-tokenizer + special tokens */
+
+/* set_pretokenizer(mode, levels): mode 0 find (one level) / 1 split (0..16 levels);
+ * levels: tuple of (trans u32, classes u8[256], accept u8, n_states, shift, start, eoi, n_boundary) */
+static PyObject *Model_set_pretokenizer(ModelObject *self, PyObject *args) {
+    int mode;
+    PyObject *levels;
+    if (!PyArg_ParseTuple(args, "iO!", &mode, &PyTuple_Type, &levels)) return NULL;
+    Py_ssize_t nl = PyTuple_GET_SIZE(levels);
+    if (self->pt_mode != -1) {
+        PyErr_SetString(PyExc_RuntimeError, "pre-tokenizer already set");
+        return NULL;
+    }
+    if ((mode != 0 && mode != 1) || nl > MAX_LEVELS || (mode == 0 && nl != 1)) {
+        PyErr_SetString(PyExc_ValueError, "bad pre-tokenizer mode / level count");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nl; i++) {
+        PyObject *tr, *cl, *ac;
+        unsigned int n_states, shift, start, eoi, n_boundary;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(levels, i), "OOOIIIII", &tr, &cl, &ac, &n_states, &shift, &start, &eoi,
+                              &n_boundary))
+            return NULL;
+        Py_buffer *v = &self->dfa_views[self->n_dfa_views];
+        if (PyObject_GetBuffer(tr, &v[0], PyBUF_C_CONTIGUOUS) < 0) return NULL;
+        self->n_dfa_views++;
+        if (PyObject_GetBuffer(cl, &v[1], PyBUF_C_CONTIGUOUS) < 0) return NULL;
+        self->n_dfa_views++;
+        if (PyObject_GetBuffer(ac, &v[2], PyBUF_C_CONTIGUOUS) < 0) return NULL;
+        self->n_dfa_views++;
+        if (shift > 9 || n_states < 2 || (uint64_t)v[0].len != ((uint64_t)n_states << shift) * 4 || v[1].len != 256 ||
+            (uint64_t)v[2].len != n_states) {
+            PyErr_SetString(PyExc_ValueError, "DFA table sizes do not match");
+            return NULL;
+        }
+        fstok_dfa_init(&self->lv[i], (const uint32_t *)v[0].buf, (const uint8_t *)v[1].buf, (const uint8_t *)v[2].buf,
+                       n_states, shift, start, eoi, n_boundary);
+        char err[200];
+        if (fstok_dfa_check(&self->lv[i], err, sizeof err)) {
+            PyErr_Format(PyExc_ValueError, "pre-tokenizer DFA level %zd is invalid: %s", i, err);
+            return NULL;
+        }
+    }
+    self->n_levels = (int)nl;
+    self->pt_mode = mode;
+    Py_RETURN_NONE;
+}
+
+/* --- special / added token matcher: a byte trie, leftmost-longest */
+typedef struct {
+    PyObject_HEAD uint8_t first[256];
+    int n_first;
+    uint8_t only_first;
+    uint32_t nn;
+    uint32_t *fc, *sib; /* first child / next sibling */
+    uint8_t *lab;
+    uint32_t *id;       /* BPE_NONE: no token ends here */
+} SpecialsObject;
+
+static void Specials_dealloc(SpecialsObject *self) {
+    free(self->fc), free(self->sib), free(self->lab), free(self->id);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Specials([(bytes, id), ...]) */
+static int Specials_init(SpecialsObject *self, PyObject *args, PyObject *kw) {
+    PyObject *seq;
+    if (!PyArg_ParseTuple(args, "O", &seq)) return -1;
+    PyObject *fast = PySequence_Fast(seq, "Specials expects a sequence of (bytes, id)");
+    if (!fast) return -1;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(fast);
+    size_t total = 1;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyTuple_Check(it) || PyTuple_GET_SIZE(it) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(it, 0))) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_TypeError, "Specials expects (bytes, id) pairs");
+            return -1;
+        }
+        total += (size_t)PyBytes_GET_SIZE(PyTuple_GET_ITEM(it, 0));
+    }
+    free(self->fc), free(self->sib), free(self->lab), free(self->id);
+    self->fc = (uint32_t *)malloc(total * 4);
+    self->sib = (uint32_t *)malloc(total * 4);
+    self->lab = (uint8_t *)malloc(total);
+    self->id = (uint32_t *)malloc(total * 4);
+    if (!self->fc || !self->sib || !self->lab || !self->id) {
+        Py_DECREF(fast);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(self->first, 0, 256);
+    self->nn = 1;
+    self->fc[0] = self->sib[0] = self->id[0] = BPE_NONE;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *it = PySequence_Fast_GET_ITEM(fast, i);
+        const uint8_t *b = (const uint8_t *)PyBytes_AS_STRING(PyTuple_GET_ITEM(it, 0));
+        Py_ssize_t len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(it, 0));
+        unsigned long tid = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(it, 1));
+        if (PyErr_Occurred() || tid >= BPE_NONE || len == 0) {
+            Py_DECREF(fast);
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "bad special token");
+            return -1;
+        }
+        self->first[b[0]] = 1;
+        uint32_t node = 0;
+        for (Py_ssize_t j = 0; j < len; j++) {
+            uint32_t ch = self->fc[node];
+            while (ch != BPE_NONE && self->lab[ch] != b[j]) ch = self->sib[ch];
+            if (ch == BPE_NONE) {
+                ch = self->nn++;
+                self->lab[ch] = b[j];
+                self->fc[ch] = BPE_NONE;
+                self->id[ch] = BPE_NONE;
+                self->sib[ch] = self->fc[node];
+                self->fc[node] = ch;
+            }
+            node = ch;
+        }
+        self->id[node] = (uint32_t)tid;
+    }
+    Py_DECREF(fast);
+    self->n_first = 0;
+    for (int c = 0; c < 256; c++)
+        if (self->first[c]) self->n_first++, self->only_first = (uint8_t)c;
+    return 0;
+}
+
+/* leftmost-longest special token in s[pos:n): returns its start (or n) and sets *len, *id */
+static size_t specials_find(const SpecialsObject *sp, const uint8_t *s, size_t n, size_t pos, size_t *len,
+                            uint32_t *id) {
+    if (!sp || sp->n_first == 0) return n;
+    for (size_t i = pos; i < n; i++) {
+        if (sp->n_first == 1) {
+            const uint8_t *q = (const uint8_t *)memchr(s + i, sp->only_first, n - i);
+            if (!q) return n;
+            i = (size_t)(q - s);
+        } else if (!sp->first[s[i]]) {
+            continue;
+        }
+        uint32_t node = 0, best = BPE_NONE;
+        size_t blen = 0;
+        for (size_t j = i; j < n; j++) {
+            uint32_t ch = sp->fc[node];
+            while (ch != BPE_NONE && sp->lab[ch] != s[j]) ch = sp->sib[ch];
+            if (ch == BPE_NONE) break;
+            node = ch;
+            if (sp->id[node] != BPE_NONE) best = sp->id[node], blen = j + 1 - i;
+        }
+        if (best != BPE_NONE) {
+            *len = blen;
+            *id = best;
+            return i;
+        }
+    }
+    return n;
+}
+
+static PyObject *Specials_find(SpecialsObject *self, PyObject *args) {
+    Py_buffer data;
+    Py_ssize_t pos = 0;
+    if (!PyArg_ParseTuple(args, "y*|n", &data, &pos)) return NULL;
+    size_t len = 0;
+    uint32_t id = BPE_NONE;
+    size_t n = (size_t)data.len;
+    size_t at = specials_find(self, (const uint8_t *)data.buf, n, pos < 0 ? 0 : (size_t)pos, &len, &id);
+    PyBuffer_Release(&data);
+    if (at >= n) Py_RETURN_NONE;
+    return Py_BuildValue("nnI", (Py_ssize_t)at, (Py_ssize_t)len, id);
+}
+
+static PyMethodDef Specials_methods[] = {
+    {"find", (PyCFunction)Specials_find, METH_VARARGS, "(start, length, id) of the leftmost-longest match, or None"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SpecialsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fstok.runtime._bpe.Specials",
+    .tp_basicsize = sizeof(SpecialsObject),
+    .tp_dealloc = (destructor)Specials_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "a set of special-token strings, matched leftmost-longest",
+    .tp_methods = Specials_methods,
+    .tp_init = (initproc)Specials_init,
+    .tp_new = PyType_GenericNew,
+};
+
+/* --- encoding a text: specials, DFA spans, BPE */
+
+#define SPAN_CHUNK 512
+
+typedef struct {
+    bpe_vec ids, starts; /* starts only when want_starts */
+    size_t count;        /* tokens already dropped from ids (count mode) */
+    size_t *ends;        /* split mode scratch */
+    size_t elen, ecap;
+    int want_starts, count_only;
+} enc_state;
+
+static void enc_free(enc_state *st) {
+    free(st->ids.ids);
+    free(st->starts.ids);
+    free(st->ends);
+    memset(st, 0, sizeof *st);
+}
+
+static inline int emit_span(const bpe_model *m, const uint8_t *s, size_t a, size_t b, enc_state *st) {
+    size_t before = st->ids.len;
+    if (bpe_encode_span(m, s + a, b - a, &st->ids)) return -1;
+    if (st->want_starts) {
+        if (bpe_vec_reserve(&st->starts, st->ids.len - before)) return -1;
+        size_t p = a;
+        for (size_t j = before; j < st->ids.len; j++) {
+            st->starts.ids[st->starts.len++] = (uint32_t)p;
+            uint32_t t = st->ids.ids[j];
+            p += m->dec_off[t + 1] - m->dec_off[t];
+        }
+    }
+    return 0;
+}
+
+static inline void count_flush(enc_state *st) {
+    if (st->count_only && st->ids.len > 4096) {
+        st->count += st->ids.len;
+        st->ids.len = 0;
+    }
+}
+
+/* pre-tokenize s[a:b) as a text of its own and BPE every piece (offsets absolute in s) */
+static int encode_segment(const ModelObject *self, const uint8_t *s, size_t a, size_t b, enc_state *st) {
+    const bpe_model *m = &self->m;
+    if (a >= b) return 0;
+    if (self->pt_mode == 0) {
+        size_t buf[2 * SPAN_CHUNK];
+        size_t pos = 0, n = b - a;
+        const uint8_t *base = s + a;
+        while (pos < n) {
+            size_t k = fstok_dfa_find_all(&self->lv[0], base, n, &pos, buf, SPAN_CHUNK);
+            for (size_t j = 0; j < k; j++)
+                if (emit_span(m, s, a + buf[2 * j], a + buf[2 * j + 1], st)) return -1;
+            count_flush(st);
+        }
+        return 0;
+    }
+    st->elen = 0;
+    if (fstok_dfa_split_isolated(self->lv, self->n_levels, s + a, b - a, &st->ends, &st->elen, &st->ecap)) return -1;
+    size_t prev = 0;
+    for (size_t j = 0; j < st->elen; j++) {
+        if (emit_span(m, s, a + prev, a + st->ends[j], st)) return -1;
+        prev = st->ends[j];
+        if ((j & 1023) == 1023) count_flush(st);
+    }
+    count_flush(st);
+    return 0;
+}
+
+static int emit_literal(uint32_t id, size_t at, enc_state *st) {
+    if (bpe_vec_reserve(&st->ids, 1)) return -1;
+    st->ids.ids[st->ids.len++] = id;
+    if (st->want_starts) {
+        if (bpe_vec_reserve(&st->starts, 1)) return -1;
+        st->starts.ids[st->starts.len++] = (uint32_t)at;
+    }
+    return 0;
+}
+
+/* split s[a:b) at the leftmost-longest matches of sp2 (second pass of HF's added vocabulary) */
+static int encode_gap(const ModelObject *self, const SpecialsObject *sp2, const uint8_t *s, size_t a, size_t b,
+                      enc_state *st) {
+    size_t pos = a;
+    while (pos < b) {
+        size_t len = 0;
+        uint32_t id = BPE_NONE;
+        size_t at = sp2 ? specials_find(sp2, s, b, pos, &len, &id) : b;
+        if (encode_segment(self, s, pos, at, st)) return -1;
+        if (at >= b) break;
+        if (emit_literal(id, at, st)) return -1;
+        pos = at + len;
+    }
+    return 0;
+}
+
+/* tiktoken `encode`: segments between allowed special tokens are pre-tokenized separately.
+ * sp2 (HF models): tokens searched in those segments afterwards, as HF's normalized added tokens. */
+static int encode_text(const ModelObject *self, const SpecialsObject *sp, const SpecialsObject *sp2, const uint8_t *s,
+                       size_t n, enc_state *st) {
+    if (bpe_vec_reserve(&st->ids, st->count_only ? 4096 + 512 : n / 4 + 16)) return -1;
+    size_t pos = 0;
+    while (pos < n) {
+        size_t len = 0;
+        uint32_t id = BPE_NONE;
+        size_t at = specials_find(sp, s, n, pos, &len, &id);
+        if (encode_gap(self, sp2, s, pos, at, st)) return -1;
+        if (at >= n) break;
+        if (emit_literal(id, at, st)) return -1;
+        pos = at + len;
+    }
+    return 0;
+}
+
+static int get_specials(PyObject *o, const SpecialsObject **out) {
+    *out = NULL;
+    if (o == Py_None) return 0;
+    if (!PyObject_TypeCheck(o, &SpecialsType)) {
+        PyErr_SetString(PyExc_TypeError, "specials must be a Specials object or None");
+        return -1;
+    }
+    *out = (const SpecialsObject *)o;
+    return 0;
+}
+
+static PyObject *enc_result(ModelObject *self, enc_state *st, int kind) {
+    PyObject *res = NULL;
+    if (kind == OUT_COUNT) {
+        res = PyLong_FromSize_t(st->count + st->ids.len);
+    } else if (kind == OUT_BYTES) {
+        res = vec_to_bytes(st->ids.ids, st->ids.len);
+    } else if (kind == OUT_LIST) {
+        res = ids_to_list(self, st->ids.ids, st->ids.len);
+    } else {
+        PyObject *ids = ids_to_list(self, st->ids.ids, st->ids.len);
+        PyObject *starts = ids ? vec_to_bytes(st->starts.ids, st->starts.len) : NULL;
+        if (ids && starts) res = PyTuple_Pack(2, ids, starts);
+        Py_XDECREF(ids);
+        Py_XDECREF(starts);
+    }
+    enc_free(st);
+    return res;
+}
+
+#define NOGIL_MIN 4096 /* below this many bytes the GIL round trip costs more than it frees */
+
+/* encode(text: str | bytes, specials: Specials | None, kind) ; str with lone surrogates raises
+ * UnicodeEncodeError (the caller repairs the text as tiktoken does and calls again) */
+static PyObject *Model_encode(ModelObject *self, PyObject *args) {
+    PyObject *text, *spo, *sp2o = Py_None;
+    int kind = OUT_LIST;
+    if (!PyArg_ParseTuple(args, "OO|iO", &text, &spo, &kind, &sp2o)) return NULL;
+    if (self->pt_mode < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
+        return NULL;
+    }
+    const SpecialsObject *sp, *sp2;
+    if (get_specials(spo, &sp) || get_specials(sp2o, &sp2)) return NULL;
+    const uint8_t *s;
+    Py_ssize_t n;
+    Py_buffer view = {0};
+    if (PyUnicode_Check(text)) {
+        s = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, &n);
+        if (!s) return NULL;
+    } else {
+        if (PyObject_GetBuffer(text, &view, PyBUF_SIMPLE) < 0) return NULL;
+        s = (const uint8_t *)view.buf;
+        n = view.len;
+    }
+    if ((uint64_t)n >= 0xFFFFFFF0ull) {
+        if (view.obj) PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "text longer than 4 GiB");
+        return NULL;
+    }
+    enc_state st = {0};
+    st.want_starts = kind == OUT_OFFSETS;
+    st.count_only = kind == OUT_COUNT;
+    int rc;
+    Py_INCREF(spo);
+    Py_INCREF(sp2o);
+    if (n >= NOGIL_MIN) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = encode_text(self, sp, sp2, s, (size_t)n, &st);
+        Py_END_ALLOW_THREADS
+    } else {
+        rc = encode_text(self, sp, sp2, s, (size_t)n, &st);
+    }
+    Py_DECREF(spo);
+    Py_DECREF(sp2o);
+    if (view.obj) PyBuffer_Release(&view);
+    if (rc) {
+        enc_free(&st);
+        return PyErr_NoMemory();
+    }
+    return enc_result(self, &st, kind);
+}
+
+/* encode_segments(data, segs u32[3k], kind): (start, end, literal) triples; literal == 0xFFFFFFFF means
+ * "pre-tokenize data[start:end) as a text of its own and BPE it", else emit the literal id. */
+static PyObject *Model_encode_segments(ModelObject *self, PyObject *args) {
+    Py_buffer data, segs;
+    int kind = OUT_LIST;
+    if (!PyArg_ParseTuple(args, "y*y*|i", &data, &segs, &kind)) return NULL;
+    const uint8_t *s = (const uint8_t *)data.buf;
+    const uint32_t *sg = (const uint32_t *)segs.buf;
+    size_t k = (size_t)segs.len / 12, n = (size_t)data.len;
+    int bad = self->pt_mode < 0 || n >= 0xFFFFFFF0ull;
+    for (size_t i = 0; i < k && !bad; i++) bad = sg[3 * i] > sg[3 * i + 1] || sg[3 * i + 1] > n;
+    if (bad) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&segs);
+        PyErr_SetString(PyExc_ValueError, "segment out of range (or no compiled pre-tokenizer)");
+        return NULL;
+    }
+    enc_state st = {0};
+    st.want_starts = kind == OUT_OFFSETS;
+    st.count_only = kind == OUT_COUNT;
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    rc = bpe_vec_reserve(&st.ids, n / 4 + 16);
+    for (size_t i = 0; i < k && !rc; i++) {
+        if (sg[3 * i + 2] != BPE_NONE) rc = emit_literal(sg[3 * i + 2], sg[3 * i], &st);
+        else rc = encode_segment(self, s, sg[3 * i], sg[3 * i + 1], &st);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&data);
+    PyBuffer_Release(&segs);
+    if (rc) {
+        enc_free(&st);
+        return PyErr_NoMemory();
+    }
+    return enc_result(self, &st, kind);
+}
+
+/* --- batches on pthreads */
+typedef struct {
+    const ModelObject *self;
+    const SpecialsObject *sp, *sp2;
+    const uint8_t **s;
+    size_t *n;
+    enc_state *st;
+    int *rc;
+    size_t count, next;
+    int kind;
+    pthread_mutex_t mu;
+} batch_job;
+
+static void *batch_worker(void *arg) {
+    batch_job *j = (batch_job *)arg;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        size_t i = j->next;
+        j->next += 1;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->count) break;
+        if (!j->s[i]) continue;
+        j->st[i].count_only = j->kind == OUT_COUNT;
+        j->rc[i] = encode_text(j->self, j->sp, j->sp2, j->s[i], j->n[i], &j->st[i]);
+    }
+    return NULL;
+}
+
+/* encode_batch(texts: list[str], specials, num_threads, kind) -> list (None where the text has lone
+ * surrogates: the caller repairs those) */
+static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
+    PyObject *seq, *spo, *sp2o = Py_None;
+    int nthreads = 1, kind = OUT_LIST;
+    if (!PyArg_ParseTuple(args, "OOi|iO", &seq, &spo, &nthreads, &kind, &sp2o)) return NULL;
+    if (self->pt_mode < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
+        return NULL;
+    }
+    if (kind != OUT_LIST && kind != OUT_COUNT) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch kind must be list or count");
+        return NULL;
+    }
+    const SpecialsObject *sp, *sp2;
+    if (get_specials(spo, &sp) || get_specials(sp2o, &sp2)) return NULL;
+    PyObject *fast = PySequence_Fast(seq, "encode_batch expects a sequence of str");
+    if (!fast) return NULL;
+    size_t count = (size_t)PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    const uint8_t **s = (const uint8_t **)calloc(count + 1, sizeof(*s));
+    size_t *n = (size_t *)calloc(count + 1, sizeof(*n));
+    enc_state *st = (enc_state *)calloc(count + 1, sizeof(*st));
+    int *rc = (int *)calloc(count + 1, sizeof(int));
+    PyObject *res = NULL;
+    size_t total = 0;
+    if (!s || !n || !st || !rc) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (size_t i = 0; i < count; i++) {
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_Format(PyExc_TypeError, "texts must be str, got %.80s", Py_TYPE(items[i])->tp_name);
+            goto done;
+        }
+        Py_ssize_t len;
+        s[i] = (const uint8_t *)PyUnicode_AsUTF8AndSize(items[i], &len);
+        if (!s[i]) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) goto done;
+            PyErr_Clear();
+            continue;
+        }
+        if ((uint64_t)len >= 0xFFFFFFF0ull) {
+            PyErr_SetString(PyExc_ValueError, "text longer than 4 GiB");
+            goto done;
+        }
+        n[i] = (size_t)len;
+        total += n[i];
+    }
+    {
+        batch_job job = {self, sp, sp2, s, n, st, rc, count, 0, kind};
+        if (nthreads < 1) nthreads = 1;
+        if ((size_t)nthreads > count) nthreads = (int)(count ? count : 1);
+        if (nthreads > 256) nthreads = 256;
+        pthread_mutex_init(&job.mu, NULL);
+        if (nthreads == 1 && total < NOGIL_MIN) {
+            batch_worker(&job);
+        } else {
+            Py_BEGIN_ALLOW_THREADS
+            pthread_t th[256];
+            int started = 0;
+            for (int k = 1; k < nthreads; k++)
+                if (pthread_create(&th[started], NULL, batch_worker, &job) == 0) started++;
+            batch_worker(&job);
+            for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+            Py_END_ALLOW_THREADS
+        }
+        pthread_mutex_destroy(&job.mu);
+    }
+    res = PyList_New((Py_ssize_t)count);
+    if (!res) goto done;
+    for (size_t i = 0; i < count; i++) {
+        PyObject *o;
+        if (!s[i]) {
+            o = Py_None;
+            Py_INCREF(o);
+        } else if (rc[i]) {
+            Py_CLEAR(res);
+            PyErr_NoMemory();
+            goto done;
+        } else if (kind == OUT_COUNT) {
+            o = PyLong_FromSize_t(st[i].count + st[i].ids.len);
+        } else {
+            o = ids_to_list(self, st[i].ids.ids, st[i].ids.len);
+        }
+        if (!o) {
+            Py_CLEAR(res);
+            goto done;
+        }
+        PyList_SET_ITEM(res, (Py_ssize_t)i, o);
+    }
+done:
+    if (st)
+        for (size_t i = 0; i < count; i++) enc_free(&st[i]);
+    free(s), free(n), free(st), free(rc);
+    Py_DECREF(fast);
+    return res;
+}
+
 /* self_check() -> (failures, first failing external id or -1): every reachable token must encode to
  * itself with each span encoder (short sweep, heap and, when valid, backtracking). */
 static PyObject *Model_self_check(ModelObject *self, PyObject *noargs) {
@@ -842,6 +1400,10 @@ static PyMethodDef Model_methods[] = {
     {"encode_piece", (PyCFunction)Model_encode_piece, METH_VARARGS, "encode one pre-token with a chosen encoder"},
     {"decode_bytes", (PyCFunction)Model_decode_bytes, METH_O, "token ids -> bytes"},
     {"span_lookup", (PyCFunction)Model_span_lookup, METH_VARARGS, "whole-span lookup: bytes -> id or None"},
+    {"set_pretokenizer", (PyCFunction)Model_set_pretokenizer, METH_VARARGS, "attach the regex DFA levels"},
+    {"encode", (PyCFunction)Model_encode, METH_VARARGS, "encode a text (str or UTF-8 bytes)"},
+    {"encode_segments", (PyCFunction)Model_encode_segments, METH_VARARGS, "encode (start, end, literal) segments"},
+    {"encode_batch", (PyCFunction)Model_encode_batch, METH_VARARGS, "encode a list of str on threads"},
     {"_tune", (PyCFunction)Model_tune, METH_VARARGS, "set short_max / backtracking (tests, benchmarks)"},
     {"self_check", (PyCFunction)Model_self_check, METH_NOARGS, "every reachable token encodes to itself"},
     {NULL, NULL, 0, NULL},
@@ -871,11 +1433,18 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_bpe", "fstok byt
 
 PyMODINIT_FUNC PyInit__bpe(void) {
     if (PyType_Ready(&ModelType) < 0) return NULL;
+    if (PyType_Ready(&SpecialsType) < 0) return NULL;
     PyObject *mod = PyModule_Create(&moduledef);
     if (!mod) return NULL;
     Py_INCREF(&ModelType);
     if (PyModule_AddObject(mod, "Model", (PyObject *)&ModelType) < 0) {
         Py_DECREF(&ModelType);
+        Py_DECREF(mod);
+        return NULL;
+    }
+    Py_INCREF(&SpecialsType);
+    if (PyModule_AddObject(mod, "Specials", (PyObject *)&SpecialsType) < 0) {
+        Py_DECREF(&SpecialsType);
         Py_DECREF(mod);
         return NULL;
     }
