@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--encoding", default="bert-base-uncased")
     ap.add_argument("--no-hf", action="store_true")
     ap.add_argument("--no-baselines", action="store_true")
+    ap.add_argument("--plot", metavar="DIR", help="also write PNG figures (latency vs length, vs chunk size) to DIR")
     args = ap.parse_args()
     threads = [int(x) for x in args.threads.split(",")]
     tok = fstok.get_encoding(args.encoding)
@@ -108,6 +109,66 @@ def main() -> None:
                 note = "accuracy = ids == fstok one-shot"
             print(f"{name:<26}{nt:>8}{best[0] * 1e3:>9.1f}{med:>9.1f}{best[1] * 1e3:>9.1f}"
                   f"{best[0] * 1e3 / ref_ms:>12.2f}{acc[k]:>10.1f}  {note}")
+    if args.plot:
+        plots(tok, args, threads)
+
+
+def plots(tok, args, threads) -> None:
+    """latency_vs_length.png (4k .. ~1M tokens, english) and latency_vs_chunk.png (1 MB english)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(args.plot, exist_ok=True)
+    full = prefix_bytes("english", 6.0)
+    nt = max(threads)
+
+    def best(fn, reps=3):
+        fn()
+        out = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t0)
+        return min(out) * 1e3
+
+    sizes = [int(len(full) * f) for f in (0.004, 0.01, 0.03, 0.1, 0.3, 0.7)]
+    series = {"fstok one-shot": [], f"fstok safe {nt}t": [], f"fstok lopt {nt}t": []}
+    ntoks = []
+    for sz in sizes:
+        text = full[:sz]
+        ntoks.append(len(tok.encode(text)))
+        series["fstok one-shot"].append(best(lambda: tok.encode(text)))
+        series[f"fstok safe {nt}t"].append(best(lambda: encode_long(tok, text, num_threads=nt, strategy="safe")))
+        series[f"fstok lopt {nt}t"].append(best(lambda: encode_long(tok, text, num_threads=nt, strategy="lopt")))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, ys in series.items():
+        ax.loglog(ntoks, ys, marker="o", label=name)
+    ax.set_xlabel("tokens")
+    ax.set_ylabel("latency (ms, best of 3)")
+    ax.set_title(f"{args.encoding}, english; cpu_count {os.cpu_count()}")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.plot, "latency_vs_length.png"), dpi=120)
+    text = prefix_bytes("english", args.mb)
+    chunks = [2 ** k for k in range(12, 21) if 2 ** k < len(text)]
+    ys = {"lopt": [], "safe": []}
+    for c in chunks:
+        for strategy in ys:
+            ys[strategy].append(best(lambda: encode_long(tok, text, num_threads=nt, chunk_chars=c, strategy=strategy)))
+    one = best(lambda: tok.encode(text))
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for strategy, v in ys.items():
+        ax.semilogx(chunks, v, marker="o", label=f"fstok {strategy} {nt}t")
+    ax.axhline(one, color="gray", ls="--", label="fstok one-shot")
+    ax.set_xlabel("chunk length (chars)")
+    ax.set_ylabel("latency (ms, best of 3)")
+    ax.set_title(f"{len(text) / 1e6:.1f} MB english")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.plot, "latency_vs_chunk.png"), dpi=120)
+    print(f"\nwrote {args.plot}/latency_vs_length.png, {args.plot}/latency_vs_chunk.png")
 
 
 if __name__ == "__main__":
