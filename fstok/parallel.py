@@ -86,6 +86,14 @@ def _is_fstok_wordpiece(tok: Any) -> bool:
     return isinstance(tok, WordPieceTokenizer)
 
 
+def _is_fstok_bpe(tok: Any) -> bool:
+    try:
+        from fstok.bpe import BPETokenizer
+    except Exception:  # pragma: no cover
+        return False
+    return isinstance(tok, BPETokenizer)
+
+
 def max_token_chars(tok: Any) -> int:
     """Longest vocabulary token in characters (the theorem's T); continuation prefixes ("##") and
     byte-level markers count as they are spelled, which only over-estimates. 16 when unknown."""
@@ -191,6 +199,8 @@ class _Encoder:
         """One-shot ids with the same semantics as the chunk encoder (``encode_with_offsets``)."""
         if self.fast_np:
             return self.tok.encode(text)
+        if not self.kw and _is_fstok_bpe(self.tok):
+            return self.tok.encode_ordinary(text)  # == encode_with_offsets ids, without the offsets work
         return list(self.tok.encode_with_offsets(text, **self.kw)[0])
 
 

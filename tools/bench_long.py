@@ -3,6 +3,7 @@
 
     tools/bench long                       # ~1 MB english + chinese_long, bert-base-uncased, 1 and 2 threads
     tools/bench long --mb 0.25 --reps 7 --threads 1,2,4 --encoding bert-base-multilingual-cased
+    tools/bench long --encoding cl100k_base     # fstok BPE: one-shot vs LoPT (+ baselines)
 
 Rows: HF one-shot, HF LoPT (HFOffsetsAdapter), fstok one-shot, fstok LoPT, fstok safe split, and when
 tools/lopt_baselines.py is present the delimiter (whitespace/comma/period) and id-overlap baselines over
@@ -48,7 +49,7 @@ def main() -> None:
     threads = [int(x) for x in args.threads.split(",")]
     tok = fstok.get_encoding(args.encoding)
     hf = None
-    if not args.no_hf:
+    if not args.no_hf and args.encoding.startswith("bert"):
         try:
             from tokenizers import BertWordPieceTokenizer
 
@@ -70,15 +71,17 @@ def main() -> None:
           f"cpu = process CPU ms of the min run")
     for doc in args.docs.split(","):
         text = prefix_bytes(doc, args.mb)
-        ref = tok.encode(text)
+        one_shot = getattr(tok, "encode_ordinary", None) if not args.encoding.startswith("bert") else None
+        one_shot = one_shot or tok.encode
+        ref = one_shot(text)
         hf_ref = hf.encode(text) if hf is not None else None
         # (name, threads, fn, reference, stats)
         methods = []
         if hf is not None:
             methods.append(("HF one-shot", 1, lambda: hf.encode(text), ref, None))
-        methods.append(("fstok one-shot", 1, lambda: tok.encode(text), ref, None))
+        methods.append(("fstok one-shot", 1, lambda: one_shot(text), ref, None))
         for nt in threads:
-            for strategy in ("safe", "lopt"):
+            for strategy in (("safe", "lopt") if args.encoding.startswith("bert") else ("lopt",)):
                 st = LoptStats()
                 methods.append((f"fstok {strategy}", nt, (lambda nt=nt, strategy=strategy, st=st: encode_long(
                     tok, text, num_threads=nt, strategy=strategy, stats=st)), ref, st))
