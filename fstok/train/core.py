@@ -78,13 +78,18 @@ def _check_files(paths: list[str]) -> int:
 # ------------------------------------------------------------------ progress
 
 class ProgressBar:
-    """A one-line progress bar on a stream (stderr): phase, percentage, rate, ETA."""
+    """A one-line progress bar on a stream (stderr): phase, percentage, rate, ETA.
+
+    Called as bar(phase, done, total); a new phase finishes the previous line."""
 
     def __init__(self, stream=None, min_interval: float = 0.1, width: int = 28):
         self.stream = stream if stream is not None else sys.stderr
         self.min_interval = min_interval
         self.width = width
         self._phase = None
+        self._done = 0
+        self._total = None
+        self._finished = False
         self._t0 = 0.0
         self._last = 0.0
         self._line_len = 0
@@ -92,41 +97,51 @@ class ProgressBar:
     def __call__(self, phase: str, done: int, total: int | None) -> None:
         now = time.perf_counter()
         if phase != self._phase:
-            if self._phase is not None:
-                self._draw(self._phase, self._done, self._total, now, final=True)
-            self._phase, self._t0, self._last = phase, now, 0.0
+            self.close()
+            self._phase, self._t0, self._last, self._finished = phase, now, 0.0, False
+        if self._finished:
+            return
         self._done, self._total = done, total
         final = total is not None and done >= total
         if not final and now - self._last < self.min_interval:
             return
         self._last = now
-        self._draw(phase, done, total, now, final=final)
+        self._draw(now, final)
 
     def close(self) -> None:
-        if self._phase is not None:
-            self._draw(self._phase, self._done, self._total, time.perf_counter(), final=True)
-            self._phase = None
+        if self._phase is not None and not self._finished:
+            self._draw(time.perf_counter(), True)
+        self._phase = None
 
-    def _draw(self, phase, done, total, now, final=False):
-        el = max(now - self._t0, 1e-9)
-        rate = done / el
-        unit = "merges/s" if phase == "merge" else ("MB/s" if phase == "pretokenize" else "/s")
-        shown_rate = rate / 1e6 if phase == "pretokenize" else rate
+    def _draw(self, now: float, final: bool) -> None:
+        phase, done, total = self._phase, self._done, self._total
+        el = now - self._t0
+        rate = done / el if el > 0.02 else None
+        if phase == "pretokenize":
+            rate_s = f"{rate / 1e6:6.1f} MB/s" if rate is not None else "    -- MB/s"
+            amount = f"{done / 1e6:.1f}/{total / 1e6:.1f} MB" if total else f"{done:,} docs"
+        else:
+            rate_s = f"{rate:9,.0f} {phase}s/s" if rate is not None else f"       -- {phase}s/s"
+            amount = f"{done:,}/{total:,}" if total else f"{done:,}"
         if total:
             frac = min(done / total, 1.0)
             fill = int(frac * self.width)
             bar = "#" * fill + "-" * (self.width - fill)
-            eta = (total - done) / rate if rate > 0 and done < total else 0.0
-            if phase == "pretokenize":
-                txt = f"{phase:>11} [{bar}] {frac * 100:5.1f}% {done / 1e6:.1f}/{total / 1e6:.1f} MB {shown_rate:.1f} {unit} ETA {eta:5.1f}s"
+            if final:
+                tail = f"done in {el:.2f}s"
+            elif rate:
+                tail = f"ETA {(total - done) / rate:6.1f}s"
             else:
-                txt = f"{phase:>11} [{bar}] {frac * 100:5.1f}% {done}/{total} {shown_rate:,.0f} {unit} ETA {eta:5.1f}s"
+                tail = "ETA     --"
+            txt = f"{phase:>11} [{bar}] {frac * 100:5.1f}% {amount} {rate_s} {tail}"
         else:
-            txt = f"{phase:>11} {done:,} {shown_rate:,.1f} {unit} {el:.1f}s"
+            txt = f"{phase:>11} {amount} {rate_s} {el:.1f}s"
         pad = max(0, self._line_len - len(txt))
         self.stream.write("\r" + txt + " " * pad + ("\n" if final else ""))
         self.stream.flush()
         self._line_len = 0 if final else len(txt)
+        if final:
+            self._finished = True
 
 
 def _progress_fn(progress) -> tuple[Callable | None, Callable | None]:
@@ -161,6 +176,8 @@ def count_corpus(
     if kind == "files":
         total = _check_files(src)
         state = {"base": 0}
+        if report is not None:
+            report("pretokenize", 0, total)
 
         def chunks():
             for p in src:
@@ -224,6 +241,8 @@ def merge_loop(
     native = _native() if backend != "python" else None
     if backend == "native" and native is None:
         raise RuntimeError("the native trainer fstok.runtime._train is not built (pip install -e .)")
+    if progress is not None:
+        progress("merge", 0, num_merges)
     tokens = [bytes([i]) for i in range(256)]
     merges: list[tuple[bytes, bytes]] = []
     counts: list[int] = []
