@@ -12,7 +12,7 @@ from typing import Optional
 import networkx as nx
 import numpy as np
 
-from .compile.wordpiece import NONE
+from .compile.wordpiece import NONE, node_fields
 
 
 def summary(tok, sample: Optional[str] = None) -> dict:
@@ -45,14 +45,15 @@ def summary(tok, sample: Optional[str] = None) -> dict:
 
 def _strings(tok) -> list[bytes]:
     a, m = tok._tables, tok._art.meta
-    es, el, et = a["wp.edge_start"], a["wp.edge_label"], a["wp.edge_target"]
+    es, nc, _, _ = node_fields(a["wp.node"])
+    el, et = a["wp.edge_label"], a["wp.edge_target"]
     n = int(m["n_nodes"])
     out: list[Optional[bytes]] = [None] * n
     out[m["root"]] = b""
     stack = [int(m["root"])]
     while stack:
         u = stack.pop()
-        for i in range(int(es[u]), int(es[u + 1])):
+        for i in range(int(es[u]), int(es[u] + nc[u])):
             v = int(et[i])
             out[v] = out[u] + bytes([int(el[i])])
             stack.append(v)
@@ -66,7 +67,8 @@ def to_networkx(tok, max_states: int = 200_000) -> nx.MultiDiGraph:
         raise ValueError(f"trie has {n} states (> max_states={max_states}); pass a larger max_states to export it")
     strings = _strings(tok)
     pool = a["wp.pool"]
-    es, el, et, fail, pops = a["wp.edge_start"], a["wp.edge_label"], a["wp.edge_target"], a["wp.fail"], a["wp.pops"]
+    es, nc, _, row = node_fields(a["wp.node"])
+    el, et, fail, pops = a["wp.edge_label"], a["wp.edge_target"], a["wp.fail"], a["wp.pops"]
     g = nx.MultiDiGraph(name=tok.name, suffix_indicator=tok.options["continuing_subword_prefix"])
     t2i = tok._t2i
     for v in range(n):
@@ -74,9 +76,9 @@ def to_networkx(tok, max_states: int = 200_000) -> nx.MultiDiGraph:
         p = int(pops[v])
         plist = [tok.id_to_token(int(x)) for x in pool[p >> 8:(p >> 8) + (p & 0xFF)]] if fail[v] != NONE else []
         g.add_node(v, label=label, token=t2i.get(label, -1) if v != m["root"] else -1,
-                   pops=" ".join(plist), dense=bool(v < m["n_dense"]))
+                   pops=" ".join(plist), dense=bool(row[v] != 0xFFFF))
     for u in range(n):
-        for i in range(int(es[u]), int(es[u + 1])):
+        for i in range(int(es[u]), int(es[u] + nc[u])):
             b = int(el[i])
             g.add_edge(u, int(et[i]), kind="trie", label=chr(b) if 32 < b < 127 else f"\\x{b:02x}")
         if fail[u] != NONE:

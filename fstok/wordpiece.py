@@ -20,7 +20,7 @@ import numpy as np
 
 from . import artifact as art
 from .compile.bert_normalize import BertNormOptions, build_norm_table, facts
-from .compile.wordpiece import NONE, build_tables
+from .compile.wordpiece import NONE, build_tables, node_fields
 from .loaders.bert import WordPieceSource, read_tokenizer_json, read_vocab_txt
 
 _NORM1_LEN = 0x110000 >> 8
@@ -125,7 +125,7 @@ class WordPieceTokenizer:
 
         try:
             arrs = {k: a.array(k) for k in (
-                "wp.edge_start", "wp.edge_label", "wp.edge_target", "wp.fail", "wp.pops", "wp.pool",
+                "wp.node", "wp.edge_label", "wp.edge_target", "wp.fail", "wp.pops", "wp.pool",
                 "wp.dense_target", "wp.dense_pops", "wp.suffix_word", "norm.stage1", "norm.stage2", "norm.pool",
                 "vocab.bytes", "vocab.offs")}
             n, nd = int(m["n_nodes"]), int(m["n_dense"])
@@ -136,21 +136,31 @@ class WordPieceTokenizer:
             maxc = int(opts["max_input_chars_per_word"])
         except (KeyError, TypeError, ValueError) as e:
             raise bad(f"missing or malformed field ({e})") from None
-        dt = {"wp.edge_label": "|u1", "norm.stage1": "<u2", "vocab.bytes": "|u1"}
+        dt = {"wp.edge_label": "|u1", "norm.stage1": "<u2", "vocab.bytes": "|u1", "wp.node": "<u8"}
         for k, v in arrs.items():
             if v.dtype.str != dt.get(k, "<u4"):
                 raise bad(f"{k} has dtype {v.dtype.str}")
-        es, el, et = arrs["wp.edge_start"], arrs["wp.edge_label"], arrs["wp.edge_target"]
+        node, el, et = arrs["wp.node"], arrs["wp.edge_label"], arrs["wp.edge_target"]
         voffs, vbytes = arrs["vocab.offs"], arrs["vocab.bytes"]
         V = len(voffs) - 1
-        if len(es) != n + 1 or len(arrs["wp.fail"]) != n or len(arrs["wp.pops"]) != n or not (0 <= nd <= n):
+        if len(node) != n or len(arrs["wp.fail"]) != n or len(arrs["wp.pops"]) != n or not (0 <= nd <= n):
             raise bad("node array sizes")
         if len(arrs["wp.dense_target"]) != nd * 256 or len(arrs["wp.dense_pops"]) != nd * 256:
             raise bad("dense row sizes")
         if not (0 <= root < n and 0 <= sroot < n) or V < 1:
             raise bad("root / vocabulary size")
-        if es[0] != 0 or es[-1] != len(el) or len(et) != len(el) or np.any(np.diff(es.astype(np.int64)) < 0):
-            raise bad("edge offsets")
+        es, nc, first, row = node_fields(node)
+        if len(et) != len(el) or np.any(es + nc > len(el)):
+            raise bad("edge ranges")
+        if np.any((row != 0xFFFF) & (row >= nd)):
+            raise bad("dense row index")
+        kids = np.nonzero((nc > 0) & (row == 0xFFFF))[0]
+        if len(kids):
+            if int(kids.max()) + 1 >= n:
+                raise bad("implicit first child out of range")
+            e0 = es[kids]
+            if np.any(el[e0] != first[kids]) or np.any(et[e0] != kids + 1):
+                raise bad("first-child records disagree with the edge list")
         if len(et) and int(et.max()) >= n:
             raise bad("edge target out of range")
         f = arrs["wp.fail"]
@@ -204,7 +214,7 @@ class WordPieceTokenizer:
         self._prefix = prefix
         self._tok_len = tok_len
         self._model = _native().Model(
-            es, el, et, f, arrs["wp.pops"], pool, dtg, arrs["wp.dense_pops"], tok_len, s1, s2, npool,
+            node, el, et, f, arrs["wp.pops"], pool, dtg, arrs["wp.dense_pops"], tok_len, s1, s2, npool,
             sw[:n_sw] if n_sw else np.zeros(0, np.uint32),
             n, nd, root, sroot, len(prefix.encode("utf-8")), self.unk_id, maxc, bool(opts["strip"]))
         self._specials = list(m.get("special_tokens", []))

@@ -205,7 +205,9 @@ def test_crafted_tables_with_valid_checksum(art_bytes):
         ("wp.pops", lambda x: x.__setitem__(7, (10**7 << 8) | 3)),
         ("wp.dense_target", lambda x: x.__setitem__(3, 10**8)),
         ("norm.stage1", lambda x: x.__setitem__(2, 60000)),
-        ("wp.edge_start", lambda x: x.__setitem__(3, 10**9)),
+        ("wp.node", lambda x: x.__setitem__(3, np.uint64(10**9))),
+        ("wp.node", lambda x: x.__setitem__(0, np.uint64(0xFFFE) << np.uint64(48))),
+        ("wp.edge_label", lambda x: x.__setitem__(slice(None), x[::-1].copy())),
     ]:
         s2 = {k: v.copy() for k, v in secs.items()}
         mutate(s2[key])

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fstok.compile.wordpiece import NONE, build_tables
+from fstok.compile.wordpiece import NONE, build_tables, node_fields
 from fstok.reference.wordpiece import TableExecutor, original_maxmatch
 from fstok.wordpiece import WordPieceTokenizer
 from fstok.loaders.bert import WordPieceSource
@@ -33,12 +33,13 @@ def test_figure1_failure_links_and_pops():
     tok = make(FIG1)
     a, m = tok._tables, tok._art.meta
     # map node -> string by walking the trie
-    es, el, et = a["wp.edge_start"], a["wp.edge_label"], a["wp.edge_target"]
+    es, nc, _, _ = node_fields(a["wp.node"])
+    el, et = a["wp.edge_label"], a["wp.edge_target"]
     strings = {m["root"]: b""}
     stack = [m["root"]]
     while stack:
         u = stack.pop()
-        for i in range(es[u], es[u + 1]):
+        for i in range(es[u], es[u] + nc[u]):
             v = int(et[i])
             strings[v] = strings[u] + bytes([el[i]])
             stack.append(v)

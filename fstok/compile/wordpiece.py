@@ -8,12 +8,15 @@ r# = the node of the suffix indicator).  Failure links f(v) and failure pops F(v
 Algorithm 2 (BFS from r and r#).  Because a byte trie of a 120k vocabulary has ~10^6
 (state x byte) pairs per 1k states, a full delta'/sigma' table does not fit; the layout is:
 
+  * every state has one 8-byte record: first edge index | #children | first label | dense row.
+    States are numbered in DFS preorder (children in label order), so the first child of u
+    is u + 1: the common transition costs one record read, and walking down a word reads
+    consecutive records.
   * dense rows: for the D "hub" states (r, r#, and every state with fan-out >= DENSE_FANOUT)
-    the FST form of Section 3.6 is stored in full: dense_target[u*256+b] = delta'(u, b) and
-    dense_pops[u*256+b] = sigma'(u, b).  One lookup per byte, failure chains resolved offline.
-    States are numbered so that the hubs are 0..D-1 (one compare tells the row kind).
-  * sparse states: sorted child labels (CSR) + f(v) + F(v).  A miss follows f(v), which
-    almost always lands on a hub (r# for suffixes), so chains are short.
+    the FST form of Section 3.6 is stored in full: dense_target[row*256+b] = delta'(u, b) and
+    dense_pops[row*256+b] = sigma'(u, b).  One lookup per byte, failure chains resolved offline.
+  * other children: sorted labels + targets (CSR); a miss follows f(v), which almost always
+    lands on a hub (r# for suffixes), so chains are short.
 
 All pops (F and sigma') live in one flat uint32 pool of token ids; a node or row entry holds
 `offset << 8 | length` (0 = no pops).  Lists with no new pops share their parent's slice.
@@ -90,6 +93,13 @@ class TrieBuild:
         return u
 
 
+def node_fields(node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Unpack state records: (first edge index, number of children (<=255), first label, dense row or 0xFFFF)."""
+    node = node.astype(np.uint64, copy=False)
+    return ((node & np.uint64(0xFFFFFFFF)).astype(np.int64), ((node >> np.uint64(32)) & np.uint64(0xFF)).astype(np.int64),
+            ((node >> np.uint64(40)) & np.uint64(0xFF)).astype(np.int64), (node >> np.uint64(48)).astype(np.int64))
+
+
 def build_tables(tokens: list[str], token_to_id: dict[str, int], unk_token: str, prefix: str, max_chars: int,
                  dense_fanout: int = DENSE_FANOUT) -> tuple[dict[str, np.ndarray], dict]:
     """Build the trie, failure links/pops and dense rows. Returns (sections, meta)."""
@@ -125,27 +135,29 @@ def build_tables(tokens: list[str], token_to_id: dict[str, int], unk_token: str,
                     pops[v] = pops[u] + tuple(zpops) if zpops else pops[u]
             queue.append(v)
 
-    # State numbering: hubs first (root, suffix root, high fan-out), then BFS order.
-    bfs = [root]
-    seen = bytearray(n)
-    seen[root] = 1
-    i = 0
-    while i < len(bfs):
-        for _, v in sorted(t.children[bfs[i]].items()):
-            if not seen[v]:
-                seen[v] = 1
-                bfs.append(v)
-        i += 1
-    hubs = [root] + ([suffix_root] if suffix_root != root else [])
-    hubset = set(hubs)
-    for u in bfs:
-        if u not in hubset and len(t.children[u]) >= dense_fanout:
-            hubs.append(u)
-            hubset.add(u)
-    order = hubs + [u for u in bfs if u not in hubset]
+    # State numbering: DFS preorder with children in label order, so the first child of
+    # state u is u + 1 and a walk down the trie reads consecutive records (cache lines).
+    order: list[int] = []
+    stack = [root]
+    while stack:
+        u = stack.pop()
+        order.append(u)
+        for _, v in sorted(t.children[u].items(), reverse=True):
+            stack.append(v)
+    if len(order) != n:
+        raise VocabError("internal error: trie is not connected")
     newid = [0] * n
     for k, u in enumerate(order):
         newid[u] = k
+    hubs = [root] + ([suffix_root] if suffix_root != root else [])
+    hubset = set(hubs)
+    for u in order:
+        if u not in hubset and (len(t.children[u]) >= dense_fanout or len(t.children[u]) >= 255):
+            hubs.append(u)
+            hubset.add(u)
+    if len(hubs) >= 0xFFFF:
+        raise VocabError(f"{len(hubs)} dense rows exceed the record format (max 65534); raise dense_fanout")
+    hub_row = {u: k for k, u in enumerate(hubs)}
     n_dense = len(hubs)
 
     # Pops pool with slice sharing.
@@ -166,19 +178,22 @@ def build_tables(tokens: list[str], token_to_id: dict[str, int], unk_token: str,
             raise VocabError("failure-pop pool exceeds 2^24 entries")
         return (off << 8) | len(p)
 
-    edge_start = np.zeros(n + 1, dtype=np.uint32)
+    node_rec = np.zeros(n, dtype=np.uint64)
     labels: list[int] = []
     targets: list[int] = []
     fail_arr = np.full(n, NONE, dtype=np.uint32)
     pops_arr = np.zeros(n, dtype=np.uint32)
     for k, u in enumerate(order):
-        edge_start[k] = len(labels)
-        for c, v in sorted(t.children[u].items()):
+        kids = sorted(t.children[u].items())
+        es = len(labels)
+        for c, v in kids:
             labels.append(c)
             targets.append(newid[v])
+        first = kids[0][0] if kids else 0
+        row = hub_row.get(u, 0xFFFF)
+        node_rec[k] = es | (min(len(kids), 255) << 32) | (first << 40) | (row << 48)
         fail_arr[k] = NONE if fail[u] == NONE else newid[fail[u]]
         pops_arr[k] = pack(pops[u])
-    edge_start[n] = len(labels)
 
     dense_target = np.full(n_dense * 256, FAIL, dtype=np.uint32)
     dense_pops = np.zeros(n_dense * 256, dtype=np.uint32)
@@ -191,12 +206,9 @@ def build_tables(tokens: list[str], token_to_id: dict[str, int], unk_token: str,
             if z != NONE:
                 dense_target[k * 256 + b] = newid[t.children[z][b]]
                 dense_pops[k * 256 + b] = pack(tuple(acc))
-            else:
-                dense_target[k * 256 + b] = FAIL
-                dense_pops[k * 256 + b] = 0
 
     sections = {
-        "wp.edge_start": edge_start,
+        "wp.node": node_rec,
         "wp.edge_label": np.array(labels, dtype=np.uint8),
         "wp.edge_target": np.array(targets, dtype=np.uint32),
         "wp.fail": fail_arr,

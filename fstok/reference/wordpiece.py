@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..compile.wordpiece import NONE, original_maxmatch  # noqa: F401  (re-exported oracle)
+from ..compile.wordpiece import NONE, node_fields, original_maxmatch  # noqa: F401  (re-exported oracle)
 
 KIND_REG, KIND_DEL, KIND_SPACE, KIND_ISO, KIND_MAP = 0, 1, 2, 3, 4
 
@@ -31,7 +31,8 @@ class TableExecutor:
 
     def __init__(self, tok):
         a = tok._tables
-        self.es = a["wp.edge_start"].tolist()
+        es, nc, _, row = node_fields(a["wp.node"])
+        self.es, self.nc, self.row = es.tolist(), nc.tolist(), row.tolist()
         self.el = a["wp.edge_label"].tolist()
         self.et = a["wp.edge_target"].tolist()
         self.fail = a["wp.fail"].tolist()
@@ -57,12 +58,12 @@ class TableExecutor:
         st = self.stats
         while True:
             st.lookups += 1
-            if u < self.n_dense:
-                k = u * 256 + b
+            if self.row[u] != 0xFFFF:
+                k = self.row[u] * 256 + b
                 out.extend(self._slice(int(self.dp[k])))
                 t = int(self.dt[k])
                 return t
-            for i in range(self.es[u], self.es[u + 1]):
+            for i in range(self.es[u], self.es[u] + self.nc[u]):
                 if self.el[i] == b:
                     return self.et[i]
             f = self.fail[u]

@@ -9,7 +9,8 @@
  * Performance notes:
  *  - one normalization-table read per code point; word chars that normalize to themselves
  *    (KIND_REG) feed their original bytes straight into the trie;
- *  - hub states (0..n_dense-1) have full delta'/sigma' rows: one read per byte;
+ *  - hub states have full delta'/sigma' rows (one read per byte); other states one 8-byte
+ *    record, first child = u + 1 (DFS preorder), so walking down a word reads consecutive memory;
  *  - sparse states scan their sorted labels, then follow f(v) (usually to a hub);
  *  - offsets are computed only when asked for (a separate instantiation of the loop);
  *  - the GIL is released around every encode; encode_batch runs on pthreads.
@@ -33,7 +34,7 @@
 #define CLS_PUNCT 2
 
 typedef struct {
-    const uint32_t *edge_start;
+    const uint64_t *node; /* first edge | #children << 32 | first label << 40 | dense row << 48 */
     const uint8_t *edge_label;
     const uint32_t *edge_target;
     const uint32_t *fail;
@@ -107,7 +108,7 @@ typedef struct {
     uint32_t prev_orig; /* origin of the last NFD character outside a reordering run */
 } wstate;
 
-static void emit_slice(wstate *w, uint32_t packed) {
+static void emit_slice_slow(wstate *w, uint32_t packed) {
     const wp_tables *t = w->t;
     uint32_t len = packed & 0xFF, off = packed >> 8;
     outbuf *o = w->out;
@@ -130,21 +131,37 @@ static void emit_slice(wstate *w, uint32_t packed) {
     }
 }
 
+/* Pops are almost always one id: append it inline; everything else goes the slow way. */
+HOT void emit_slice(wstate *w, uint32_t packed) {
+    outbuf *o = w->out;
+    if ((packed & 0xFF) == 1 && !o->want_offs && o->n < o->cap) {
+        o->ids[o->n++] = w->t->pool[packed >> 8];
+        w->first_tok = 0;
+        return;
+    }
+    emit_slice_slow(w, packed);
+}
+
 /* One transition: delta'/sigma' for hubs, trie edge or failure link otherwise. */
 HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
     const wp_tables *t = w->t;
     for (;;) {
-        if (u < t->n_dense) {
-            size_t k = (size_t)u * 256 + b;
+        uint64_t r = t->node[u];
+        uint32_t row = (uint32_t)(r >> 48);
+        if (row != 0xFFFF) {
+            size_t k = (size_t)row * 256 + b;
             uint32_t p = t->dense_pops[k];
             if (p) emit_slice(w, p);
             return t->dense_target[k];
         }
-        uint32_t s = t->edge_start[u], e = t->edge_start[u + 1];
-        const uint8_t *lab = t->edge_label;
-        for (uint32_t i = s; i < e; i++) {
-            if (lab[i] == b) return t->edge_target[i];
-            if (lab[i] > b) break;
+        uint32_t nc = (uint32_t)(r >> 32) & 0xFF;
+        if (nc) {
+            /* DFS preorder: the first child (smallest label) is u + 1 */
+            if (((r >> 40) & 0xFF) == b) return u + 1;
+            uint32_t s = (uint32_t)r, e = s + nc;
+            const uint8_t *lab = t->edge_label;
+            for (uint32_t i = s + 1; i < e && lab[i] <= b; i++)
+                if (lab[i] == b) return t->edge_target[i];
         }
         uint32_t f = t->fail[u];
         if (f == NONE32) return NONE32;
@@ -194,8 +211,7 @@ HOT void feed(wstate *w, const uint8_t *bytes, int nb, uint32_t orig, const int 
     w->u = u;
 }
 
-static void word_end(wstate *w) {
-    if (!w->in_word) return;
+static void word_end_slow(wstate *w) {
     w->in_word = 0;
     const wp_tables *t = w->t;
     outbuf *o = w->out;
@@ -233,6 +249,22 @@ static void word_end(wstate *w) {
         }
         o->n++;
     }
+}
+
+/* End of word, common case inline: the state is a token node whose failure link is r# and
+ * whose pops are that token (one id), or r# itself. */
+HOT void word_end(wstate *w) {
+    if (!w->in_word) return;
+    const wp_tables *t = w->t;
+    uint32_t u = w->u;
+    outbuf *o = w->out;
+    if (!w->failed && !o->want_offs && u != t->suffix_root && t->fail[u] == t->suffix_root &&
+        (t->pops[u] & 0xFF) == 1 && o->n < o->cap) {
+        o->ids[o->n++] = t->pool[t->pops[u] >> 8];
+        w->in_word = 0;
+        return;
+    }
+    word_end_slow(w);
 }
 
 static inline int utf8_encode(uint32_t cp, uint8_t *b) {
@@ -343,6 +375,14 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
     w.t = t;
     w.out = out;
     const uint32_t *ascii = t->norm2 + ((size_t)t->norm1[0] << 8);
+    const uint32_t maxc = t->max_chars;
+    const uint64_t *const node = t->node;
+    const uint32_t *const etarget = t->edge_target;
+    const uint8_t *const elabel = t->edge_label;
+    const uint32_t *const dtarget = t->dense_target, *const dpops = t->dense_pops;
+    const uint32_t *const fail = t->fail, *const pops = t->pops;
+    uint8_t wordbyte[256]; /* 1 for ASCII bytes that are plain word characters */
+    for (int b = 0; b < 256; b++) wordbyte[b] = b < 0x80 && (ascii[b] & 7) == KIND_REG;
     uint32_t ci = 0;
     size_t i = 0;
     while (i < n) {
@@ -352,6 +392,61 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
             uint32_t e = ascii[c0] & 7;
             w.prev_orig = ci;
             if (e == KIND_REG) {
+                if (!offs) {
+                    /* a run of plain word characters: state in registers */
+                    if (!w.in_word) word_begin(&w, ci);
+                    uint32_t u = w.u, nch = w.nchars;
+                    int failed = w.failed;
+                    size_t j = i;
+                    for (;;) {
+                        nch++;
+                        if (!failed) {
+                            if (nch > maxc) failed = 1;
+                            else {
+                                /* wp_step, spelled out with the table pointers in registers */
+                                const uint8_t b = s[j];
+                                for (;;) {
+                                    uint64_t r = node[u];
+                                    uint32_t row = (uint32_t)(r >> 48);
+                                    if (row != 0xFFFF) {
+                                        size_t k = (size_t)row * 256 + b;
+                                        uint32_t p = dpops[k];
+                                        if (p) emit_slice(&w, p);
+                                        u = dtarget[k];
+                                        break;
+                                    }
+                                    uint32_t nc = (uint32_t)(r >> 32) & 0xFF;
+                                    if (nc) {
+                                        if (((r >> 40) & 0xFF) == b) { u = u + 1; goto stepped; }
+                                        uint32_t a = (uint32_t)r, z = a + nc;
+                                        for (uint32_t q = a + 1; q < z && elabel[q] <= b; q++)
+                                            if (elabel[q] == b) { u = etarget[q]; goto stepped; }
+                                    }
+                                    {
+                                        uint32_t f = fail[u];
+                                        if (f == NONE32) { u = NONE32; break; }
+                                        if (pops[u]) emit_slice(&w, pops[u]);
+                                        u = f;
+                                    }
+                                }
+                            stepped:
+                                if (u == NONE32) failed = 1;
+                            }
+                        }
+                        j++;
+                        if (j >= n || !wordbyte[s[j]]) break;
+                    }
+                    w.u = u;
+                    w.nchars = nch;
+                    w.failed = failed;
+                    w.wbytes += j - i;
+                    ci += (uint32_t)(j - i);
+                    w.last_orig = ci - 1;
+                    w.prev_orig = ci - 1;
+                    i = j;
+                    if (w.out->n + 300 > w.out->cap) out_reserve(w.out, 300);
+                    continue;
+                }
                 feed(&w, s + i, 1, ci, offs);
             } else if (e == KIND_SPACE) {
                 word_end(&w);
@@ -485,7 +580,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     wp_tables *t = &self->t;
-    if (get_buf(self, o[0], 4, (const void **)&t->edge_start, "edge_start") < 0 ||
+    if (get_buf(self, o[0], 8, (const void **)&t->node, "node") < 0 ||
         get_buf(self, o[1], 1, (const void **)&t->edge_label, "edge_label") < 0 ||
         get_buf(self, o[2], 4, (const void **)&t->edge_target, "edge_target") < 0 ||
         get_buf(self, o[3], 4, (const void **)&t->fail, "fail") < 0 ||
@@ -500,7 +595,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         get_buf(self, o[12], 4, (const void **)&t->suffix_word, "suffix_word") < 0)
         return -1;
     /* cheap structural checks that protect the hot loop (the Python loader checks every entry) */
-    if (self->bufs[0].len != (Py_ssize_t)(n_nodes + 1) * 4 || self->bufs[3].len != (Py_ssize_t)n_nodes * 4 ||
+    if (self->bufs[0].len != (Py_ssize_t)n_nodes * 8 || self->bufs[3].len != (Py_ssize_t)n_nodes * 4 ||
         self->bufs[4].len != (Py_ssize_t)n_nodes * 4 || self->bufs[6].len != (Py_ssize_t)n_dense * 256 * 4 ||
         self->bufs[7].len != (Py_ssize_t)n_dense * 256 * 4 || self->bufs[9].len != (0x110000 >> 8) * 2 ||
         root >= n_nodes || suffix_root >= n_nodes || n_dense > n_nodes || unk_id * 4 >= (size_t)self->bufs[8].len) {
