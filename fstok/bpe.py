@@ -28,10 +28,7 @@ _SECTION_DTYPES = {
     "dec_off": "<u4",
     "dec_kind": "|u1",
     "int_ext": "<u4",
-    "int_len": "<u4",
-    "split_l": "<u4",
-    "split_r": "<u4",
-    "next_prefix": "<u4",
+    "int_info": "<u4",
     "pair_tab": "<u8",
     "byte_pair": "<u4",
     "pair_bloom": "<u8",
@@ -173,6 +170,10 @@ class BPETokenizer:
             int(meta["short_max"]),
             bool(meta["trie_has_spans"]),
         )
+        self._model._tune(
+            int(meta["short_max"]), True, int(meta.get("hash_max", int(meta["short_max"]) + 8)),
+            int(meta.get("short_max_mb", meta["short_max"])),
+        )
         self._pt_mode = meta.get("pretok_mode", "regex")
         self._spanner = _RegexSpanner(self._stages)
         if self._pt_mode in ("find", "split"):
@@ -221,8 +222,7 @@ class BPETokenizer:
             bad("sizes out of range")
         if not (0 <= short_max <= 4096 and 0 <= max_span < 2**31):
             bad("limits out of range")
-        for name, size in (("int_ext", n_int), ("int_len", n_int), ("split_l", n_int), ("split_r", n_int),
-                           ("next_prefix", n_int), ("dec_off", n_ext + 1), ("dec_kind", n_ext),
+        for name, size in (("int_ext", n_int), ("int_info", 4 * n_int), ("dec_off", n_ext + 1), ("dec_kind", n_ext),
                            ("trie", 3 * da_size), ("byte_tok", 256), ("byte_pair", 65536),
                            ("pair_tab", 1 << pair_bits)):
             if len(t[name]) != size:
@@ -235,6 +235,8 @@ class BPETokenizer:
             bad("decode offsets")
         if np.any(t["dec_kind"] > 3):
             bad("decode kinds")
+        info = t["int_info"].reshape(-1, 4)
+        t = dict(t, int_len=info[:, 0], split_l=info[:, 1], split_r=info[:, 2], next_prefix=info[:, 3])
         ext = t["int_ext"]
         if np.any(ext >= n_ext):
             bad("internal -> external ids")

@@ -4,10 +4,12 @@ Tables (all little-endian flat arrays, see `fstok/runtime/csrc/bpe.h` for how C 
 
   dec_bytes, dec_off, dec_kind   external id -> bytes (token byte arena + offsets), kind
                                  (0 unused id, 1 mergeable, 2 special/added token, 3 decode-only)
-  int_ext, int_len               internal id -> external id, byte length.  Internal ids are the
-                                 BPE-reachable tokens sorted by merge rank, so "rank" and
-                                 "merged internal id" are the same number.
-  split_l, split_r               canonical merge of every internal token (leaf: itself)
+  int_ext                        internal id -> external id.  Internal ids are the BPE-reachable
+                                 tokens sorted by merge rank, so "rank" and "merged internal id"
+                                 are the same number.
+  int_info                       4 words per internal token (one cache line for all of them):
+                                 byte length, canonical merge left, right (leaf: itself), and
+                                 next_prefix (longest reachable proper prefix, or 0xFFFFFFFF)
   pair_tab                       (left, right) -> merged internal id (= rank): one u64 per slot,
                                  left << 43 | right << 22 | merged; open addressing on the exact
                                  42-bit key (no false positives, no collisions left), load <= 1/2
@@ -18,7 +20,6 @@ Tables (all little-endian flat arrays, see `fstok/runtime/csrc/bpe.h` for how C 
                                  2 words per slot: the first 8 bytes inline, id | length << 32
   trie                           double-array trie of the internal tokens (longest-prefix match):
                                  (base, check, token) per node
-  next_prefix                    longest reachable proper prefix of each internal token
   byte_tok                       byte -> internal id
 
 Canonical merges: BPE (both tiktoken's rank semantics and HF's merge-list semantics) only ever
@@ -37,8 +38,13 @@ import numpy as np
 
 from ..loaders.bpe_source import BPESource
 
-# spans up to this many bytes use the O(n^2) sweep, longer ones the linear backtracking encoder
+# Encoder choice for a pre-token of n bytes (measured on the shared corpora, see tools/bench_bpe.py):
+# n <= HASH_MAX: whole-span hash lookup first; not a token and n <= SHORT_MAX (SHORT_MAX_MB when the
+# span ends in a non-ASCII byte, i.e. multi-byte scripts): the O(n^2) sweep; otherwise the linear
+# backtracking encoder (or the heap encoder for vocabularies where backtracking is not valid).
 DEFAULT_SHORT_MAX = 16
+DEFAULT_SHORT_MAX_MB = 4
+DEFAULT_HASH_MAX = 24
 
 META_VERSION = 1
 
@@ -98,7 +104,8 @@ def _arena(items: list[bytes]) -> tuple[bytes, np.ndarray]:
     return b"".join(items), off
 
 
-def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[dict[str, Any], dict[str, Any], str]:
+def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX, short_max_mb: int = DEFAULT_SHORT_MAX_MB,
+                   hash_max: int = DEFAULT_HASH_MAX) -> tuple[dict[str, Any], dict[str, Any], str]:
     """Compile a BPE source into (meta, sections, unicode version) for `write_artifact`.
 
     The pre-tokenizer regex is compiled by issue 3's DFA compiler and embedded under "dfa."."""
@@ -199,10 +206,9 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[
         "dec_off": dec_off,
         "dec_kind": dec_kind,
         "int_ext": int_ext,
-        "int_len": int_len,
-        "split_l": split_l,
-        "split_r": split_r,
-        "next_prefix": np.frombuffer(next_prefix, dtype=np.uint32),
+        "int_info": np.stack(
+            [int_len, split_l, split_r, np.frombuffer(next_prefix, dtype=np.uint32)], axis=1
+        ).astype(np.uint32).reshape(-1),
         "pair_tab": np.frombuffer(pair_tab, dtype=np.uint64),
         "byte_pair": byte_pair,
         "pair_bloom": np.frombuffer(pair_bloom, dtype=np.uint64),
@@ -239,6 +245,8 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX) -> tuple[
         "max_span_len": max_span_len,
         "backtrack_ok": backtrack_ok,
         "short_max": int(short_max),
+        "short_max_mb": int(short_max_mb),
+        "hash_max": int(hash_max),
         "n_unreachable": len(unreachable),
         "trie_has_spans": bool(len(unreachable) == 0 or not (src.merges is None or src.ignore_merges)),
         "unreachable_sample": unreachable[:16],

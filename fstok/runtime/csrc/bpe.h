@@ -31,10 +31,9 @@ typedef struct {
     uint32_t n_int;             /* reachable (internal) tokens */
     uint32_t n_ext;             /* external id space (decode table size) */
     const uint32_t *int_ext;    /* internal -> external id */
-    const uint32_t *int_len;    /* internal -> byte length */
-    const uint32_t *split_l;    /* canonical split (leaf: itself) */
-    const uint32_t *split_r;
-    const uint32_t *next_prefix;/* longest reachable proper prefix, BPE_NONE if none */
+    const uint32_t *info;       /* 4 words per internal token, one cache line holds all four:
+                                   byte length, canonical split left, right (leaf: itself),
+                                   longest reachable proper prefix (BPE_NONE if none) */
     const uint64_t *pair_tab;   /* packed pair slots, BPE_EMPTY_KEY = empty */
     uint64_t pair_mask;
     int pair_shift;
@@ -52,6 +51,7 @@ typedef struct {
     uint32_t max_span_len;      /* longest whole-span token */
     int backtrack_ok;
     uint32_t short_max;         /* spans up to this length (not single tokens) use bpe_encode_short */
+    uint32_t short_max_mb;      /* the same for spans ending in a non-ASCII byte (multi-byte scripts) */
     uint32_t hash_max;          /* spans up to this length try the whole-span hash first */
     int int_is_ext;             /* internal id == external id for every internal token */
     int trie_has_spans;         /* every whole-span token is in the trie (no unreachable ones), so the
@@ -135,6 +135,20 @@ static inline uint32_t bpe_span_get(const bpe_model *m, const uint8_t *s, size_t
         }
         i = (i + 1) & m->span_mask;
     }
+}
+
+/* times the backtracking encoder had to hand a span to the heap encoder (should stay 0) */
+extern unsigned long bpe_backtrack_fallbacks;
+
+#define BPE_LEN(m, t) ((m)->info[4 * (size_t)(t)])
+#define BPE_SPLIT_L(m, t) ((m)->info[4 * (size_t)(t) + 1])
+#define BPE_SPLIT_R(m, t) ((m)->info[4 * (size_t)(t) + 2])
+#define BPE_NEXT_PREFIX(m, t) ((m)->info[4 * (size_t)(t) + 3])
+
+/* start loading the whole-span slot of s[0:n) (call a few spans ahead of bpe_encode_span) */
+static inline void bpe_span_prefetch(const bpe_model *m, const uint8_t *s, size_t n) {
+    if (n <= m->hash_max && n <= m->max_span_len)
+        __builtin_prefetch(m->span_tab + 2 * (bpe_hash_bytes(s, n) & m->span_mask));
 }
 
 int bpe_vec_reserve(bpe_vec *v, size_t extra);

@@ -3,6 +3,8 @@
 
 #include <stdlib.h>
 
+unsigned long bpe_backtrack_fallbacks = 0;
+
 int bpe_vec_reserve(bpe_vec *v, size_t extra) {
     if (v->len + extra <= v->cap) return 0;
     size_t cap = v->cap ? v->cap : 64;
@@ -171,18 +173,18 @@ static inline int valid_pair(const bpe_model *m, uint32_t t1, uint32_t t2) {
         if (c != BPE_NONE && c < limit) return 0;
         if (t1 > t2) {
             limit = t1;
-            t1 = m->split_r[t1];
+            t1 = BPE_SPLIT_R(m, t1);
             if (t1 == limit) {
                 limit = t2 + 1;
-                t2 = m->split_l[t2];
+                t2 = BPE_SPLIT_L(m, t2);
                 if (t2 + 1 == limit) return 1;
             }
         } else {
             limit = t2 + 1;
-            t2 = m->split_l[t2];
+            t2 = BPE_SPLIT_L(m, t2);
             if (t2 + 1 == limit) {
                 limit = t1;
-                t1 = m->split_r[t1];
+                t1 = BPE_SPLIT_R(m, t1);
                 if (t1 == limit) return 1;
             }
         }
@@ -202,7 +204,7 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
         uint32_t token = next;
         uint32_t last = out->len > base ? out->ids[out->len - 1] : BPE_NONE;
         for (;;) {
-            size_t end = pos + m->int_len[token];
+            size_t end = pos + BPE_LEN(m, token);
             if (end <= n && ((bits[end >> 6] >> (end & 63)) & 1) && (last == BPE_NONE || valid_pair(m, last, token))) {
                 if (bpe_vec_reserve(out, 1)) {
                     if (bits != bits_s) free(bits);
@@ -212,14 +214,15 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
                 pos = end;
                 next = pos < n ? longest_match(m, s + pos, n - pos) : BPE_NONE;
                 break;
-            } else if (m->next_prefix[token] != BPE_NONE) {
-                token = m->next_prefix[token];
+            } else if (BPE_NEXT_PREFIX(m, token) != BPE_NONE) {
+                token = BPE_NEXT_PREFIX(m, token);
             } else {
                 bits[pos >> 6] &= ~(1ull << (pos & 63));
                 if (last != BPE_NONE) {
+                    /* retry `last` from its start: the cleared bit makes it move on to its prefixes */
                     out->len--;
-                    pos -= m->int_len[last];
-                    next = m->next_prefix[last];
+                    pos -= BPE_LEN(m, last);
+                    next = last;
                 } else {
                     next = BPE_NONE;
                 }
@@ -230,6 +233,7 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
     if (bits != bits_s) free(bits);
     if (pos != n) {
         /* cannot happen for a vocabulary that passed the compile-time checks; stay exact anyway */
+        __atomic_fetch_add(&bpe_backtrack_fallbacks, 1, __ATOMIC_RELAXED);
         out->len = base;
         return bpe_encode_heap(m, s, n, out);
     }
@@ -248,7 +252,8 @@ int bpe_encode_span(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out
             out->ids[out->len++] = id;
             return 0;
         }
-        if (n <= m->short_max) rc = bpe_encode_short(m, s, n, out);
+        uint32_t lim = (s[n - 1] & 0x80) ? m->short_max_mb : m->short_max;
+        if (n <= lim || (!m->backtrack_ok && n <= m->short_max)) rc = bpe_encode_short(m, s, n, out);
         else if (m->backtrack_ok) rc = bpe_encode_backtrack(m, s, n, out);
         else rc = bpe_encode_heap(m, s, n, out);
     } else {

@@ -483,12 +483,11 @@ out:
 
 /* ================================================================ Model */
 
-enum { V_INT_EXT, V_INT_LEN, V_SPLIT_L, V_SPLIT_R, V_NEXT_PREFIX, V_PAIR_TAB, V_BYTE_PAIR, V_SPAN_TAB, V_DEC_BYTES,
-       V_DEC_OFF, V_DEC_KIND, V_TRIE, V_BYTE_TOK, V_PAIR_BLOOM, V_COUNT };
-static const char *VIEW_NAMES[V_COUNT] = {"int_ext",   "int_len",   "split_l",  "split_r",  "next_prefix",
-                                          "pair_tab",  "byte_pair", "span_tab", "dec_bytes", "dec_off",
-                                          "dec_kind",  "trie",      "byte_tok", "pair_bloom"};
-static const Py_ssize_t VIEW_SIZES[V_COUNT] = {4, 4, 4, 4, 4, 8, 4, 16, 1, 4, 1, 12, 4, 8};
+enum { V_INT_EXT, V_INFO, V_PAIR_TAB, V_BYTE_PAIR, V_SPAN_TAB, V_DEC_BYTES, V_DEC_OFF, V_DEC_KIND, V_TRIE, V_BYTE_TOK,
+       V_PAIR_BLOOM, V_COUNT };
+static const char *VIEW_NAMES[V_COUNT] = {"int_ext",  "int_info", "pair_tab", "byte_pair", "span_tab",  "dec_bytes",
+                                          "dec_off",  "dec_kind", "trie",     "byte_tok",  "pair_bloom"};
+static const Py_ssize_t VIEW_SIZES[V_COUNT] = {4, 16, 8, 4, 16, 1, 4, 1, 12, 4, 8};
 
 typedef struct {
     PyObject_HEAD bpe_model m;
@@ -535,10 +534,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     m->n_int = n_int;
     m->n_ext = n_ext;
     m->int_ext = (const uint32_t *)self->views[V_INT_EXT].buf;
-    m->int_len = (const uint32_t *)self->views[V_INT_LEN].buf;
-    m->split_l = (const uint32_t *)self->views[V_SPLIT_L].buf;
-    m->split_r = (const uint32_t *)self->views[V_SPLIT_R].buf;
-    m->next_prefix = (const uint32_t *)self->views[V_NEXT_PREFIX].buf;
+    m->info = (const uint32_t *)self->views[V_INFO].buf;
     m->pair_tab = (const uint64_t *)self->views[V_PAIR_TAB].buf;
     m->pair_mask = (uint64_t)(self->views[V_PAIR_TAB].len / 8) - 1;
     m->pair_shift = 64 - pair_bits;
@@ -574,9 +570,10 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     m->trie_has_spans = trie_has_spans;
     m->short_max = short_max;
     m->hash_max = short_max + 8;
+    m->short_max_mb = short_max;
     /* sizes were validated by the Python loader; re-check the ones C indexes blindly */
     if ((size_t)self->views[V_BYTE_TOK].len != 1024 || (size_t)self->views[V_DEC_OFF].len / 4 != (size_t)n_ext + 1 ||
-        (size_t)self->views[V_DEC_KIND].len != n_ext || (size_t)self->views[V_INT_EXT].len / 4 != n_int ||
+        (size_t)self->views[V_DEC_KIND].len != n_ext || (size_t)self->views[V_INT_EXT].len / 4 != n_int || (size_t)self->views[V_INFO].len / 16 != n_int ||
         n_int >= BPE_MAX_INTERNAL - 1 || (size_t)self->views[V_TRIE].len / 12 != da_size || pair_bits < 4 ||
         pair_bits > 40 || (uint64_t)self->views[V_PAIR_TAB].len / 8 != (1ull << pair_bits) ||
         (size_t)self->views[V_BYTE_PAIR].len != 65536 * 4 || (self->views[V_SPAN_TAB].len / 16) < 2 ||
@@ -992,6 +989,7 @@ static PyTypeObject SpecialsType = {
 /* --- encoding a text: specials, DFA spans, BPE */
 
 #define SPAN_CHUNK 512
+#define PREFETCH_AHEAD 6
 
 typedef struct {
     bpe_vec ids, starts; /* starts only when want_starts */
@@ -1040,8 +1038,14 @@ static int encode_segment(const ModelObject *self, const uint8_t *s, size_t a, s
         const uint8_t *base = s + a;
         while (pos < n) {
             size_t k = fstok_dfa_find_all(&self->lv[0], base, n, &pos, buf, SPAN_CHUNK);
-            for (size_t j = 0; j < k; j++)
+            for (size_t j = 0; j < k && j < PREFETCH_AHEAD; j++)
+                bpe_span_prefetch(m, base + buf[2 * j], buf[2 * j + 1] - buf[2 * j]);
+            for (size_t j = 0; j < k; j++) {
+                if (j + PREFETCH_AHEAD < k)
+                    bpe_span_prefetch(m, base + buf[2 * (j + PREFETCH_AHEAD)],
+                                      buf[2 * (j + PREFETCH_AHEAD) + 1] - buf[2 * (j + PREFETCH_AHEAD)]);
                 if (emit_span(m, s, a + buf[2 * j], a + buf[2 * j + 1], st)) return -1;
+            }
             count_flush(st);
         }
         return 0;
@@ -1050,6 +1054,10 @@ static int encode_segment(const ModelObject *self, const uint8_t *s, size_t a, s
     if (fstok_dfa_split_isolated(self->lv, self->n_levels, s + a, b - a, &st->ends, &st->elen, &st->ecap)) return -1;
     size_t prev = 0;
     for (size_t j = 0; j < st->elen; j++) {
+        if (j + PREFETCH_AHEAD < st->elen) {
+            size_t b0 = st->ends[j + PREFETCH_AHEAD - 1], b1 = st->ends[j + PREFETCH_AHEAD];
+            bpe_span_prefetch(m, s + a + b0, b1 - b0);
+        }
         if (emit_span(m, s, a + prev, a + st->ends[j], st)) return -1;
         prev = st->ends[j];
         if ((j & 1023) == 1023) count_flush(st);
@@ -1386,11 +1394,12 @@ static PyObject *Model_self_check(ModelObject *self, PyObject *noargs) {
 
 /* _tune(short_max, use_backtrack): change the encoder choice (benchmarks and tests only) */
 static PyObject *Model_tune(ModelObject *self, PyObject *args) {
-    unsigned int short_max, hash_max = 0xFFFFFFFFu;
+    unsigned int short_max, hash_max = 0xFFFFFFFFu, short_max_mb = 0xFFFFFFFFu;
     int bt;
-    if (!PyArg_ParseTuple(args, "Ip|I", &short_max, &bt, &hash_max)) return NULL;
+    if (!PyArg_ParseTuple(args, "Ip|II", &short_max, &bt, &hash_max, &short_max_mb)) return NULL;
     self->m.short_max = short_max;
     self->m.hash_max = hash_max;
+    self->m.short_max_mb = short_max_mb == 0xFFFFFFFFu ? short_max : short_max_mb;
     self->m.backtrack_ok = bt && self->bt_valid; /* never enable it where the compiler found it invalid */
     Py_RETURN_NONE;
 }
@@ -1420,7 +1429,12 @@ static PyTypeObject ModelType = {
     .tp_new = PyType_GenericNew,
 };
 
+static PyObject *py_fallbacks(PyObject *self, PyObject *noargs) {
+    return PyLong_FromUnsignedLong(__atomic_load_n(&bpe_backtrack_fallbacks, __ATOMIC_RELAXED));
+}
+
 static PyMethodDef module_methods[] = {
+    {"backtrack_fallbacks", py_fallbacks, METH_NOARGS, "spans the backtracking encoder handed to the heap"},
     {"build_splits", py_build_splits, METH_VARARGS, "canonical merge of every token"},
     {"build_pair_table", py_build_pair_table, METH_VARARGS, "pair -> merged id hash"},
     {"build_span_table", py_build_span_table, METH_VARARGS, "bytes -> id hash"},
