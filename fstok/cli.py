@@ -103,6 +103,11 @@ def cmd_inspect(args) -> int:
         with open(args.sample, encoding="utf-8") as f:
             sample = f.read(args.sample_bytes)
     print(json.dumps(iw.summary(tok, sample), indent=2, ensure_ascii=False))
+    if args.fst:
+        from fstok.fst_bridge import wordpiece_fst
+
+        wordpiece_fst(tok, max_states=args.max_states).write(args.fst)
+        print(f"wrote {args.fst} (OpenFst, input labels byte+1 and 257=end of word, output labels id+1)", file=sys.stderr)
     if args.graphml or args.dot or args.png:
         g = iw.to_networkx(tok, max_states=args.max_states)
         if args.graphml:
@@ -168,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--graphml", help="write the automaton as GraphML")
     i.add_argument("--dot", help="write the automaton as Graphviz DOT")
     i.add_argument("--png", help="draw the automaton (small vocabularies only)")
+    i.add_argument("--fst", help="WordPiece: write the LinMaxMatch transducer as an OpenFst binary (needs pynini)")
     i.add_argument("--max-states", type=int, default=2_000_000, help="refuse graph export above this many states")
     i.set_defaults(func=cmd_inspect)
 

@@ -35,6 +35,9 @@ def test_compile_encode_inspect(tmp_path):
     s = json.loads(r.stdout)
     assert s["kind"] == "wordpiece" and s["vocab_size"] == 7 and s["failure_links"] > 0
     assert png.stat().st_size > 1000 and dot.read_text().startswith("digraph")
+    fst = tmp_path / "f.ofst"
+    r = run("inspect", str(art), "--fst", str(fst))
+    assert r.returncode == 0 and fst.stat().st_size > 100, r.stderr
     g = nx.read_graphml(gml)
     kinds = {d["kind"] for _, _, d in g.edges(data=True)}
     assert kinds == {"trie", "fail"}
