@@ -3,7 +3,16 @@ import os
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
+def _find_shared() -> str:
+    """The shared corpora/vocabularies: $FSTOK_SHARED_DATA, else ../shared/data next to the checkout."""
+    cands = [os.environ.get("FSTOK_SHARED_DATA", ""), os.path.join(ROOT, "..", "shared", "data"), "/work/shared/data"]
+    for c in cands:
+        if c and os.path.isdir(os.path.join(c, "corpus")):
+            return os.path.normpath(c)
+    return os.path.normpath(cands[1])
+
+
+SHARED = _find_shared()
 CORPUS = os.path.join(SHARED, "corpus")
 VOCAB = os.path.join(SHARED, "vocab")
 CORPORA = ["english", "multilingual", "code", "chinese_long", "stress"]
