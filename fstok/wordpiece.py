@@ -269,6 +269,10 @@ class WordPieceTokenizer:
     n_vocab = vocab_size
 
     @property
+    def continuing_subword_prefix(self) -> str:
+        return self._prefix
+
+    @property
     def special_tokens(self) -> list[str]:
         return list(self._specials)
 
@@ -347,9 +351,22 @@ class WordPieceTokenizer:
             offs = [(0, 0)] + list(offs) + [(0, 0)]
         return ids, offs
 
+    #: texts at least this long are split across threads by encode(..., num_threads=N)
+    PARALLEL_THRESHOLD = 256_000
+
     def encode(self, text: str, add_special_tokens: bool = False,
-               allowed_special: Union[Literal["all"], Collection[str]] = ()) -> list[int]:
-        """Token ids of `text` (BERT normalization + pre-tokenization + WordPiece, one pass)."""
+               allowed_special: Union[Literal["all"], Collection[str]] = (),
+               num_threads: Optional[int] = None) -> list[int]:
+        """Token ids of `text` (BERT normalization + pre-tokenization + WordPiece, one pass).
+
+        With `num_threads` > 1 a long text (>= PARALLEL_THRESHOLD characters) is split at
+        whitespace into pieces encoded on native threads (fstok.parallel); the result is the same.
+        """
+        if num_threads is not None and num_threads > 1 and isinstance(text, str) and len(text) >= self.PARALLEL_THRESHOLD:
+            from .parallel import encode_long
+
+            ids = encode_long(self, text, num_threads=num_threads, allowed_special=allowed_special)
+            return self._add_specials(ids, None)[0] if add_special_tokens else ids
         if type(text) is str and not allowed_special and not add_special_tokens:
             try:
                 return self._model.encode(text, 0)  # the common case, straight to C

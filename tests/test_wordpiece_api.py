@@ -217,3 +217,12 @@ def test_crafted_tables_with_valid_checksum(art_bytes):
     bad_meta = dict(a.meta, n_nodes=a.meta["n_nodes"] + 5)
     with pytest.raises(ArtifactError):
         fstok.loads(A.write_artifact(None, a.kind, bad_meta, secs, a.unicode_version, a.source_hash))
+
+
+@needs_shared
+def test_encode_num_threads_routes_long_text(uncased):
+    text = read_corpus("english")[:600_000]
+    assert len(text) >= uncased.PARALLEL_THRESHOLD
+    assert uncased.encode(text, num_threads=2) == uncased.encode(text)
+    assert uncased.encode(text, num_threads=2, add_special_tokens=True) == uncased.encode(text, add_special_tokens=True)
+    assert uncased.continuing_subword_prefix == "##"

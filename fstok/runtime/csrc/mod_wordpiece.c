@@ -708,7 +708,7 @@ static void *batch_worker(void *arg) {
     for (;;) {
         pthread_mutex_lock(&j->mu);
         size_t i = j->next;
-        size_t chunk = 16;
+        size_t chunk = j->count >= 64 * 16 ? 16 : 1; /* small batches: one text at a time */
         j->next += chunk;
         pthread_mutex_unlock(&j->mu);
         if (i >= j->count) break;
@@ -750,7 +750,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         outs[i].want_offs = mode & 1;
     }
     if (nthreads < 1) nthreads = 1;
-    if ((Py_ssize_t)nthreads > cnt / 4 + 1) nthreads = (int)(cnt / 4 + 1);
+    if ((Py_ssize_t)nthreads > cnt) nthreads = (int)(cnt > 0 ? cnt : 1);
     if (nthreads > 256) nthreads = 256;
     {
         batch_job job;
