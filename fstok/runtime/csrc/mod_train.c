@@ -56,7 +56,8 @@ typedef struct {
     /* pairs */
     Pair *pairs;
     int32_t npairs, pairs_cap;
-    int32_t *htab; /* pair index + 1, 0 = empty */
+    uint64_t *hkey; /* the pair key of each slot (valid when hidx != 0) */
+    int32_t *htab;  /* pair index + 1, 0 = empty */
     uint64_t hmask;
     /* heap */
     HeapEnt *heap;
@@ -83,26 +84,35 @@ static inline uint64_t pkey(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)
 static int grow_htab(Trainer *t) {
     uint64_t ncap = (t->hmask + 1) * 2;
     int32_t *nt = (int32_t *)calloc(ncap, sizeof(int32_t));
-    if (!nt) return -1;
+    uint64_t *nk = (uint64_t *)malloc(ncap * sizeof(uint64_t));
+    if (!nt || !nk) {
+        free(nt);
+        free(nk);
+        return -1;
+    }
     uint64_t m = ncap - 1;
     for (int32_t i = 0; i < t->npairs; i++) {
-        uint64_t h = mix64(pkey(t->pairs[i].a, t->pairs[i].b)) & m;
+        uint64_t k = pkey(t->pairs[i].a, t->pairs[i].b);
+        uint64_t h = mix64(k) & m;
         while (nt[h]) h = (h + 1) & m;
         nt[h] = i + 1;
+        nk[h] = k;
     }
     free(t->htab);
+    free(t->hkey);
     t->htab = nt;
+    t->hkey = nk;
     t->hmask = m;
     return 0;
 }
 
 /* index of pair (a,b), created with count 0 when absent; -1 on allocation failure */
 static int32_t get_pair(Trainer *t, int32_t a, int32_t b) {
-    uint64_t h = mix64(pkey(a, b)) & t->hmask;
+    uint64_t k = pkey(a, b);
+    uint64_t h = mix64(k) & t->hmask;
     int32_t e;
     while ((e = t->htab[h]) != 0) {
-        Pair *p = &t->pairs[e - 1];
-        if (p->a == a && p->b == b) return e - 1;
+        if (t->hkey[h] == k) return e - 1;
         h = (h + 1) & t->hmask;
     }
     if (t->npairs == INT32_MAX - 1) return -1;
@@ -122,6 +132,7 @@ static int32_t get_pair(Trainer *t, int32_t a, int32_t b) {
     p->pos = NULL;
     p->npos = p->cap = 0;
     t->htab[h] = idx + 1;
+    t->hkey[h] = k;
     if ((uint64_t)t->npairs * 2 > t->hmask + 1) {
         if (grow_htab(t) < 0) return -1;
     }
@@ -129,11 +140,11 @@ static int32_t get_pair(Trainer *t, int32_t a, int32_t b) {
 }
 
 static int32_t find_pair(Trainer *t, int32_t a, int32_t b) {
-    uint64_t h = mix64(pkey(a, b)) & t->hmask;
+    uint64_t k = pkey(a, b);
+    uint64_t h = mix64(k) & t->hmask;
     int32_t e;
     while ((e = t->htab[h]) != 0) {
-        Pair *p = &t->pairs[e - 1];
-        if (p->a == a && p->b == b) return e - 1;
+        if (t->hkey[h] == k) return e - 1;
         h = (h + 1) & t->hmask;
     }
     return -1;
@@ -342,7 +353,8 @@ static void Trainer_free_all(Trainer *t) {
     if (t->pairs) {
         for (int32_t i = 0; i < t->npairs; i++) free(t->pairs[i].pos);
     }
-    free(t->pairs); free(t->htab); free(t->heap);
+    free(t->pairs); free(t->htab); free(t->hkey); free(t->heap);
+    t->hkey = NULL;
     t->sym = t->prv = t->nxt = t->word = NULL;
     t->freq = NULL; t->tbuf = NULL; t->toff = NULL; t->tlen = NULL; t->ord = NULL;
     t->pairs = NULL; t->htab = NULL; t->heap = NULL;
@@ -436,7 +448,8 @@ static int Trainer_init(Trainer *t, PyObject *args, PyObject *kw) {
     t->ord = (int32_t *)malloc((size_t)t->tok_cap * sizeof(int32_t));
     t->hmask = 1023;
     t->htab = (int32_t *)calloc(t->hmask + 1, sizeof(int32_t));
-    if (!t->sym || !t->prv || !t->nxt || !t->word || !t->freq || !t->tbuf || !t->toff || !t->tlen || !t->ord || !t->htab) {
+    t->hkey = (uint64_t *)malloc((t->hmask + 1) * sizeof(uint64_t));
+    if (!t->hkey || !t->sym || !t->prv || !t->nxt || !t->word || !t->freq || !t->tbuf || !t->toff || !t->tlen || !t->ord || !t->htab) {
         PyErr_NoMemory();
         goto done;
     }
@@ -571,7 +584,7 @@ static PyObject *Trainer_step(Trainer *t, PyObject *arg) {
 static PyObject *Trainer_stats(Trainer *t, PyObject *Py_UNUSED(ignored)) {
     int64_t live = t->hn;
     int64_t mem = t->nsym * 16 + t->nwords * 8 + (int64_t)t->pairs_cap * (int64_t)sizeof(Pair) +
-                  (int64_t)(t->hmask + 1) * 4 + t->hcap * (int64_t)sizeof(HeapEnt) + t->tbuf_cap +
+                  (int64_t)(t->hmask + 1) * 12 + t->hcap * (int64_t)sizeof(HeapEnt) + t->tbuf_cap +
                   (int64_t)t->tok_cap * 16 + t->pos_bytes;
     return Py_BuildValue("{s:L,s:L,s:i,s:L,s:i,s:L,s:L}", "symbols", (long long)t->nsym, "words",
                          (long long)t->nwords, "pairs", (int)t->npairs, "heap", (long long)live, "tokens",
