@@ -2,7 +2,6 @@
 import functools
 import os
 
-from conftest import VOCAB
 
 import fstok
 
@@ -10,7 +9,10 @@ VOCABS = {"bert-base-uncased": True, "bert-base-cased": False, "bert-base-multil
 
 
 def vocab_path(name: str) -> str:
-    return os.path.join(VOCAB, name, "vocab.txt")
+    """The bundled copy (byte-identical to ../shared/data/vocab/<name>/vocab.txt, see PROVENANCE)."""
+    from fstok.registry import DATA_DIR
+
+    return os.path.join(DATA_DIR, "bert", f"{name}.txt")
 
 
 @functools.lru_cache(maxsize=None)
