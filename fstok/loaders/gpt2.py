@@ -50,6 +50,13 @@ def load_gpt2(vocab_json_path: str | os.PathLike, merges_path: str | os.PathLike
         if str_to_bytes[a] + str_to_bytes[b] not in tokens:
             raise ValueError(f"{mp}:{lineno}: merge {line!r}: the merged token is missing from {vp}")
         merges.append((str_to_bytes[a], str_to_bytes[b]))
+    # vocab.json also lists <|endoftext|>, which is ASCII (so byte-level mappable) but is neither a
+    # single byte nor the result of a merge: such entries are special tokens, as in tiktoken's gpt2
+    produced = {a + b for a, b in merges}
+    for b, i in list(tokens.items()):
+        if len(b) > 1 and b not in produced:
+            del tokens[b]
+            specials[b.decode("utf-8", "surrogateescape")] = i
     src = BPESource(
         name=name,
         tokens=tokens,

@@ -1,0 +1,187 @@
+"""The compiled tables and each C span encoder against the pure-Python reference BPE.
+
+* build_splits (C) == reference_splits (Python) on a real vocabulary;
+* every encoder (O(n^2) sweep, backtracking, heap) == "merge the lowest-ranked pair, leftmost first"
+  on random pieces, token concatenations and corpus pre-tokens;
+* every token encodes to itself; the backtracking encoder never needs its safety net;
+* linear time and bounded work on adversarial inputs.
+"""
+import random
+import time
+
+import numpy as np
+import pytest
+from bpe_helpers import fstok_encoding, tiktoken_encoding, tiktoken_path, token_concat_strings
+from conftest import VOCAB, needs_shared, read_corpus
+
+from fstok.bpe import BPETokenizer
+from fstok.bpe_reference import merge_ranks, merge_rules
+from fstok.compile.bpe import reference_splits
+from fstok.loaders.tiktoken_file import read_tiktoken_ranks
+from fstok.runtime import _bpe
+
+pytestmark = needs_shared
+
+SHORT, BACKTRACK, HEAP = 1, 2, 3
+
+
+def _pieces(tok, seed: int, n: int = 300) -> list[bytes]:
+    rnd = random.Random(seed)
+    out = token_concat_strings(tok, n, seed=seed, max_tokens=8)
+    alphabet = "aaabbbcde xyz é中文字🙂 \n!!..0123456789ßñ"
+    for _ in range(n):
+        out.append("".join(rnd.choice(alphabet) for _ in range(rnd.randint(1, 40))).encode())
+        out.append(bytes(rnd.randint(0, 255) for _ in range(rnd.randint(1, 30))))
+    for corpus in ("multilingual", "code", "chinese_long"):
+        lines = [ln for ln in read_corpus(corpus).split("\n") if ln]
+        for ln in rnd.sample(lines, 40):
+            words = ln.encode().split(b" ")
+            out.extend(b" " + w for w in words[:6] if w)
+    return out
+
+
+@pytest.mark.parametrize("name", ["r50k_base", "cl100k_base", "o200k_base"])
+def test_span_encoders_match_reference(name):
+    tok = fstok_encoding(name)
+    ranks = read_tiktoken_ranks(tiktoken_path(name))
+    modes = (SHORT, BACKTRACK, HEAP)
+    for piece in _pieces(tok, seed=len(name)):
+        want = merge_ranks(piece, ranks)
+        for mode in modes:
+            assert tok._model.encode_piece(piece, mode) == want, (piece, mode)
+        # the runtime choice adds tiktoken's whole-piece lookup first
+        assert tok._model.encode_piece(piece, 0) == ([ranks[piece]] if piece in ranks else want)
+
+
+def test_build_splits_matches_reference():
+    ranks = read_tiktoken_ranks(tiktoken_path("r50k_base"))
+    from fstok.compile import bpe as cb
+    from fstok.runtime import _bpe as nat
+
+    items = sorted(ranks.items(), key=lambda kv: kv[1])
+    arena, off = cb._arena([b for b, _ in items])
+    ids = np.array([i for _, i in items], dtype=np.int64)
+    left, right, mrank = nat.build_splits(arena, off.tobytes(), ids.tobytes(), None)
+    left, right = np.frombuffer(left, np.int32), np.frombuffer(right, np.int32)
+    mrank = np.frombuffer(mrank, np.int64)
+    ref, unreachable = reference_splits(ranks, None)
+    assert unreachable == []
+    for k, (b, tid) in enumerate(items):
+        if len(b) == 1:
+            assert mrank[k] == -1
+            continue
+        rl, rr, rk = ref[tid]
+        assert (items[left[k]][1], items[right[k]][1], mrank[k]) == (rl, rr, rk)
+
+
+def test_merge_list_semantics_small():
+    # HF semantics with a rule list: only listed pairs merge, priority = list index
+    from fstok.loaders.bpe_source import BPESource, PreTokStage
+
+    tokens = {bytes([b]): b for b in range(256)}
+    nxt = 256
+    merges = []
+    for a, b in [(b"a", b"b"), (b"b", b"c"), (b"ab", b"c"), (b"a", b"bc"), (b"c", b"c"), (b"abc", b"cc")]:
+        if a + b not in tokens:
+            tokens[a + b] = nxt
+            nxt += 1
+        merges.append((a, b))
+    src = BPESource("tiny", tokens, [PreTokStage(r"\S+|\s+", False)], merges=merges, semantics="tiktoken")
+    tok = BPETokenizer.from_source(src)
+    rules = {(tokens[a], tokens[b]): (k, tokens[a + b]) for k, (a, b) in enumerate(merges)}
+    rnd = random.Random(5)
+    for _ in range(500):
+        s = "".join(rnd.choice("abc") for _ in range(rnd.randint(1, 30)))
+        want = merge_rules(s.encode(), tokens, rules)
+        for mode in (SHORT, HEAP) + ((BACKTRACK,) if tok._meta["backtrack_ok"] else ()):
+            assert tok._model.encode_piece(s.encode(), mode) == want, (s, mode)
+        assert tok.encode_ordinary(s) == want
+
+
+@pytest.mark.parametrize("name", ["r50k_base", "p50k_edit", "cl100k_base", "o200k_base"])
+def test_every_token_encodes_to_itself(name):
+    tok = fstok_encoding(name)
+    assert tok._model.self_check() == (0, -1)
+    assert tok._meta["n_unreachable"] == 0 and tok._meta["backtrack_ok"]
+
+
+def test_backtracking_never_falls_back():
+    before = _bpe.backtrack_fallbacks()
+    for name in ("cl100k_base", "o200k_base"):
+        tok = fstok_encoding(name)
+        tok._model._tune(0, True, 0, 0)  # force the backtracking encoder on every multi-token span
+        try:
+            for corpus in ("multilingual", "stress"):
+                text = read_corpus(corpus)[:150_000]
+                assert tok.encode_ordinary(text) == tiktoken_encoding(name).encode_ordinary(text)
+        finally:
+            m = tok._meta
+            tok._model._tune(m["short_max"], True, m["hash_max"], m["short_max_mb"])
+    assert _bpe.backtrack_fallbacks() == before
+
+
+def test_non_monotone_vocabulary_uses_heap():
+    # Llama 3 adds tokens whose merges are not rank-monotone (and some that do not encode to
+    # themselves): backtracking is switched off, the sweep/heap encoders stay exact.
+    import tiktoken
+
+    from fstok.pretokenize import LLAMA3_PAT
+
+    path = f"{VOCAB}/llama3/tokenizer.model"
+    ranks = read_tiktoken_ranks(path)
+    tok = BPETokenizer.compile_tiktoken(path, pattern=LLAMA3_PAT, special_tokens={}, name="llama3")
+    assert not tok._meta["backtrack_ok"] and tok._meta["n_unreachable"] > 0
+    with pytest.raises(ValueError):
+        tok._model.encode_piece(b"abc", BACKTRACK)
+    ref = tiktoken.Encoding("llama3", pat_str=LLAMA3_PAT, mergeable_ranks=ranks, special_tokens={})
+    text = read_corpus("multilingual")
+    assert tok.encode_ordinary(text) == ref.encode_ordinary(text)
+    for piece in _pieces(tok, seed=3, n=100):
+        want = merge_ranks(piece, ranks)
+        assert tok._model.encode_piece(piece, SHORT) == want
+        assert tok._model.encode_piece(piece, HEAP) == want
+
+
+def _adversarial(n: int) -> dict[str, str]:
+    rnd = random.Random(0)
+    letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    return {
+        "one char": "a" * n,
+        "spaces": " " * n,
+        "punct": "!" * n,
+        "digits": "".join(rnd.choice("0123456789") for _ in range(n)),
+        "random letters": "".join(rnd.choice(letters) for _ in range(n)),
+        "random printable": "".join(chr(rnd.randint(33, 126)) for _ in range(n)),
+        "random unicode": "".join(chr(rnd.choice([rnd.randint(0x4E00, 0x9FFF), rnd.randint(0x400, 0x4FF),
+                                                  rnd.randint(0x21, 0x7E)])) for _ in range(n // 2)),
+    }
+
+
+@pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+def test_adversarial_exact(name):
+    f, t = fstok_encoding(name), tiktoken_encoding(name)
+    for label, text in _adversarial(20_000).items():
+        assert f.encode_ordinary(text) == t.encode_ordinary(text), label
+
+
+def _cpu(fn, reps=3):
+    best = 1e9
+    for _ in range(reps):
+        t0 = time.process_time()
+        fn()
+        best = min(best, time.process_time() - t0)
+    return best
+
+
+def test_adversarial_linear_time():
+    tok = fstok_encoding("o200k_base")
+    small, big = _adversarial(200_000), _adversarial(1_000_000)
+    english = read_corpus("english")[:1_000_000]
+    t_eng = _cpu(lambda: tok.count(english)) / len(english.encode())
+    for label in small:
+        ts = _cpu(lambda: tok.count(small[label])) / len(small[label].encode())
+        tb = _cpu(lambda: tok.count(big[label])) / len(big[label].encode())
+        # linear: time per byte does not grow with the input (generous bound: shared, noisy machine)
+        assert tb < 3 * ts + 5e-9, (label, ts, tb)
+        # bounded: no adversarial input is catastrophically slower per byte than English
+        assert tb < 12 * t_eng, (label, tb, t_eng)
