@@ -144,9 +144,10 @@ class DFATables:
     # pure-Python executor of these same tables: the oracle for lib_dfa.c
     def match(self, data: bytes, pos: int) -> int:
         """End of the leftmost-first match anchored at byte `pos`, or -1 (fstok_dfa_match)."""
-        T = self.trans
-        C = self.classes
-        A = self.accept
+        py = self.__dict__.get("_py")
+        if py is None:
+            py = self.__dict__["_py"] = (self.trans.tolist(), self.classes.tolist(), self.accept.tolist())
+        T, C, A = py
         sh = self.shift
         live = self.live
         st = self.start
@@ -154,16 +155,16 @@ class DFATables:
         n = len(data)
         i = pos
         while i < n:
-            st = int(T[st + C[data[i]]])
+            st = T[st + C[data[i]]]
             i += 1
             if st < live:  # dead, or a boundary state: the match cannot grow
                 return last
-            a = int(A[st >> sh])
+            a = A[st >> sh]
             if a:
                 last = i - (a - 1)
-        st = int(T[st + self.eoi])
+        st = T[st + self.eoi]
         if st:
-            a = int(A[st >> sh])
+            a = A[st >> sh]
             if a:
                 last = n - (a - 1)
         return last
@@ -450,13 +451,15 @@ class CompiledPattern:
             self._spanner = _dfa.Spanner(dfas, 0 if self.mode == "find" else 1)
         return self._spanner
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
-        """Pieces of `text` as (start, end) character offsets."""
-        if not isinstance(text, str):
+    def spans(self, text: str | bytes) -> list[tuple[int, int]]:
+        """Pieces of `text` as (start, end) character offsets (byte offsets for UTF-8 bytes)."""
+        if not isinstance(text, (str, bytes, bytearray, memoryview)):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         sp = self.spanner
         if sp is None:
-            return self.reference_spans(text)
+            if isinstance(text, str):
+                return self.reference_spans(text)
+            return self._reference_byte_spans(bytes(text))
         return sp.spans(text)
 
     def pieces(self, text: str) -> list[str]:
@@ -619,3 +622,16 @@ def clear_memory_cache() -> None:
     with _lock:
         _level_cache.clear()
         _pattern_cache.clear()
+
+
+# `import fstok.pretokenize` binds this module to the package attribute that `fstok/__init__.py`
+# defines as the function `fstok.pretokenize(name_or_pattern, text)`; make the module callable
+# so that both spellings keep working whatever was imported first.
+class _CallableModule(type(os)):
+    def __call__(self, name_or_pattern: str, text: str, **kw: Any) -> list[tuple[int, int]]:
+        return pretokenize(name_or_pattern, text, **kw)
+
+
+import sys as _sys  # noqa: E402
+
+_sys.modules[__name__].__class__ = _CallableModule

@@ -169,6 +169,8 @@ def minimize_cells(d: CellDFA) -> CellDFA:
     trans = np.array(d.trans, dtype=np.int64)
     acc = np.array(d.acc, dtype=np.int64)
     block = _moore(trans, acc)
+    if block[d.start] == block[0]:
+        raise RegexUnsupported("regex not supported: the pattern can never match")
     reps, new_trans = _renumber(block, trans, d.start, 0)
     return CellDFA(new_trans.tolist(), acc[reps].tolist(), 1, d.n_syms)
 

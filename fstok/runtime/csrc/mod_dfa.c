@@ -3,6 +3,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,9 +102,11 @@ static int text_in(PyObject *obj, TextIn *ti, int allow_bytes) {
             if (PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
                 PyErr_Clear();
                 Py_ssize_t at = first_surrogate(obj);
-                PyErr_Format(PyExc_ValueError,
-                             "text contains a lone surrogate (U+%04X at index %zd); it cannot be encoded as UTF-8",
-                             at >= 0 ? (unsigned)PyUnicode_READ_CHAR(obj, at) : 0u, at);
+                char msg[160];
+                snprintf(msg, sizeof msg,
+                         "text contains a lone surrogate (U+%04X at index %lld); it cannot be encoded as UTF-8",
+                         at >= 0 ? (unsigned)PyUnicode_READ_CHAR(obj, at) : 0u, (long long)at);
+                PyErr_SetString(PyExc_ValueError, msg);
             }
             return -1;
         }
@@ -247,6 +250,44 @@ static void to_char_offsets(const uint8_t *s, size_t *v, Py_ssize_t k) {
     }
 }
 
+/* list of (start, end) tuples; consecutive pieces share the int object at their common offset */
+static PyObject *build_span_list(const size_t *v, Py_ssize_t k, int pairs) {
+    Py_ssize_t n = pairs ? k / 2 : k;
+    PyObject *list = PyList_New(n);
+    if (!list) return NULL;
+    PyObject *prev_end = NULL; /* borrowed from the previous tuple */
+    size_t prev_val = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        size_t a = pairs ? v[2 * i] : (i ? v[i - 1] : 0);
+        size_t b = pairs ? v[2 * i + 1] : v[i];
+        PyObject *t = PyTuple_New(2);
+        if (!t) goto fail;
+        PyObject *pa;
+        if (prev_end && prev_val == a) {
+            Py_INCREF(prev_end);
+            pa = prev_end;
+        } else {
+            pa = PyLong_FromSize_t(a);
+        }
+        PyObject *pb = PyLong_FromSize_t(b);
+        if (!pa || !pb) {
+            Py_XDECREF(pa);
+            Py_XDECREF(pb);
+            Py_DECREF(t);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(t, 0, pa);
+        PyTuple_SET_ITEM(t, 1, pb);
+        PyList_SET_ITEM(list, i, t);
+        prev_end = pb;
+        prev_val = b;
+    }
+    return list;
+fail:
+    Py_DECREF(list);
+    return NULL;
+}
+
 static PyObject *Spanner_spans(SpannerObject *self, PyObject *text) {
     TextIn ti;
     if (text_in(text, &ti, 1) < 0) return NULL;
@@ -258,33 +299,7 @@ static PyObject *Spanner_spans(SpannerObject *self, PyObject *text) {
     }
     if (ti.is_str && !ti.ascii) to_char_offsets(ti.s, v, k);
     text_release(&ti);
-    PyObject *list;
-    if (self->mode == MODE_FIND) {
-        list = PyList_New(k / 2);
-        if (!list) goto done;
-        for (Py_ssize_t i = 0; i < k / 2; i++) {
-            PyObject *t = Py_BuildValue("(nn)", (Py_ssize_t)v[2 * i], (Py_ssize_t)v[2 * i + 1]);
-            if (!t) {
-                Py_CLEAR(list);
-                goto done;
-            }
-            PyList_SET_ITEM(list, i, t);
-        }
-    } else {
-        list = PyList_New(k);
-        if (!list) goto done;
-        size_t prev = 0;
-        for (Py_ssize_t i = 0; i < k; i++) {
-            PyObject *t = Py_BuildValue("(nn)", (Py_ssize_t)prev, (Py_ssize_t)v[i]);
-            if (!t) {
-                Py_CLEAR(list);
-                goto done;
-            }
-            PyList_SET_ITEM(list, i, t);
-            prev = v[i];
-        }
-    }
-done:
+    PyObject *list = build_span_list(v, k, self->mode == MODE_FIND);
     free(v);
     return list;
 }
