@@ -202,6 +202,8 @@ def test_crafted_tables_with_valid_checksum(art_bytes):
     for key, mutate in [
         ("wp.edge_target", lambda x: x.__setitem__(0, 10**8)),
         ("wp.fail", lambda x: x.__setitem__(5, 10**8)),
+        ("wp.fail", lambda x: x.__setitem__(10, 10)),  # a failure cycle would hang the runtime
+        ("wp.depth", lambda x: x.__setitem__(slice(None), 0)),
         ("wp.pops", lambda x: x.__setitem__(7, (10**7 << 8) | 3)),
         ("wp.dense_target", lambda x: x.__setitem__(3, 10**8)),
         ("norm.stage1", lambda x: x.__setitem__(2, 60000)),

@@ -94,10 +94,12 @@ class TrieBuild:
 
 
 def node_fields(node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Unpack state records: (first edge index, number of children (<=255), first label, dense row or 0xFFFF)."""
-    node = node.astype(np.uint64, copy=False)
-    return ((node & np.uint64(0xFFFFFFFF)).astype(np.int64), ((node >> np.uint64(32)) & np.uint64(0xFF)).astype(np.int64),
-            ((node >> np.uint64(40)) & np.uint64(0xFF)).astype(np.int64), (node >> np.uint64(48)).astype(np.int64))
+    """Unpack state records: (first edge index, number of children (<=255), first label, dense row or 0xFFFF).
+
+    Views of the little-endian uint64 records as uint32 pairs: no 64-bit copies (load time)."""
+    words = np.ascontiguousarray(node).view("<u4")
+    lo, hi = words[0::2], words[1::2]
+    return lo, hi & 0xFF, (hi >> 8) & 0xFF, hi >> 16
 
 
 def build_tables(tokens: list[str], token_to_id: dict[str, int], unk_token: str, prefix: str, max_chars: int,
@@ -183,7 +185,20 @@ def build_tables(tokens: list[str], token_to_id: dict[str, int], unk_token: str,
     targets: list[int] = []
     fail_arr = np.full(n, NONE, dtype=np.uint32)
     pops_arr = np.zeros(n, dtype=np.uint32)
+    # depth in bytes below r or r# (the paper's depth, excluding the suffix indicator): it strictly
+    # decreases along every failure link, which the loader checks in one vectorized pass, so a
+    # corrupted file can never make the runtime loop forever.
+    sroot_depth = t.depth[suffix_root]
+    depth_arr = np.zeros(n, dtype=np.uint16)
+    in_suffix = bytearray(n)
+    for u in order:  # preorder: parents before children
+        for _, v in t.children[u].items():
+            in_suffix[v] = in_suffix[u] or v == suffix_root
     for k, u in enumerate(order):
+        d = t.depth[u] - (sroot_depth if in_suffix[u] and suffix_root != root else 0)
+        if d > 0xFFFF:
+            raise VocabError("a token is longer than 65535 bytes")
+        depth_arr[k] = d
         kids = sorted(t.children[u].items())
         es = len(labels)
         for c, v in kids:
@@ -213,6 +228,7 @@ def build_tables(tokens: list[str], token_to_id: dict[str, int], unk_token: str,
         "wp.edge_target": np.array(targets, dtype=np.uint32),
         "wp.fail": fail_arr,
         "wp.pops": pops_arr,
+        "wp.depth": depth_arr,
         "wp.pool": np.array(pool if pool else [0], dtype=np.uint32),
         "wp.dense_target": dense_target,
         "wp.dense_pops": dense_pops,

@@ -548,9 +548,17 @@ typedef struct {
     wp_tables t;
     Py_buffer bufs[N_BUFS];
     int nbufs;
+    PyObject **idcache; /* one int object per token id: building result lists is then INCREFs */
+    size_t n_ids;
 } ModelObject;
 
+static int build_idcache(ModelObject *self);
+
 static void Model_dealloc(ModelObject *self) {
+    if (self->idcache) {
+        for (size_t i = 0; i < self->n_ids; i++) Py_XDECREF(self->idcache[i]);
+        free(self->idcache);
+    }
     for (int i = 0; i < self->nbufs; i++) PyBuffer_Release(&self->bufs[i]);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -614,15 +622,41 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     return 0;
 }
 
-static PyObject *ids_to_list(const outbuf *o) {
+static PyObject *ids_to_list(ModelObject *self, const outbuf *o) {
     PyObject *l = PyList_New((Py_ssize_t)o->n);
     if (!l) return NULL;
+    if (self && !self->idcache && o->n && build_idcache(self) < 0) PyErr_Clear(); /* lazily, first list result */
+    PyObject **cache = self ? self->idcache : NULL;
     for (size_t i = 0; i < o->n; i++) {
-        PyObject *v = PyLong_FromUnsignedLong(o->ids[i]);
-        if (!v) { Py_DECREF(l); return NULL; }
+        uint32_t id = o->ids[i];
+        PyObject *v;
+        if (cache && id < self->n_ids) {
+            v = cache[id];
+            Py_INCREF(v);
+        } else {
+            v = PyLong_FromUnsignedLong(id);
+            if (!v) { Py_DECREF(l); return NULL; }
+        }
         PyList_SET_ITEM(l, (Py_ssize_t)i, v);
     }
     return l;
+}
+
+static int build_idcache(ModelObject *self) {
+    size_t n = (size_t)(self->bufs[8].len / 4); /* tok_len has one entry per id */
+    PyObject **c = (PyObject **)calloc(n ? n : 1, sizeof(PyObject *));
+    if (!c) { PyErr_NoMemory(); return -1; }
+    for (size_t i = 0; i < n; i++) {
+        c[i] = PyLong_FromSize_t(i);
+        if (!c[i]) {
+            for (size_t k = 0; k < i; k++) Py_DECREF(c[k]);
+            free(c);
+            return -1;
+        }
+    }
+    self->idcache = c;
+    self->n_ids = n;
+    return 0;
 }
 
 static PyObject *offs_to_list(const outbuf *o) {
@@ -637,14 +671,14 @@ static PyObject *offs_to_list(const outbuf *o) {
 }
 
 /* mode: 0 = list of ids, 1 = (ids, offsets) lists, 2 = bytes of uint32 ids, 3 = (ids bytes, offsets bytes) */
-static PyObject *finish(outbuf *o, int mode) {
+static PyObject *finish(ModelObject *self, outbuf *o, int mode) {
     PyObject *r = NULL;
     if (o->oom) {
         PyErr_NoMemory();
     } else if (mode == 0) {
-        r = ids_to_list(o);
+        r = ids_to_list(self, o);
     } else if (mode == 1) {
-        PyObject *a = ids_to_list(o), *b = a ? offs_to_list(o) : NULL;
+        PyObject *a = ids_to_list(self, o), *b = a ? offs_to_list(o) : NULL;
         if (a && b) r = PyTuple_Pack(2, a, b);
         Py_XDECREF(a);
         Py_XDECREF(b);
@@ -689,7 +723,7 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
         else wp_encode_e2e(&self->t, (const uint8_t *)s, (size_t)n, &o);
         Py_END_ALLOW_THREADS
     }
-    return finish(&o, mode);
+    return finish(self, &o, mode);
 }
 
 typedef struct {
@@ -776,7 +810,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     result = PyList_New(cnt);
     if (!result) goto done;
     for (Py_ssize_t i = 0; i < cnt; i++) {
-        PyObject *r = finish(&outs[i], mode);
+        PyObject *r = finish(self, &outs[i], mode);
         if (!r) { Py_CLEAR(result); goto done; }
         PyList_SET_ITEM(result, i, r);
     }
