@@ -271,3 +271,21 @@ def test_safe_with_offsets_matches_one_shot():
     tok = fs("bert-base-uncased")
     text = corpus("english")[:100_000]
     assert encode_long_with_offsets(tok, text, num_threads=3, chunk_chars=9_000) == tok.encode_with_offsets(text)
+
+
+@needs_shared
+@pytest.mark.parametrize("chunk", [None, 50])
+def test_hf_byte_level_bpe_adapter(chunk):
+    import os
+
+    from conftest import VOCAB
+
+    path = os.path.join(VOCAB, "hf", "deepseek_tokenizer.json")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not present")
+    from tokenizers import Tokenizer
+
+    tok = HFOffsetsAdapter(Tokenizer.from_file(path))
+    for doc in LONG:
+        text = corpus(doc)[:30_000]
+        assert encode_long(tok, text, num_threads=3, chunk_chars=chunk) == tok.encode(text), doc
