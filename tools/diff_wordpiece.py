@@ -23,6 +23,8 @@ def main():
     ap.add_argument("--vocab", nargs="*", default=list(VOCABS))
     ap.add_argument("--corpus", nargs="*", default=CORPORA)
     ap.add_argument("--show", type=int, default=3, help="print this many differences per (vocab, corpus)")
+    ap.add_argument("--words", action="store_true",
+                    help="also compare single-word LinMaxMatch with the original MaxMatch on every distinct word")
     a = ap.parse_args()
     import fstok
     from tokenizers import BertWordPieceTokenizer
@@ -54,6 +56,19 @@ def main():
                         k = next(i for i, (x, y) in enumerate(zip(offs, e.offsets)) if x != y)
                         print(f"  offsets differ: {inp[:80]!r} token {k} {e.tokens[k]!r}: fstok {offs[k]} hf {e.offsets[k]}")
             print(f"{name:30s} {corpus:14s} inputs={n:7d} ids_differ={bi} offsets_differ={bo} ({time.time() - t:.1f}s)")
+            if a.words:
+                from tokenizers import normalizers, pre_tokenizers
+
+                from fstok.reference.wordpiece import original_maxmatch
+
+                norm = normalizers.BertNormalizer(lowercase=VOCABS[name])
+                words = sorted({w for w, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(norm.normalize_str(text))})
+                vocab = fs.get_vocab()
+                got = fs.encode_word_batch(words)
+                wb = sum(1 for w, ids in zip(words, got)
+                         if ids != [vocab[p] for p in original_maxmatch(w, vocab, "[UNK]", "##", 100)])
+                print(f"{'':30s} {'':14s} distinct words={len(words):7d} differ_from_maxmatch={wb}")
+                total, bad_ids = total + len(words), bad_ids + wb
             total, bad_ids, bad_offs = total + n, bad_ids + bi, bad_offs + bo
     print(f"TOTAL inputs={total} ids_differ={bad_ids} offsets_differ={bad_offs}")
     return 1 if bad_ids else 0
