@@ -46,6 +46,7 @@ COMPILER_VERSION = "1"  # bump whenever compiled tables could change
 PREFIX = "dfa."
 LAYOUT = 1
 MODES = ("find", "split")
+MAX_LEVELS = 16  # split pipelines (the C spanner recurses once per level)
 
 # --------------------------------------------------------------------------- named patterns
 # tiktoken 0.14.0, tiktoken_ext/openai_public.py (tests check these against the installed copy)
@@ -230,6 +231,25 @@ def _table_digest(dialect: str) -> str:
     return d
 
 
+_compiler_digest_value: list[str] = []
+
+
+def _compiler_digest() -> str:
+    """Hash of the compiler's own source: a cached DFA is reused only by the code that built it."""
+    if not _compiler_digest_value:
+        here = os.path.dirname(os.path.abspath(__file__))
+        h = hashlib.sha256(COMPILER_VERSION.encode())
+        for rel in ("compile/regex_parse.py", "compile/regex_nfa.py", "compile/regex_dfa.py",
+                    "compile/unicode_props.py", "pretokenize.py"):
+            try:
+                with open(os.path.join(here, rel), "rb") as f:
+                    h.update(f.read())
+            except OSError:
+                h.update(rel.encode())
+        _compiler_digest_value.append(h.hexdigest())
+    return _compiler_digest_value[0]
+
+
 def _check_dialect(dialect: Any) -> str:
     from .compile.regex_parse import DIALECTS
 
@@ -258,7 +278,7 @@ def compile_tables(pattern: str, dialect: str = "rust-regex", **limits: int) -> 
 def _cache_path(pattern: str, dialect: str) -> str:
     from .registry import cache_dir
 
-    h = _art.source_hash("fstok-regex", COMPILER_VERSION, pattern, dialect, _table_digest(dialect)).hex()[:32]
+    h = _art.source_hash("fstok-regex", _compiler_digest(), pattern, dialect, _table_digest(dialect)).hex()[:32]
     return os.path.join(cache_dir(), "regex", f"{h}.fst")
 
 
@@ -298,6 +318,8 @@ class CompiledPattern:
             raise ValueError("a compiled pattern needs at least one DFA")
         if mode == "find" and len(levels) != 1:
             raise ValueError("mode 'find' takes exactly one DFA (use mode 'split' for a pipeline)")
+        if len(levels) > MAX_LEVELS:
+            raise ValueError(f"a pipeline has at most {MAX_LEVELS} levels, got {len(levels)}")
         self.levels = list(levels)
         self.mode = mode
         self.name = name
@@ -418,7 +440,8 @@ class CompiledPattern:
             raise _art.ArtifactError(f"{where}: unsupported regex DFA layout {src.get('version') if isinstance(src, dict) else src!r}")
         mode = src.get("mode")
         lv = src.get("levels")
-        if mode not in MODES or not isinstance(lv, list) or not lv or len(lv) > 64 or (mode == "find" and len(lv) != 1):
+        if (mode not in MODES or not isinstance(lv, list) or not lv or len(lv) > MAX_LEVELS
+                or (mode == "find" and len(lv) != 1)):
             raise _art.ArtifactError(f"{where}: bad regex DFA description in {prefix}source")
         levels = []
         for i, desc in enumerate(lv):
@@ -545,7 +568,7 @@ def _utf8(text: str) -> bytes:
 
 def dfa_sections(compiled: CompiledPattern, prefix: str = PREFIX) -> dict[str, Any]:
     """Artifact sections of a compiled pattern (names start with `prefix`), for embedding."""
-    if not isinstance(prefix, str) or len(prefix) + len("63.classes") > 32:
+    if not isinstance(prefix, str) or len(prefix) + len("15.classes") > 32:
         raise ValueError(f"section prefix {prefix!r} is too long")
     src = {"version": LAYOUT, "mode": compiled.mode, "name": compiled.name,
            "levels": [{"pattern": t.pattern, "dialect": t.dialect, "unicode": t.unicode} for t in compiled.levels]}

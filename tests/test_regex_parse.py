@@ -102,6 +102,17 @@ def test_oniguruma_interval_syntax():
         parse(r"a{,2}", RUST)
 
 
+def test_inline_flags_scope_per_dialect():
+    # Oniguruma: `a(?i)b|c` is `a(?i:b|c)`; regex-syntax: `(?:a(?i:b))|(?i:c)`
+    assert spans("a(?i)b|c", "ac aB C", ONIG) == [(0, 2), (3, 5)]
+    assert spans("a(?i)b|c", "ac aB C", RUST) == [(1, 2), (3, 5), (6, 7)]
+    from tokenizers import Regex, pre_tokenizers
+
+    pt = pre_tokenizers.Split(Regex("a(?i)b|c"), behavior="isolated")
+    assert [o for _, o in pt.pre_tokenize_str("ac aB C")] == CompiledPattern(
+        [compile_tables("a(?i)b|c", ONIG)], "split").spans("ac aB C")
+
+
 def test_dollar_per_dialect():
     # rust-regex: end of text; Oniguruma: end of line (before \n or at the end)
     assert spans(r"\s+$", "a \nb  ", RUST) == [(4, 6)]

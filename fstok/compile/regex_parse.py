@@ -9,7 +9,7 @@ Dialects (the engine the tokenizer was made for decides what a pattern means):
                 `{m,n}+` is the interval repeated (`(?:x{m,n})+`), `{,n}` means `{0,n}`, a `{`
                 that does not start an interval is a literal, `$` is the end of a line, and
                 (?i) string literals also match characters whose full case folding they spell
-                (`(?i:ss)` matches "ß").
+                (`(?i:ss)` matches "ß"); `a(?i)b|c` means `a(?i:b|c)`.
 
 Supported: literals and escapes (\\t \\n \\r \\f \\v \\a \\e \\0 \\xHH \\x{H..} \\uHHHH \\u{H..} \\U..,
 escaped punctuation), `.`, classes `[...]` (ranges, negation, nesting, `&&`; `--` and `~~` in
@@ -222,9 +222,16 @@ class _Parser:
         while not self.eof() and self.peek() not in "|)":
             start = self.i
             c = self.peek()
-            if c == "(" and self.p.startswith(("(?i)", "(?-i)", "(?s)", "(?-s)", "(?m)", "(?-m)"), self.i) or (
-                c == "(" and self._is_flag_only_group()
-            ):
+            if c == "(" and self._is_flag_only_group():
+                if self.onig:
+                    # Oniguruma: `a(?i)b|c` is `a(?i:b|c)`: the flags open a group that runs to the
+                    # end of the enclosing group, alternatives included
+                    inner = _Flags(flags.i, flags.s, flags.m)
+                    self._flag_group(inner)
+                    self._check_multifold(lit_run, flags)
+                    lit_run = []
+                    items.append(self.alternation(inner))
+                    break
                 self._flag_group(flags)
                 continue
             atom, lit_cp = self.atom(flags)

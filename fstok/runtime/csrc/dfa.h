@@ -94,6 +94,7 @@ size_t fstok_dfa_find_all(const fstok_dfa *d, const uint8_t *s, size_t n, size_t
  * into matches and the gaps between them (each piece is a text of its own: lookahead sees the
  * piece end as the end of input).  The final pieces cover s[0..n) without gaps, so only their
  * end offsets are appended to ends[0..*len) (grown with realloc; *cap is its capacity).
+ * Recursion depth is n_levels (keep it small: HF pipelines have 1..4; the binding allows 16).
  * Returns 0, or -1 when out of memory. */
 int fstok_dfa_split_isolated(const fstok_dfa *levels, int n_levels, const uint8_t *s, size_t n,
                              size_t **ends, size_t *len, size_t *cap);

@@ -152,9 +152,9 @@ static int split_rec(const fstok_dfa *levels, int n_levels, const uint8_t *s, si
     const fstok_dfa *d = &levels[0];
     const uint8_t *base = s + lo;
     size_t n = hi - lo, p = 0, q = 0;
-    size_t buf[2 * 256];
+    size_t buf[2 * 64];
     while (q < n) {
-        size_t got = fstok_dfa_find_all(d, base, n, &q, buf, 256);
+        size_t got = fstok_dfa_find_all(d, base, n, &q, buf, 64);
         for (size_t j = 0; j < got; j++) {
             size_t b = buf[2 * j], e = buf[2 * j + 1];
             if (b > p && split_rec(levels + 1, n_levels - 1, s, lo + p, lo + b, ends, len, cap)) return -1;

@@ -160,9 +160,9 @@ static int Spanner_init(SpannerObject *self, PyObject *args, PyObject *kw) {
     PyObject *tup = PySequence_Tuple(levels);
     if (!tup) return -1;
     Py_ssize_t k = PyTuple_GET_SIZE(tup);
-    if (k < 1 || k > 64 || (mode == MODE_FIND && k != 1) || (mode != MODE_FIND && mode != MODE_SPLIT)) {
+    if (k < 1 || k > 16 || (mode == MODE_FIND && k != 1) || (mode != MODE_FIND && mode != MODE_SPLIT)) {
         Py_DECREF(tup);
-        PyErr_SetString(PyExc_ValueError, "Spanner needs mode 0 (find) with one DFA or mode 1 (split) with 1..64");
+        PyErr_SetString(PyExc_ValueError, "Spanner needs mode 0 (find) with one DFA or mode 1 (split) with 1..16");
         return -1;
     }
     self->levels = (fstok_dfa *)calloc((size_t)k, sizeof(fstok_dfa));
