@@ -751,6 +751,11 @@ class BPETokenizer:
             return [r if r is not None else self.count(t) for r, t in zip(out, texts)]
         return [self.count(t) for t in texts]
 
+    def clear_cache(self) -> None:
+        """Forget the thread-private pre-token memos of this tokenizer (bounded, exact; see bpe.h).
+        Results never depend on them; benchmarks call this to measure a cold start."""
+        self._model.clear_cache()
+
     @staticmethod
     def _threads(num_threads: int | None, n: int) -> int:
         if num_threads is None:

@@ -185,3 +185,22 @@ def test_adversarial_linear_time():
         assert tb < 3 * ts + 5e-9, (label, ts, tb)
         # bounded: no adversarial input is catastrophically slower per byte than English
         assert tb < 12 * t_eng, (label, tb, t_eng)
+
+
+def test_pre_token_memo_is_transparent():
+    tok, ref = fstok_encoding("o200k_base"), tiktoken_encoding("o200k_base")
+    text = read_corpus("english")[:200_000] + read_corpus("multilingual")[:50_000]
+    want = ref.encode_ordinary(text)
+    assert tok.encode_ordinary(text) == want  # fills the memo
+    assert tok.encode_ordinary(text) == want  # served from it
+    tok.clear_cache()
+    assert tok.encode_ordinary(text) == want
+    tok._model.set_memo(False)
+    try:
+        assert tok.encode_ordinary(text) == want
+    finally:
+        tok._model.set_memo(True)
+    # another model in the same thread keeps its own memo
+    other = fstok_encoding("cl100k_base")
+    assert other.encode_ordinary(text) == tiktoken_encoding("cl100k_base").encode_ordinary(text)
+    assert tok.encode_ordinary(text) == want

@@ -11,3 +11,10 @@ $PIP install "tokenizers==0.23.3"
 $PIP install "tensorflow-text==2.21.1"      # pulls tensorflow 2.21
 $PIP install "flash-tokenizer==1.2.0"
 $PIP install matplotlib                     # the time-vs-word-length PNG
+
+# --- byte-level BPE peers (tools/bench bpe) ---
+$PIP install "tiktoken==0.14.0"
+$PIP install "tokenizers==0.23.3"
+$PIP install "wordchipper==0.9.2"
+$PIP install "bpe-openai==0.1.4"
+$PIP install "gigatoken==0.10.0"

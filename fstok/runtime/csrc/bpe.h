@@ -145,6 +145,22 @@ extern unsigned long bpe_backtrack_fallbacks;
 #define BPE_SPLIT_R(m, t) ((m)->info[4 * (size_t)(t) + 2])
 #define BPE_NEXT_PREFIX(m, t) ((m)->info[4 * (size_t)(t) + 3])
 
+/* Pre-token memo: a small direct-mapped table, private to one thread and one model, from the bytes of
+ * a pre-token (<= 16 bytes) to its encoding (<= 3 tokens).  Bounded (BPE_MEMO_N entries, 512 KiB),
+ * exact (full key compared), never shared, so no locks; it only saves work the tables would redo. */
+#define BPE_MEMO_BITS 14
+#define BPE_MEMO_N (1u << BPE_MEMO_BITS)
+#define BPE_MEMO_MAXLEN 16
+typedef struct {
+    uint64_t k0, k1;  /* the span's bytes, zero padded */
+    uint32_t ids[3];  /* external ids */
+    uint8_t len, ntok, pad[2];
+} bpe_memo_entry;
+typedef struct {
+    uint64_t serial, epoch; /* the model it belongs to, and that model's cache epoch when filled */
+    bpe_memo_entry e[BPE_MEMO_N];
+} bpe_memo;
+
 /* start loading the whole-span slot of s[0:n) (call a few spans ahead of bpe_encode_span) */
 static inline void bpe_span_prefetch(const bpe_model *m, const uint8_t *s, size_t n) {
     if (n <= m->hash_max && n <= m->max_span_len)
@@ -154,6 +170,8 @@ static inline void bpe_span_prefetch(const bpe_model *m, const uint8_t *s, size_
 int bpe_vec_reserve(bpe_vec *v, size_t extra);
 /* Encode one pre-token s[0:n) and append external ids. Returns 0, or -1 on allocation failure. */
 int bpe_encode_span(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
+/* the same with a thread-private memo (may be NULL) */
+int bpe_encode_span_memo(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, bpe_vec *out);
 /* The individual encoders (append internal ids converted to external ids). */
 int bpe_encode_short(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
 int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);

@@ -242,7 +242,15 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
 
 /* ---------------------------------------------------------------- dispatch */
 
-int bpe_encode_span(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
+/* memo probe for a multi-token span: returns the entry (hit: e->len == n) to fill after a miss */
+static inline bpe_memo_entry *memo_slot(bpe_memo *memo, const uint8_t *s, size_t n, uint64_t *k0, uint64_t *k1) {
+    *k0 = bpe_head8(s, n < 8 ? n : 8);
+    *k1 = n > 8 ? bpe_head8(s + 8, n - 8) : 0;
+    uint64_t h = (*k0 * 0x9E3779B97F4A7C15ull) ^ (*k1 * 0xC2B2AE3D27D4EB4Full) ^ n;
+    return &memo->e[(h ^ (h >> 29)) & (BPE_MEMO_N - 1)];
+}
+
+int bpe_encode_span_memo(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, bpe_vec *out) {
     size_t base = out->len;
     int rc;
     if (n <= m->hash_max || !m->backtrack_ok || !m->trie_has_spans) {
@@ -252,15 +260,42 @@ int bpe_encode_span(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out
             out->ids[out->len++] = id;
             return 0;
         }
+        bpe_memo_entry *e = NULL;
+        uint64_t k0 = 0, k1 = 0;
+        if (memo && n <= BPE_MEMO_MAXLEN) {
+            e = memo_slot(memo, s, n, &k0, &k1);
+            if (e->len == n && e->k0 == k0 && e->k1 == k1) {
+                if (bpe_vec_reserve(out, 3)) return -1;
+                uint32_t *o = out->ids + out->len;
+                o[0] = e->ids[0], o[1] = e->ids[1], o[2] = e->ids[2];
+                out->len += e->ntok;
+                return 0;
+            }
+        }
         uint32_t lim = (s[n - 1] & 0x80) ? m->short_max_mb : m->short_max;
         if (n <= lim || (!m->backtrack_ok && n <= m->short_max)) rc = bpe_encode_short(m, s, n, out);
         else if (m->backtrack_ok) rc = bpe_encode_backtrack(m, s, n, out);
         else rc = bpe_encode_heap(m, s, n, out);
-    } else {
-        rc = bpe_encode_backtrack(m, s, n, out);
+        if (rc) return rc;
+        if (!m->int_is_ext)
+            for (size_t i = base; i < out->len; i++) out->ids[i] = m->int_ext[out->ids[i]];
+        size_t k = out->len - base;
+        if (e && k <= 3) {
+            e->len = (uint8_t)n;
+            e->ntok = (uint8_t)k;
+            e->k0 = k0;
+            e->k1 = k1;
+            for (size_t i = 0; i < k; i++) e->ids[i] = out->ids[base + i];
+        }
+        return 0;
     }
+    rc = bpe_encode_backtrack(m, s, n, out);
     if (rc) return rc;
     if (!m->int_is_ext)
         for (size_t i = base; i < out->len; i++) out->ids[i] = m->int_ext[out->ids[i]];
     return 0;
+}
+
+int bpe_encode_span(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
+    return bpe_encode_span_memo(m, NULL, s, n, out);
 }

@@ -501,7 +501,63 @@ typedef struct {
     int pt_mode;    /* -1 none (Python spans only), 0 find (tiktoken), 1 split (HF Isolated levels) */
     Py_buffer dfa_views[3 * MAX_LEVELS];
     int n_dfa_views;
+    uint64_t serial;          /* unique per Model object: keys the thread-private memos */
+    uint64_t memo_epoch;      /* bumped by clear_cache(): memos filled earlier are dropped */
+    int use_memo;
 } ModelObject;
+
+/* ---- thread-private pre-token memos (see bpe.h): a few per thread, one per model in use */
+#define MEMO_SLOTS 4
+static uint64_t model_serial_counter = 0;
+static pthread_key_t memo_key;
+static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
+typedef struct {
+    bpe_memo *m[MEMO_SLOTS];
+    unsigned next;
+} memo_set;
+
+static void memo_set_free(void *p) {
+    memo_set *ms = (memo_set *)p;
+    if (!ms) return;
+    for (int i = 0; i < MEMO_SLOTS; i++) free(ms->m[i]);
+    free(ms);
+}
+static void memo_key_init(void) { pthread_key_create(&memo_key, memo_set_free); }
+
+/* the calling thread's memo for this model (NULL if out of memory or disabled) */
+static bpe_memo *thread_memo(uint64_t serial, uint64_t epoch) {
+    pthread_once(&memo_once, memo_key_init);
+    memo_set *ms = (memo_set *)pthread_getspecific(memo_key);
+    if (!ms) {
+        ms = (memo_set *)calloc(1, sizeof(memo_set));
+        if (!ms || pthread_setspecific(memo_key, ms)) {
+            free(ms);
+            return NULL;
+        }
+    }
+    for (int i = 0; i < MEMO_SLOTS; i++) {
+        bpe_memo *mm = ms->m[i];
+        if (mm && mm->serial == serial) {
+            if (mm->epoch != epoch) {
+                memset(mm->e, 0, sizeof mm->e);
+                mm->epoch = epoch;
+            }
+            return mm;
+        }
+    }
+    unsigned k = ms->next++ % MEMO_SLOTS;
+    bpe_memo *mm = ms->m[k];
+    if (!mm) {
+        mm = (bpe_memo *)calloc(1, sizeof(bpe_memo));
+        if (!mm) return NULL;
+        ms->m[k] = mm;
+    } else {
+        memset(mm->e, 0, sizeof mm->e);
+    }
+    mm->serial = serial;
+    mm->epoch = epoch;
+    return mm;
+}
 
 static void Model_dealloc(ModelObject *self) {
     for (int i = 0; i < self->nviews; i++) PyBuffer_Release(&self->views[i]);
@@ -526,6 +582,8 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     self->pt_mode = -1;
+    self->serial = __atomic_add_fetch(&model_serial_counter, 1, __ATOMIC_RELAXED);
+    self->use_memo = 1;
     for (int i = 0; i < V_COUNT; i++) {
         if (get_view(tables, VIEW_NAMES[i], &self->views[i], VIEW_SIZES[i], 1) < 0) return -1;
         self->nviews = i + 1;
@@ -992,6 +1050,7 @@ static PyTypeObject SpecialsType = {
 #define PREFETCH_AHEAD 6
 
 typedef struct {
+    bpe_memo *memo;      /* thread-private pre-token memo or NULL */
     bpe_vec ids, starts; /* starts only when want_starts */
     size_t count;        /* tokens already dropped from ids (count mode) */
     size_t *ends;        /* split mode scratch */
@@ -1006,9 +1065,13 @@ static void enc_free(enc_state *st) {
     memset(st, 0, sizeof *st);
 }
 
+static void enc_attach_memo(const ModelObject *self, enc_state *st) {
+    st->memo = self->use_memo ? thread_memo(self->serial, __atomic_load_n(&self->memo_epoch, __ATOMIC_RELAXED)) : NULL;
+}
+
 static inline int emit_span(const bpe_model *m, const uint8_t *s, size_t a, size_t b, enc_state *st) {
     size_t before = st->ids.len;
-    if (bpe_encode_span(m, s + a, b - a, &st->ids)) return -1;
+    if (bpe_encode_span_memo(m, st->memo, s + a, b - a, &st->ids)) return -1;
     if (st->want_starts) {
         if (bpe_vec_reserve(&st->starts, st->ids.len - before)) return -1;
         size_t p = a;
@@ -1176,6 +1239,7 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     int rc;
     Py_INCREF(spo);
     Py_INCREF(sp2o);
+    enc_attach_memo(self, &st);
     if (n >= NOGIL_MIN) {
         Py_BEGIN_ALLOW_THREADS
         rc = encode_text(self, sp, sp2, s, (size_t)n, &st);
@@ -1214,6 +1278,7 @@ static PyObject *Model_encode_segments(ModelObject *self, PyObject *args) {
     st.want_starts = kind == OUT_OFFSETS;
     st.count_only = kind == OUT_COUNT;
     int rc = 0;
+    enc_attach_memo(self, &st);
     Py_BEGIN_ALLOW_THREADS
     rc = bpe_vec_reserve(&st.ids, n / 4 + 16);
     for (size_t i = 0; i < k && !rc; i++) {
@@ -1245,6 +1310,7 @@ typedef struct {
 
 static void *batch_worker(void *arg) {
     batch_job *j = (batch_job *)arg;
+    bpe_memo *memo = j->self->use_memo ? thread_memo(j->self->serial, __atomic_load_n(&j->self->memo_epoch, __ATOMIC_RELAXED)) : NULL;
     for (;;) {
         pthread_mutex_lock(&j->mu);
         size_t i = j->next;
@@ -1253,6 +1319,7 @@ static void *batch_worker(void *arg) {
         if (i >= j->count) break;
         if (!j->s[i]) continue;
         j->st[i].count_only = j->kind == OUT_COUNT;
+        j->st[i].memo = memo;
         j->rc[i] = encode_text(j->self, j->sp, j->sp2, j->s[i], j->n[i], &j->st[i]);
     }
     return NULL;
@@ -1392,6 +1459,20 @@ static PyObject *Model_self_check(ModelObject *self, PyObject *noargs) {
     return Py_BuildValue("nL", (Py_ssize_t)fails, first);
 }
 
+/* clear_cache(): drop what the thread-private pre-token memos learned for this model;
+ * set_memo(flag): enable/disable them (benchmarks: cold vs warm) */
+static PyObject *Model_clear_cache(ModelObject *self, PyObject *noargs) {
+    __atomic_add_fetch(&self->memo_epoch, 1, __ATOMIC_RELAXED);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Model_set_memo(ModelObject *self, PyObject *arg) {
+    int on = PyObject_IsTrue(arg);
+    if (on < 0) return NULL;
+    self->use_memo = on;
+    Py_RETURN_NONE;
+}
+
 /* _tune(short_max, use_backtrack): change the encoder choice (benchmarks and tests only) */
 static PyObject *Model_tune(ModelObject *self, PyObject *args) {
     unsigned int short_max, hash_max = 0xFFFFFFFFu, short_max_mb = 0xFFFFFFFFu;
@@ -1413,6 +1494,8 @@ static PyMethodDef Model_methods[] = {
     {"encode", (PyCFunction)Model_encode, METH_VARARGS, "encode a text (str or UTF-8 bytes)"},
     {"encode_segments", (PyCFunction)Model_encode_segments, METH_VARARGS, "encode (start, end, literal) segments"},
     {"encode_batch", (PyCFunction)Model_encode_batch, METH_VARARGS, "encode a list of str on threads"},
+    {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, "forget the pre-token memos of this model"},
+    {"set_memo", (PyCFunction)Model_set_memo, METH_O, "enable/disable the thread-private pre-token memo"},
     {"_tune", (PyCFunction)Model_tune, METH_VARARGS, "set short_max / backtracking (tests, benchmarks)"},
     {"self_check", (PyCFunction)Model_self_check, METH_NOARGS, "every reachable token encodes to itself"},
     {NULL, NULL, 0, NULL},
