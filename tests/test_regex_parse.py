@@ -75,6 +75,12 @@ def test_oniguruma_multichar_folds_are_rejected_not_misread():
     # Oniguruma (?i:ss) also matches "ß"; fstok does not compile multi-character folds
     with pytest.raises(RegexUnsupported, match="multi-character"):
         parse("(?i:ss)", ONIG)
+    with pytest.raises(RegexUnsupported, match="multi-character"):
+        parse("(?i)\u00df", ONIG)  # Oniguruma: (?i)ß matches "ss"
+    with pytest.raises(RegexUnsupported, match="multi-character"):
+        parse("(?i)[a-z\u00df]", ONIG)  # and so does (?i)[ß]
+    parse("(?i)[^\u00df]", ONIG)  # a negated class matches one character only
+    assert spans("(?i)[\u00df]", "ss\u00df\u1e9e", RUST) == [(2, 3), (3, 4)]  # regex-syntax: simple folding
     parse("(?i:ss)", RUST)  # regex-syntax uses simple folding only: nothing to reject
     parse(LLAMA3_PAT, ONIG)  # 's 't 're 've 'm 'll 'd contain no multi-character fold
 

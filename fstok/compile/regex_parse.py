@@ -246,7 +246,7 @@ class _Parser:
         return _concat(items)
 
     def _check_multifold(self, run: list[tuple[int, int]], flags: _Flags) -> None:
-        if len(run) < 2 or not self.u.multi_folds:
+        if not run or not self.u.multi_folds:
             return
         text = "".join(chr(c) for c, _ in run).casefold()
         for cp, folded in self.u.multi_folds:
@@ -546,6 +546,13 @@ class _Parser:
             neg = True
         s = self._class_body(flags, start)
         if flags.i:
+            if not neg:
+                for cp, folded in self.u.multi_folds:
+                    if cp in s:
+                        raise self.err(
+                            f"(?i) class containing U+{cp:04X} {chr(cp)!r} also matches {folded!r} in Oniguruma "
+                            "(multi-character case folding); fstok does not compile multi-character folds",
+                            start, unsupported=True)
             s = self.u.case_close(s)
         return s.complement() if neg else s
 
