@@ -32,7 +32,9 @@ _SECTION_DTYPES = {
     "pair_tab": "<u8",
     "byte_pair": "<u4",
     "pair_bloom": "<u8",
+    "pair_hot": "<u8",
     "span_tab": "<u8",
+    "span_hot": "<u8",
     "trie": "<u4",
     "byte_tok": "<u4",
 }
@@ -271,9 +273,30 @@ class BPETokenizer:
         nb = len(t["pair_bloom"])
         if nb < 1 or nb & (nb - 1):
             bad("pair bloom size")
+        ph = t["pair_hot"]
+        if len(ph) < 16 or len(ph) & (len(ph) - 1):
+            bad("hot pair table size")
+        phf = ph != np.uint64(0xFFFFFFFFFFFFFFFF)
+        if phf.all():
+            bad("hot pair table has no empty slot")
+        pf = ph[phf]
+        if np.any((pf >> np.uint64(43)) >= n_int) or np.any(((pf >> np.uint64(22)) & m21) >= n_int) or np.any(
+            (pf & np.uint64((1 << 22) - 1)) >= n_int
+        ):
+            bad("hot pair table ids")
         bp = t["byte_pair"]
         if np.any((bp != _NONE) & (bp >= n_int)):
             bad("byte pair table")
+        nhot = len(t["span_hot"]) // 2
+        if len(t["span_hot"]) % 2 or nhot < 2 or nhot & (nhot - 1):
+            bad("hot span table size")
+        hot = t["span_hot"].reshape(-1, 2)
+        hid = (hot[:, 1] & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        hfull = hid != _NONE
+        if hfull.all() or np.any(hid[hfull] >= n_ext) or np.any(
+            (hot[hfull, 1] >> np.uint64(32)).astype(np.int64) != (dec_off[hid[hfull] + 1].astype(np.int64) - dec_off[hid[hfull]])
+        ):
+            bad("hot span table")
         st = t["span_tab"].reshape(-1, 2)
         sid = (st[:, 1] & np.uint64(0xFFFFFFFF)).astype(np.int64)
         sfull = sid != _NONE

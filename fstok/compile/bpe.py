@@ -15,9 +15,11 @@ Tables (all little-endian flat arrays, see `fstok/runtime/csrc/bpe.h` for how C 
                                  42-bit key (no false positives, no collisions left), load <= 1/2
   pair_bloom                     bitset over hashed pair keys: a clear bit proves a pair absent
                                  (small enough for L2; most lookups in the encoders are misses)
+  pair_hot                       the pairs of the HOT_PAIRS lowest-ranked merges again, probed first
   byte_pair                      the same for two single-byte tokens, as a dense 256x256 table
   span_tab                       whole-span hash: bytes -> external id (single-token fast path);
                                  2 words per slot: the first 8 bytes inline, id | length << 32
+  span_hot                       the same for the HOT_TOKENS lowest-ranked tokens, probed first
   trie                           double-array trie of the internal tokens (longest-prefix match):
                                  (base, check, token) per node
   byte_tok                       byte -> internal id
@@ -45,6 +47,8 @@ from ..loaders.bpe_source import BPESource
 DEFAULT_SHORT_MAX = 16
 DEFAULT_SHORT_MAX_MB = 4
 DEFAULT_HASH_MAX = 24
+HOT_TOKENS = 16384  # tokens in the small first-probe span table (512 KiB)
+HOT_PAIRS = 32768  # merges (by rank) in the small first-probe pair table (<= 512 KiB)
 
 META_VERSION = 1
 
@@ -105,7 +109,8 @@ def _arena(items: list[bytes]) -> tuple[bytes, np.ndarray]:
 
 
 def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX, short_max_mb: int = DEFAULT_SHORT_MAX_MB,
-                   hash_max: int = DEFAULT_HASH_MAX) -> tuple[dict[str, Any], dict[str, Any], str]:
+                   hash_max: int = DEFAULT_HASH_MAX, hot_tokens: int = HOT_TOKENS,
+                   hot_pairs: int = HOT_PAIRS) -> tuple[dict[str, Any], dict[str, Any], str]:
     """Compile a BPE source into (meta, sections, unicode version) for `write_artifact`.
 
     The pre-tokenizer regex is compiled by issue 3's DFA compiler and embedded under "dfa."."""
@@ -159,6 +164,8 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX, short_max
     pair_tab, pair_bits, pair_bloom = nat.build_pair_table(
         split_l[merged].tobytes(), split_r[merged].tobytes(), ar_int[merged].tobytes(), bloom_bits
     )
+    hot = merged & (ar_int < hot_pairs)
+    pair_hot, _, _ = nat.build_pair_table(split_l[hot].tobytes(), split_r[hot].tobytes(), ar_int[hot].tobytes(), 6)
     int_arena, int_off = _arena([tok_bytes[k] for k in order])
     trie, next_prefix = nat.build_trie(int_arena, int_off.tobytes())
     byte_tok = np.zeros(256, dtype=np.uint32)
@@ -199,6 +206,10 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX, short_max
         span_ids = int_ext
         span_lens = int_len.astype(np.int64)
     span_tab = nat.build_span_table(dec_bytes, dec_off.tobytes(), span_ids.tobytes())
+    # the most frequent tokens (lowest merge ranks) again in a small table probed first: the hot entries
+    # of the big table are spread over many cache lines, here they share few
+    hot_ids = int_ext[: min(n_int, hot_tokens)]
+    span_hot = nat.build_span_table(dec_bytes, dec_off.tobytes(), np.ascontiguousarray(hot_ids, dtype=np.uint32).tobytes())
     max_span_len = int(span_lens.max()) if len(span_lens) else 0
 
     sections = {
@@ -212,7 +223,9 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX, short_max
         "pair_tab": np.frombuffer(pair_tab, dtype=np.uint64),
         "byte_pair": byte_pair,
         "pair_bloom": np.frombuffer(pair_bloom, dtype=np.uint64),
+        "pair_hot": np.frombuffer(pair_hot, dtype=np.uint64),
         "span_tab": np.frombuffer(span_tab, dtype=np.uint64),
+        "span_hot": np.frombuffer(span_hot, dtype=np.uint64),
         "trie": np.frombuffer(trie, dtype=np.uint32),
         "byte_tok": byte_tok,
     }

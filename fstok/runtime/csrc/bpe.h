@@ -39,9 +39,15 @@ typedef struct {
     int pair_shift;
     const uint64_t *pair_bloom; /* one bit per hashed pair key: a clear bit proves the pair is absent */
     int bloom_shift;
+    const uint64_t *pair_hot;   /* the pairs of the lowest-ranked merges again, in a small table probed first */
+    uint64_t pair_hot_mask;
+    int pair_hot_shift;
     const uint32_t *byte_pair;  /* [256*256]: merged internal id of two single-byte tokens, or BPE_NONE */
     const uint64_t *span_tab;   /* 2 words per slot: first 8 bytes (zero padded), id | len << 32 */
     uint64_t span_mask;
+    const uint64_t *span_hot;   /* the same layout for the lowest-ranked (most frequent) tokens only:
+                                   small enough to stay in cache, probed first */
+    uint64_t hot_mask;
     const uint8_t *dec_bytes;   /* external id -> bytes (arena + offsets) */
     const uint32_t *dec_off;
     const uint8_t *dec_kind;    /* 0 unused id, 1 mergeable, 2 special/added, 3 decode-only */
@@ -80,10 +86,23 @@ static inline uint64_t bpe_head8(const uint8_t *s, size_t n) {
     return (uint64_t)s[0] | ((uint64_t)s[n >> 1] << (8 * (n >> 1))) | ((uint64_t)s[n - 1] << (8 * (n - 1)));
 }
 
+/* the head word, reading 8 bytes when `avail` (bytes readable at s) allows: no branch on n */
+static inline uint64_t bpe_head8_fast(const uint8_t *s, size_t n, size_t avail) {
+    if (avail < 8) return bpe_head8(s, n);
+    uint64_t w = bpe_rd64(s);
+    return n >= 8 ? w : w & ((1ull << (8 * n)) - 1);
+}
+
+/* hash of a span of n <= 8 bytes from its head word */
+static inline uint64_t bpe_hash_w(uint64_t w, size_t n) {
+    uint64_t h = (w ^ ((uint64_t)n * 0x9E3779B97F4A7C15ull)) * 0xD6E8FEB86659FD93ull;
+    return h ^ (h >> 32);
+}
+
 /* hash of a byte string; the compiler and the runtime both use this one. */
 static inline uint64_t bpe_hash_bytes(const uint8_t *p, size_t n) {
     const uint64_t s0 = 0xa0761d6478bd642full, s1 = 0xe7037ed1a0b428dbull, s2 = 0x8ebc6af09c88c6e3ull;
-    if (n <= 8) return bpe_mum(bpe_head8(p, n) ^ s1, (uint64_t)n ^ s2);
+    if (n <= 8) return bpe_hash_w(bpe_head8(p, n), n);
     uint64_t a, b, seed = 0x243f6a8885a308d3ull ^ (uint64_t)n;
     if (n <= 16) {
         a = bpe_rd64(p);
@@ -111,6 +130,13 @@ static inline uint32_t bpe_pair_get(const bpe_model *m, uint32_t a, uint32_t b) 
     uint64_t key = ((uint64_t)a << BPE_PAIR_ID_BITS) | b;
     uint64_t bit = bpe_bloom_bit(key, m->bloom_shift);
     if (!((m->pair_bloom[bit >> 6] >> (bit & 63)) & 1)) return BPE_NONE;
+    uint64_t j = bpe_pair_slot(key, m->pair_hot_shift);
+    for (;;) {
+        uint64_t k = m->pair_hot[j];
+        if ((k >> 22) == key) return (uint32_t)(k & 0x3FFFFF);
+        if (k == BPE_EMPTY_KEY) break;
+        j = (j + 1) & m->pair_hot_mask;
+    }
     uint64_t i = bpe_pair_slot(key, m->pair_shift);
     for (;;) {
         uint64_t k = m->pair_tab[i];
@@ -120,21 +146,34 @@ static inline uint32_t bpe_pair_get(const bpe_model *m, uint32_t a, uint32_t b) 
     }
 }
 
-/* external id of the token whose bytes are exactly s[0:n), or BPE_NONE */
-static inline uint32_t bpe_span_get(const bpe_model *m, const uint8_t *s, size_t n) {
-    if (n > m->max_span_len || n == 0) return BPE_NONE;
-    uint64_t w = bpe_head8(s, n);
-    uint64_t i = bpe_hash_bytes(s, n) & m->span_mask;
+static inline uint32_t bpe_span_probe(const bpe_model *m, const uint64_t *tab, uint64_t mask, uint64_t h, uint64_t w,
+                                      const uint8_t *s, size_t n) {
+    uint64_t i = h & mask;
     for (;;) {
-        const uint64_t *e = m->span_tab + 2 * i;
+        const uint64_t *e = tab + 2 * i;
         uint64_t v = e[1];
         if ((uint32_t)v == BPE_NONE) return BPE_NONE;
         if (e[0] == w && (v >> 32) == n) {
             uint32_t id = (uint32_t)v;
-            if (n <= 8 || memcmp(m->dec_bytes + m->dec_off[id] + 8, s + 8, n - 8) == 0) return id;
+            if (n <= 8) return id;
+            const uint8_t *t = m->dec_bytes + m->dec_off[id] + 8;
+            if (n <= 16 ? bpe_head8(t, n - 8) == bpe_head8(s + 8, n - 8) : memcmp(t, s + 8, n - 8) == 0) return id;
         }
-        i = (i + 1) & m->span_mask;
+        i = (i + 1) & mask;
     }
+}
+
+/* external id of the token whose bytes are exactly s[0:n), or BPE_NONE; w = bpe_head8(s, n) */
+static inline uint32_t bpe_span_get_w(const bpe_model *m, const uint8_t *s, size_t n, uint64_t w) {
+    if (n > m->max_span_len || n == 0) return BPE_NONE;
+    uint64_t h = n <= 8 ? bpe_hash_w(w, n) : bpe_hash_bytes(s, n);
+    uint32_t id = bpe_span_probe(m, m->span_hot, m->hot_mask, h, w, s, n);
+    if (id != BPE_NONE) return id;
+    return bpe_span_probe(m, m->span_tab, m->span_mask, h, w, s, n);
+}
+
+static inline uint32_t bpe_span_get(const bpe_model *m, const uint8_t *s, size_t n) {
+    return bpe_span_get_w(m, s, n, bpe_head8(s, n));
 }
 
 /* times the backtracking encoder had to hand a span to the heap encoder (should stay 0) */
@@ -163,8 +202,7 @@ typedef struct {
 
 /* start loading the whole-span slot of s[0:n) (call a few spans ahead of bpe_encode_span) */
 static inline void bpe_span_prefetch(const bpe_model *m, const uint8_t *s, size_t n) {
-    if (n <= m->hash_max && n <= m->max_span_len)
-        __builtin_prefetch(m->span_tab + 2 * (bpe_hash_bytes(s, n) & m->span_mask));
+    if (n <= m->hash_max && n <= m->max_span_len) __builtin_prefetch(m->span_hot + 2 * (bpe_hash_bytes(s, n) & m->hot_mask));
 }
 
 int bpe_vec_reserve(bpe_vec *v, size_t extra);
@@ -172,6 +210,8 @@ int bpe_vec_reserve(bpe_vec *v, size_t extra);
 int bpe_encode_span(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
 /* the same with a thread-private memo (may be NULL) */
 int bpe_encode_span_memo(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, bpe_vec *out);
+/* the same, told that `avail` >= n bytes are readable at s (lets the lookup read whole words) */
+int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, size_t avail, bpe_vec *out);
 /* The individual encoders (append internal ids converted to external ids). */
 int bpe_encode_short(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
 int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);

@@ -250,11 +250,11 @@ static inline bpe_memo_entry *memo_slot(bpe_memo *memo, const uint8_t *s, size_t
     return &memo->e[(h ^ (h >> 29)) & (BPE_MEMO_N - 1)];
 }
 
-int bpe_encode_span_memo(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, bpe_vec *out) {
+int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, size_t avail, bpe_vec *out) {
     size_t base = out->len;
     int rc;
     if (n <= m->hash_max || !m->backtrack_ok || !m->trie_has_spans) {
-        uint32_t id = bpe_span_get(m, s, n);
+        uint32_t id = bpe_span_get_w(m, s, n, bpe_head8_fast(s, n, avail));
         if (id != BPE_NONE) {
             if (bpe_vec_reserve(out, 1)) return -1;
             out->ids[out->len++] = id;
@@ -296,6 +296,10 @@ int bpe_encode_span_memo(const bpe_model *m, bpe_memo *memo, const uint8_t *s, s
     return 0;
 }
 
+int bpe_encode_span_memo(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, bpe_vec *out) {
+    return bpe_encode_span_avail(m, memo, s, n, n, out);
+}
+
 int bpe_encode_span(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
-    return bpe_encode_span_memo(m, NULL, s, n, out);
+    return bpe_encode_span_avail(m, NULL, s, n, n, out);
 }

@@ -484,10 +484,11 @@ out:
 /* ================================================================ Model */
 
 enum { V_INT_EXT, V_INFO, V_PAIR_TAB, V_BYTE_PAIR, V_SPAN_TAB, V_DEC_BYTES, V_DEC_OFF, V_DEC_KIND, V_TRIE, V_BYTE_TOK,
-       V_PAIR_BLOOM, V_COUNT };
+       V_PAIR_BLOOM, V_SPAN_HOT, V_PAIR_HOT, V_COUNT };
 static const char *VIEW_NAMES[V_COUNT] = {"int_ext",  "int_info", "pair_tab", "byte_pair", "span_tab",  "dec_bytes",
-                                          "dec_off",  "dec_kind", "trie",     "byte_tok",  "pair_bloom"};
-static const Py_ssize_t VIEW_SIZES[V_COUNT] = {4, 16, 8, 4, 16, 1, 4, 1, 12, 4, 8};
+                                          "dec_off",  "dec_kind", "trie",     "byte_tok",  "pair_bloom", "span_hot",
+                                          "pair_hot"};
+static const Py_ssize_t VIEW_SIZES[V_COUNT] = {4, 16, 8, 4, 16, 1, 4, 1, 12, 4, 8, 16, 8};
 
 typedef struct {
     PyObject_HEAD bpe_model m;
@@ -596,6 +597,18 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     m->pair_tab = (const uint64_t *)self->views[V_PAIR_TAB].buf;
     m->pair_mask = (uint64_t)(self->views[V_PAIR_TAB].len / 8) - 1;
     m->pair_shift = 64 - pair_bits;
+    {
+        size_t slots = (size_t)self->views[V_PAIR_HOT].len / 8;
+        int hb = 0;
+        while (((size_t)1 << hb) < slots) hb++;
+        if (slots < 16 || ((size_t)1 << hb) != slots) {
+            PyErr_SetString(PyExc_ValueError, "hot pair table size is not a power of two");
+            return -1;
+        }
+        m->pair_hot = (const uint64_t *)self->views[V_PAIR_HOT].buf;
+        m->pair_hot_mask = slots - 1;
+        m->pair_hot_shift = 64 - hb;
+    }
     m->byte_pair = (const uint32_t *)self->views[V_BYTE_PAIR].buf;
     m->pair_bloom = (const uint64_t *)self->views[V_PAIR_BLOOM].buf;
     {
@@ -610,6 +623,8 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     }
     m->span_tab = (const uint64_t *)self->views[V_SPAN_TAB].buf;
     m->span_mask = (uint64_t)(self->views[V_SPAN_TAB].len / 16) - 1;
+    m->span_hot = (const uint64_t *)self->views[V_SPAN_HOT].buf;
+    m->hot_mask = (uint64_t)(self->views[V_SPAN_HOT].len / 16) - 1;
     m->dec_bytes = (const uint8_t *)self->views[V_DEC_BYTES].buf;
     m->dec_off = (const uint32_t *)self->views[V_DEC_OFF].buf;
     m->dec_kind = (const uint8_t *)self->views[V_DEC_KIND].buf;
@@ -635,7 +650,8 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         n_int >= BPE_MAX_INTERNAL - 1 || (size_t)self->views[V_TRIE].len / 12 != da_size || pair_bits < 4 ||
         pair_bits > 40 || (uint64_t)self->views[V_PAIR_TAB].len / 8 != (1ull << pair_bits) ||
         (size_t)self->views[V_BYTE_PAIR].len != 65536 * 4 || (self->views[V_SPAN_TAB].len / 16) < 2 ||
-        ((self->views[V_SPAN_TAB].len / 16) & (self->views[V_SPAN_TAB].len / 16 - 1))) {
+        ((self->views[V_SPAN_TAB].len / 16) & (self->views[V_SPAN_TAB].len / 16 - 1)) ||
+        (self->views[V_SPAN_HOT].len / 16) < 2 || ((self->views[V_SPAN_HOT].len / 16) & (self->views[V_SPAN_HOT].len / 16 - 1))) {
         PyErr_SetString(PyExc_ValueError, "BPE tables have inconsistent sizes");
         return -1;
     }
@@ -1051,6 +1067,7 @@ static PyTypeObject SpecialsType = {
 
 typedef struct {
     bpe_memo *memo;      /* thread-private pre-token memo or NULL */
+    size_t text_len;     /* bytes of the whole text (spans may read ahead up to its end) */
     bpe_vec ids, starts; /* starts only when want_starts */
     size_t count;        /* tokens already dropped from ids (count mode) */
     size_t *ends;        /* split mode scratch */
@@ -1071,7 +1088,7 @@ static void enc_attach_memo(const ModelObject *self, enc_state *st) {
 
 static inline int emit_span(const bpe_model *m, const uint8_t *s, size_t a, size_t b, enc_state *st) {
     size_t before = st->ids.len;
-    if (bpe_encode_span_memo(m, st->memo, s + a, b - a, &st->ids)) return -1;
+    if (bpe_encode_span_avail(m, st->memo, s + a, b - a, st->text_len - a, &st->ids)) return -1;
     if (st->want_starts) {
         if (bpe_vec_reserve(&st->starts, st->ids.len - before)) return -1;
         size_t p = a;
@@ -1159,6 +1176,7 @@ static int encode_gap(const ModelObject *self, const SpecialsObject *sp2, const 
  * sp2 (HF models): tokens searched in those segments afterwards, as HF's normalized added tokens. */
 static int encode_text(const ModelObject *self, const SpecialsObject *sp, const SpecialsObject *sp2, const uint8_t *s,
                        size_t n, enc_state *st) {
+    st->text_len = n;
     if (bpe_vec_reserve(&st->ids, st->count_only ? 4096 + 512 : n / 4 + 16)) return -1;
     size_t pos = 0;
     while (pos < n) {
@@ -1279,6 +1297,7 @@ static PyObject *Model_encode_segments(ModelObject *self, PyObject *args) {
     st.count_only = kind == OUT_COUNT;
     int rc = 0;
     enc_attach_memo(self, &st);
+    st.text_len = n;
     Py_BEGIN_ALLOW_THREADS
     rc = bpe_vec_reserve(&st.ids, n / 4 + 16);
     for (size_t i = 0; i < k && !rc; i++) {
@@ -1459,6 +1478,45 @@ static PyObject *Model_self_check(ModelObject *self, PyObject *noargs) {
     return Py_BuildValue("nL", (Py_ssize_t)fails, first);
 }
 
+/* _profile(data, mode) -> checksum: cost breakdown for benchmarks (find mode only).
+ * 0: DFA spans only, 1: + hash of every span, 2: + whole-span lookup, 3: + encoders (full count) */
+static PyObject *Model_profile(ModelObject *self, PyObject *args) {
+    Py_buffer data;
+    int mode;
+    if (!PyArg_ParseTuple(args, "y*i", &data, &mode)) return NULL;
+    if (self->pt_mode != 0) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "find mode only");
+        return NULL;
+    }
+    const uint8_t *s = (const uint8_t *)data.buf;
+    size_t n = (size_t)data.len, pos = 0, acc = 0;
+    size_t buf[2 * SPAN_CHUNK];
+    bpe_vec v = {0};
+    bpe_vec_reserve(&v, 1 << 16);
+    bpe_memo *memo = thread_memo(self->serial, self->memo_epoch);
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < n) {
+        size_t k = fstok_dfa_find_all(&self->lv[0], s, n, &pos, buf, SPAN_CHUNK);
+        for (size_t j = 0; j < k; j++) {
+            const uint8_t *p = s + buf[2 * j];
+            size_t len = buf[2 * j + 1] - buf[2 * j];
+            if (mode == 0) acc += len;
+            else if (mode == 1) acc += len <= 8 ? bpe_hash_w(bpe_head8_fast(p, len, n - buf[2 * j]), len) : bpe_hash_bytes(p, len);
+            else if (mode == 2) acc += bpe_span_get_w(&self->m, p, len, bpe_head8_fast(p, len, n - buf[2 * j]));
+            else {
+                bpe_encode_span_avail(&self->m, memo, p, len, n - buf[2 * j], &v);
+                if (v.len > 60000) acc += v.len, v.len = 0;
+            }
+        }
+    }
+    Py_END_ALLOW_THREADS
+    acc += v.len;
+    free(v.ids);
+    PyBuffer_Release(&data);
+    return PyLong_FromSize_t(acc);
+}
+
 /* clear_cache(): drop what the thread-private pre-token memos learned for this model;
  * set_memo(flag): enable/disable them (benchmarks: cold vs warm) */
 static PyObject *Model_clear_cache(ModelObject *self, PyObject *noargs) {
@@ -1494,6 +1552,7 @@ static PyMethodDef Model_methods[] = {
     {"encode", (PyCFunction)Model_encode, METH_VARARGS, "encode a text (str or UTF-8 bytes)"},
     {"encode_segments", (PyCFunction)Model_encode_segments, METH_VARARGS, "encode (start, end, literal) segments"},
     {"encode_batch", (PyCFunction)Model_encode_batch, METH_VARARGS, "encode a list of str on threads"},
+    {"_profile", (PyCFunction)Model_profile, METH_VARARGS, "cost breakdown (benchmarks)"},
     {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, "forget the pre-token memos of this model"},
     {"set_memo", (PyCFunction)Model_set_memo, METH_O, "enable/disable the thread-private pre-token memo"},
     {"_tune", (PyCFunction)Model_tune, METH_VARARGS, "set short_max / backtracking (tests, benchmarks)"},
