@@ -119,6 +119,25 @@ def determinize(nfa: NFA, max_states: int = DEFAULT_MAX_CELL_STATES) -> CellDFA:
 
 
 # ------------------------------------------------------------------------------- 2. minimize
+_HASH_MULT = np.random.default_rng(0x5EED).integers(1, 2**63, size=1024, dtype=np.uint64) | np.uint64(1)
+
+
+def _split_rows(sig: np.ndarray) -> np.ndarray:
+    """Label rows of `sig` so that equal rows (and only those) share a label.  Rows are hashed to 64 bits
+    for speed; the result is verified row by row and recomputed exactly if two rows ever collide."""
+    m = sig.shape[1]
+    mult = _HASH_MULT[:m] if m <= len(_HASH_MULT) else None
+    if mult is not None:
+        with np.errstate(over="ignore"):
+            h = (sig.astype(np.uint64) * mult).sum(axis=1, dtype=np.uint64)
+        _, first, lab = np.unique(h, return_index=True, return_inverse=True)
+        lab = lab.reshape(-1)
+        if np.array_equal(sig, sig[first[lab]]):
+            return lab
+    _, lab = np.unique(sig, axis=0, return_inverse=True)
+    return lab.reshape(-1)
+
+
 def _moore(trans: np.ndarray, acc: np.ndarray) -> np.ndarray:
     """Block label per state (Moore refinement); dead-equivalent states share a block."""
     _, block = np.unique(acc, return_inverse=True)
@@ -126,8 +145,7 @@ def _moore(trans: np.ndarray, acc: np.ndarray) -> np.ndarray:
     n_blocks = block.max() + 1
     while True:
         sig = np.concatenate([block[:, None], block[trans]], axis=1)
-        _, nb = np.unique(sig, axis=0, return_inverse=True)
-        nb = nb.reshape(-1)
+        nb = _split_rows(sig)
         m = nb.max() + 1
         block = nb
         if m == n_blocks:
