@@ -68,15 +68,23 @@ size_t fstok_dfa_match(const fstok_dfa *d, const uint8_t *s, size_t n, size_t po
     return last;
 }
 
+/* First position >= pos where a match could start: the start state does not die on its byte.
+ * (Continuation bytes always kill the start state, so this only stops at character starts.) */
+static inline size_t skip_to_candidate(const fstok_dfa *d, const uint8_t *s, size_t n, size_t pos) {
+    const uint32_t *T0 = d->trans + d->start;
+    const uint8_t *C = d->classes;
+    while (pos < n && T0[C[s[pos]]] == 0) pos++;
+    return pos;
+}
+
 size_t fstok_dfa_next_span(const fstok_dfa *d, const uint8_t *s, size_t n, size_t pos, size_t *start) {
-    while (pos < n) {
+    while ((pos = skip_to_candidate(d, s, n, pos)) < n) {
         size_t e = fstok_dfa_match(d, s, n, pos);
         if (e != FSTOK_DFA_NOMATCH) {
             *start = pos;
             return e;
         }
         pos++;
-        while (pos < n && (s[pos] & 0xC0) == 0x80) pos++;
     }
     return FSTOK_DFA_NOMATCH;
 }
@@ -88,7 +96,7 @@ size_t fstok_dfa_find_all(const fstok_dfa *d, const uint8_t *s, size_t n, size_t
     const uint32_t sh = d->shift;
     const uint32_t nb = d->live - (1u << sh); /* boundary states are the ids in (0, nb] */
     size_t k = 0, p = *pos;
-    while (p < n && k < cap) {
+    while (k < cap && (p = skip_to_candidate(d, s, n, p)) < n) {
         /* one run: from a piece start p, as long as pieces end without backtracking */
         uint32_t st = d->start;
         size_t tok = p, last = FSTOK_DFA_NOMATCH, i = p;
@@ -122,9 +130,8 @@ size_t fstok_dfa_find_all(const fstok_dfa *d, const uint8_t *s, size_t n, size_t
             out[2 * k + 1] = last;
             k++;
             p = last;
-        } else { /* no match starts at tok: skip one character */
-            p = tok + 1;
-            while (p < n && (s[p] & 0xC0) == 0x80) p++;
+        } else { /* no match starts at tok: go on at the next byte a match could start with */
+            p = skip_to_candidate(d, s, n, tok + 1);
         }
     }
     if (p > n) p = n;
@@ -132,14 +139,18 @@ size_t fstok_dfa_find_all(const fstok_dfa *d, const uint8_t *s, size_t n, size_t
     return k;
 }
 
+static int grow(size_t **ends, size_t *cap, size_t need) {
+    size_t nc = *cap ? *cap : 256;
+    while (nc < need) nc *= 2;
+    size_t *nd = (size_t *)realloc(*ends, nc * sizeof(size_t));
+    if (!nd) return -1;
+    *ends = nd;
+    *cap = nc;
+    return 0;
+}
+
 static int push_end(size_t **ends, size_t *len, size_t *cap, size_t v) {
-    if (*len == *cap) {
-        size_t nc = *cap ? *cap * 2 : 256;
-        size_t *nd = (size_t *)realloc(*ends, nc * sizeof(size_t));
-        if (!nd) return -1;
-        *ends = nd;
-        *cap = nc;
-    }
+    if (*len == *cap && grow(ends, cap, *len + 1)) return -1;
     (*ends)[(*len)++] = v;
     return 0;
 }
@@ -155,6 +166,19 @@ static int split_rec(const fstok_dfa *levels, int n_levels, const uint8_t *s, si
     size_t buf[2 * 64];
     while (q < n) {
         size_t got = fstok_dfa_find_all(d, base, n, &q, buf, 64);
+        if (n_levels == 1) { /* last level: the pieces are final */
+            if (*cap - *len < 2 * got && grow(ends, cap, *len + 2 * got)) return -1;
+            size_t *out = *ends + *len;
+            for (size_t j = 0; j < got; j++) {
+                size_t b = buf[2 * j], e = buf[2 * j + 1];
+                *out = lo + b; /* a gap before the match, kept only if non-empty */
+                out += b > p;
+                *out++ = lo + e;
+                p = e;
+            }
+            *len = (size_t)(out - *ends);
+            continue;
+        }
         for (size_t j = 0; j < got; j++) {
             size_t b = buf[2 * j], e = buf[2 * j + 1];
             if (b > p && split_rec(levels + 1, n_levels - 1, s, lo + p, lo + b, ends, len, cap)) return -1;
