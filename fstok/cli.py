@@ -49,7 +49,9 @@ def cmd_compile(args) -> int:
 
 
 def cmd_encode(args) -> int:
+    t_load = time.perf_counter()
     tok = _load_any(args.model)
+    t_load = time.perf_counter() - t_load
     if args.file and args.file != "-":
         with open(args.file, encoding="utf-8", newline="") as f:
             text = f.read()
@@ -73,7 +75,8 @@ def cmd_encode(args) -> int:
         n = len(ids)
     nb = len(text.encode("utf-8"))
     if not args.quiet:
-        print(f"{n:,} tokens from {nb:,} bytes in {dt * 1e3:.1f} ms ({nb / max(dt, 1e-9) / 1e6:.1f} MB/s)", file=sys.stderr)
+        print(f"{n:,} tokens from {nb:,} bytes in {dt * 1e3:.2f} ms ({nb / max(dt, 1e-9) / 1e6:.1f} MB/s); "
+              f"model ready in {t_load * 1e3:.1f} ms", file=sys.stderr)
     return 0
 
 
