@@ -68,7 +68,11 @@ def _check_files(paths: list[str]) -> int:
     total = 0
     for p in paths:
         if not os.path.exists(p):
-            raise FileNotFoundError(f"corpus file not found: {p}")
+            hint = ""
+            if len(p) > 200 or any(c in p for c in " \n\t"):
+                hint = " (to train on text rather than a file, pass an iterable of str: train_bpe([text], ...))"
+            shown = p if len(p) <= 200 else p[:200] + "..."
+            raise FileNotFoundError(f"corpus file not found: {shown}{hint}")
         if os.path.isdir(p):
             raise IsADirectoryError(f"corpus path is a directory, not a file: {p}")
         total += os.path.getsize(p)
@@ -250,6 +254,7 @@ def merge_loop(
     if native is not None:
         if not isinstance(word_counts, dict):
             data, offsets, fr = word_counts.export(2)
+            del word_counts  # train_bpe hands over its only reference: free the counter before training
         else:
             words: list[bytes] = []
             freqs: list[int] = []
@@ -343,7 +348,9 @@ def train_bpe(
         if len(counts) == 0:
             raise ValueError("empty corpus: no text to train on (after removing special tokens)")
         num_merges = vocab_size - 256 - len(specials)
-        merges, mcounts = merge_loop(counts, num_merges, backend=backend, tie_break=tie_break, progress=report)
+        handover = [counts]
+        del counts
+        merges, mcounts = merge_loop(handover.pop(), num_merges, backend=backend, tie_break=tie_break, progress=report)
     finally:
         if close is not None:
             close()

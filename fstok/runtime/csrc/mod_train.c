@@ -117,7 +117,7 @@ static int32_t get_pair(Trainer *t, int32_t a, int32_t b) {
     }
     if (t->npairs == INT32_MAX - 1) return -1;
     if (t->npairs == t->pairs_cap) {
-        int64_t nc = (int64_t)t->pairs_cap * 2 + 16;
+        int64_t nc = (int64_t)t->pairs_cap + t->pairs_cap / 2 + 1024;
         if (nc > INT32_MAX) nc = INT32_MAX;
         Pair *np = (Pair *)realloc(t->pairs, (size_t)nc * sizeof(Pair));
         if (!np) return -1;
@@ -133,7 +133,7 @@ static int32_t get_pair(Trainer *t, int32_t a, int32_t b) {
     p->npos = p->cap = 0;
     t->htab[h] = idx + 1;
     t->hkey[h] = k;
-    if ((uint64_t)t->npairs * 2 > t->hmask + 1) {
+    if ((uint64_t)t->npairs * 10 > (t->hmask + 1) * 7) {
         if (grow_htab(t) < 0) return -1;
     }
     return idx;
@@ -224,7 +224,7 @@ static void sift_up(Trainer *t, int64_t i) {
 
 static int heap_push(Trainer *t, int64_t count, int32_t pair) {
     if (t->hn == t->hcap) {
-        int64_t nc = t->hcap * 2 + 64;
+        int64_t nc = t->hcap + t->hcap / 2 + 1024;
         HeapEnt *nh = (HeapEnt *)realloc(t->heap, (size_t)nc * sizeof(HeapEnt));
         if (!nh) return -1;
         t->heap = nh;
@@ -582,13 +582,16 @@ static PyObject *Trainer_step(Trainer *t, PyObject *arg) {
 }
 
 static PyObject *Trainer_stats(Trainer *t, PyObject *Py_UNUSED(ignored)) {
-    int64_t live = t->hn;
-    int64_t mem = t->nsym * 16 + t->nwords * 8 + (int64_t)t->pairs_cap * (int64_t)sizeof(Pair) +
-                  (int64_t)(t->hmask + 1) * 12 + t->hcap * (int64_t)sizeof(HeapEnt) + t->tbuf_cap +
-                  (int64_t)t->tok_cap * 16 + t->pos_bytes;
-    return Py_BuildValue("{s:L,s:L,s:i,s:L,s:i,s:L,s:L}", "symbols", (long long)t->nsym, "words",
-                         (long long)t->nwords, "pairs", (int)t->npairs, "heap", (long long)live, "tokens",
-                         (int)t->ntok, "merges", (long long)t->merges_done, "bytes", (long long)mem);
+    int64_t sym_b = t->nsym * 16 + t->nwords * 8;
+    int64_t pair_b = (int64_t)t->pairs_cap * (int64_t)sizeof(Pair) + (int64_t)(t->hmask + 1) * 12;
+    int64_t heap_b = t->hcap * (int64_t)sizeof(HeapEnt);
+    int64_t tok_b = t->tbuf_cap + (int64_t)t->tok_cap * 16;
+    int64_t mem = sym_b + pair_b + heap_b + tok_b + t->pos_bytes;
+    return Py_BuildValue("{s:L,s:L,s:i,s:L,s:i,s:L,s:L,s:L,s:L,s:L,s:L,s:L}", "symbols", (long long)t->nsym,
+                         "words", (long long)t->nwords, "pairs", (int)t->npairs, "heap", (long long)t->hn,
+                         "tokens", (int)t->ntok, "merges", (long long)t->merges_done, "bytes", (long long)mem,
+                         "symbol_bytes", (long long)sym_b, "pair_bytes", (long long)pair_b, "heap_bytes",
+                         (long long)heap_b, "position_bytes", (long long)t->pos_bytes, "token_bytes", (long long)tok_b);
 }
 
 static PyObject *Trainer_token(Trainer *t, PyObject *arg) {
