@@ -549,17 +549,17 @@ class BPETokenizer:
         # text-changing HF steps (normalizer, prefix space) are applied in Python before C
         return self._semantics == "hf" and (bool(self._normalizer) or self._add_prefix_space)
 
-    def _run(self, text: str, allowed: frozenset, kind: int):
+    def _run(self, text: str, allowed: frozenset, kind: int, num_threads: int = 1):
         """Encode with the C pipeline; returns (result, text actually encoded)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         if self._native and not self._python_text_path():
             sp1, sp2 = self._matchers(allowed)
             try:
-                return self._model.encode(text, sp1, kind, sp2), text
+                return self._model.encode(text, sp1, kind, sp2, num_threads), text
             except UnicodeEncodeError:
                 text = _fix_surrogates(text)
-                return self._model.encode(text, sp1, kind, sp2), text
+                return self._model.encode(text, sp1, kind, sp2, num_threads), text
         data, segs, new_text = self._plan(text, allowed)
         if self._native:
             return self._model.encode_segments(data, segs, kind), new_text
@@ -646,9 +646,10 @@ class BPETokenizer:
             res.append((text[pos:], None))
         return res
 
-    def encode_ordinary(self, text: str) -> list[int]:
+    def encode_ordinary(self, text: str, *, num_threads: int | None = None) -> list[int]:
         """Encode text, treating special-token text as ordinary text (tiktoken `encode_ordinary`)."""
-        return self._run(text, frozenset(), 0)[0]
+        nt = 1 if num_threads is None else self._threads(num_threads, 1 << 30)
+        return self._run(text, frozenset(), 0, nt)[0]
 
     def encode(
         self,
@@ -660,17 +661,14 @@ class BPETokenizer:
     ) -> list[int]:
         """Encode text (tiktoken `encode`): raises ValueError on disallowed special-token text.
 
-        num_threads > 1 on a long text (>= 256k characters) encodes pieces in parallel with
-        `fstok.parallel.encode_long` (exact: same ids)."""
+        num_threads > 1 on a long text (>= 128 KiB): the text is pre-tokenized in one pass and the pieces are
+        BPE-encoded on that many C threads (exact: the same ids as one thread)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
         self._check_disallowed(text, disallowed)
-        if num_threads is not None and num_threads > 1 and len(text) >= 256_000:
-            from .parallel import encode_long
-
-            return list(encode_long(self, text, num_threads=num_threads, allowed_special=allowed))
-        return self._run(text, allowed, 0)[0]
+        nt = 1 if num_threads is None else self._threads(num_threads, 1 << 30)
+        return self._run(text, allowed, 0, nt)[0]
 
     def encode_to_numpy(
         self,

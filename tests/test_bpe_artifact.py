@@ -204,3 +204,17 @@ def test_encode_batch_threads_and_count_batch():
     assert tok.count_batch(texts, num_threads=2) == [len(w) for w in want]
     with pytest.raises(ValueError, match="disallowed"):
         tok.encode_batch(["ok", "<|endoftext|>"])
+
+
+def test_single_text_on_threads_is_exact():
+    from conftest import read_corpus
+
+    tok, ref = fstok_encoding("cl100k_base"), tiktoken_encoding("cl100k_base")
+    text = read_corpus("code")[:400_000] + "<|endoftext|>" + read_corpus("multilingual")[:200_000] + "\ud800 end"
+    want = ref.encode(text, allowed_special="all")
+    for nt in (2, 3, 8):
+        assert tok.encode(text, allowed_special="all", num_threads=nt) == want
+    plain = read_corpus("english")[:300_000]
+    assert tok.encode_ordinary(plain, num_threads=2) == ref.encode_ordinary(plain)
+    with pytest.raises(ValueError):
+        tok.encode(plain, num_threads=0)

@@ -502,65 +502,51 @@ typedef struct {
     int pt_mode;    /* -1 none (Python spans only), 0 find (tiktoken), 1 split (HF Isolated levels) */
     Py_buffer dfa_views[3 * MAX_LEVELS];
     int n_dfa_views;
-    uint64_t serial;          /* unique per Model object: keys the thread-private memos */
+    uint64_t serial;          /* unique per Model object */
     uint64_t memo_epoch;      /* bumped by clear_cache(): memos filled earlier are dropped */
     int use_memo;
+    pthread_mutex_t pool_mu;  /* guards the memo pool */
+    bpe_memo *pool[16];
+    int npool;
 } ModelObject;
 
-/* ---- thread-private pre-token memos (see bpe.h): a few per thread, one per model in use */
-#define MEMO_SLOTS 4
+/* ---- pre-token memos (see bpe.h): a pool per model; each encoding thread borrows one for the
+ * duration of its work, so a memo is never written by two threads at once and stays warm across calls. */
+#define MEMO_POOL 16
 static uint64_t model_serial_counter = 0;
-static pthread_key_t memo_key;
-static pthread_once_t memo_once = PTHREAD_ONCE_INIT;
-typedef struct {
-    bpe_memo *m[MEMO_SLOTS];
-    unsigned next;
-} memo_set;
 
-static void memo_set_free(void *p) {
-    memo_set *ms = (memo_set *)p;
-    if (!ms) return;
-    for (int i = 0; i < MEMO_SLOTS; i++) free(ms->m[i]);
-    free(ms);
-}
-static void memo_key_init(void) { pthread_key_create(&memo_key, memo_set_free); }
-
-/* the calling thread's memo for this model (NULL if out of memory or disabled) */
-static bpe_memo *thread_memo(uint64_t serial, uint64_t epoch) {
-    pthread_once(&memo_once, memo_key_init);
-    memo_set *ms = (memo_set *)pthread_getspecific(memo_key);
-    if (!ms) {
-        ms = (memo_set *)calloc(1, sizeof(memo_set));
-        if (!ms || pthread_setspecific(memo_key, ms)) {
-            free(ms);
-            return NULL;
-        }
-    }
-    for (int i = 0; i < MEMO_SLOTS; i++) {
-        bpe_memo *mm = ms->m[i];
-        if (mm && mm->serial == serial) {
-            if (mm->epoch != epoch) {
-                memset(mm->e, 0, sizeof mm->e);
-                mm->epoch = epoch;
-            }
-            return mm;
-        }
-    }
-    unsigned k = ms->next++ % MEMO_SLOTS;
-    bpe_memo *mm = ms->m[k];
+static bpe_memo *memo_borrow(ModelObject *self) {
+    if (!self->use_memo) return NULL;
+    bpe_memo *mm = NULL;
+    pthread_mutex_lock(&self->pool_mu);
+    if (self->npool > 0) mm = self->pool[--self->npool];
+    pthread_mutex_unlock(&self->pool_mu);
+    uint64_t epoch = __atomic_load_n(&self->memo_epoch, __ATOMIC_RELAXED);
     if (!mm) {
         mm = (bpe_memo *)calloc(1, sizeof(bpe_memo));
         if (!mm) return NULL;
-        ms->m[k] = mm;
-    } else {
+        mm->epoch = epoch;
+    } else if (mm->epoch != epoch) {
         memset(mm->e, 0, sizeof mm->e);
+        mm->epoch = epoch;
     }
-    mm->serial = serial;
-    mm->epoch = epoch;
     return mm;
 }
 
+static void memo_return(ModelObject *self, bpe_memo *mm) {
+    if (!mm) return;
+    pthread_mutex_lock(&self->pool_mu);
+    if (self->npool < MEMO_POOL) {
+        self->pool[self->npool++] = mm;
+        mm = NULL;
+    }
+    pthread_mutex_unlock(&self->pool_mu);
+    free(mm);
+}
+
 static void Model_dealloc(ModelObject *self) {
+    for (int i = 0; i < self->npool; i++) free(self->pool[i]);
+    if (self->serial) pthread_mutex_destroy(&self->pool_mu);
     for (int i = 0; i < self->nviews; i++) PyBuffer_Release(&self->views[i]);
     for (int i = 0; i < self->n_dfa_views; i++) PyBuffer_Release(&self->dfa_views[i]);
     if (self->ints) {
@@ -585,6 +571,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     self->pt_mode = -1;
     self->serial = __atomic_add_fetch(&model_serial_counter, 1, __ATOMIC_RELAXED);
     self->use_memo = 1;
+    pthread_mutex_init(&self->pool_mu, NULL);
     for (int i = 0; i < V_COUNT; i++) {
         if (get_view(tables, VIEW_NAMES[i], &self->views[i], VIEW_SIZES[i], 1) < 0) return -1;
         self->nviews = i + 1;
@@ -1073,6 +1060,7 @@ typedef struct {
     size_t *ends;        /* split mode scratch */
     size_t elen, ecap;
     int want_starts, count_only;
+    bpe_vec *plan;       /* planning pass (parallel encode): record (start, end, literal) instead of encoding */
 } enc_state;
 
 static void enc_free(enc_state *st) {
@@ -1082,11 +1070,18 @@ static void enc_free(enc_state *st) {
     memset(st, 0, sizeof *st);
 }
 
-static void enc_attach_memo(const ModelObject *self, enc_state *st) {
-    st->memo = self->use_memo ? thread_memo(self->serial, __atomic_load_n(&self->memo_epoch, __ATOMIC_RELAXED)) : NULL;
+static void enc_attach_memo(ModelObject *self, enc_state *st) { st->memo = memo_borrow(self); }
+
+static inline int plan_push(bpe_vec *plan, size_t a, size_t b, uint32_t lit) {
+    if (bpe_vec_reserve(plan, 3)) return -1;
+    plan->ids[plan->len++] = (uint32_t)a;
+    plan->ids[plan->len++] = (uint32_t)b;
+    plan->ids[plan->len++] = lit;
+    return 0;
 }
 
 static inline int emit_span(const bpe_model *m, const uint8_t *s, size_t a, size_t b, enc_state *st) {
+    if (st->plan) return plan_push(st->plan, a, b, BPE_NONE);
     size_t before = st->ids.len;
     if (bpe_encode_span_avail(m, st->memo, s + a, b - a, st->text_len - a, &st->ids)) return -1;
     if (st->want_starts) {
@@ -1147,6 +1142,7 @@ static int encode_segment(const ModelObject *self, const uint8_t *s, size_t a, s
 }
 
 static int emit_literal(uint32_t id, size_t at, enc_state *st) {
+    if (st->plan) return plan_push(st->plan, at, at, id);
     if (bpe_vec_reserve(&st->ids, 1)) return -1;
     st->ids.ids[st->ids.len++] = id;
     if (st->want_starts) {
@@ -1177,7 +1173,7 @@ static int encode_gap(const ModelObject *self, const SpecialsObject *sp2, const 
 static int encode_text(const ModelObject *self, const SpecialsObject *sp, const SpecialsObject *sp2, const uint8_t *s,
                        size_t n, enc_state *st) {
     st->text_len = n;
-    if (bpe_vec_reserve(&st->ids, st->count_only ? 4096 + 512 : n / 4 + 16)) return -1;
+    if (!st->plan && bpe_vec_reserve(&st->ids, st->count_only ? 4096 + 512 : n / 4 + 16)) return -1;
     size_t pos = 0;
     while (pos < n) {
         size_t len = 0;
@@ -1202,6 +1198,103 @@ static int get_specials(PyObject *o, const SpecialsObject **out) {
     return 0;
 }
 
+/* --- one long text on several threads: pre-tokenize sequentially (the DFA is the cheap part), then
+ * BPE contiguous runs of pieces on each thread and concatenate: exactly the one-thread result. */
+typedef struct {
+    const ModelObject *self;
+    const uint8_t *s;
+    const uint32_t *plan; /* triples */
+    size_t lo, hi;        /* triple index range */
+    enc_state st;
+    int rc;
+} par_part;
+
+static void *par_worker(void *arg) {
+    par_part *p = (par_part *)arg;
+    const bpe_model *m = &p->self->m;
+    p->st.memo = memo_borrow((ModelObject *)p->self);
+    if (bpe_vec_reserve(&p->st.ids, (p->hi - p->lo) + 16)) p->rc = -1;
+    for (size_t i = p->lo; i < p->hi && !p->rc; i++) {
+        uint32_t a = p->plan[3 * i], b = p->plan[3 * i + 1], lit = p->plan[3 * i + 2];
+        p->rc = lit != BPE_NONE ? emit_literal(lit, a, &p->st) : emit_span(m, p->s, a, b, &p->st);
+        if ((i & 1023) == 1023) count_flush(&p->st);
+    }
+    memo_return((ModelObject *)p->self, p->st.memo);
+    p->st.memo = NULL;
+    return NULL;
+}
+
+static int encode_text_parallel(const ModelObject *self, const SpecialsObject *sp, const SpecialsObject *sp2,
+                                const uint8_t *s, size_t n, enc_state *st, int nthreads) {
+    bpe_vec plan = {0};
+    enc_state ps = {0};
+    ps.plan = &plan;
+    ps.text_len = n;
+    int rc = bpe_vec_reserve(&plan, 3 * (n / 4 + 16)) || encode_text(self, sp, sp2, s, n, &ps);
+    free(ps.ends);
+    if (rc) {
+        free(plan.ids);
+        return -1;
+    }
+    size_t k = plan.len / 3;
+    if (nthreads > 64) nthreads = 64;
+    par_part parts[64];
+    memset(parts, 0, sizeof parts);
+    /* balance by bytes */
+    size_t per = n / (size_t)nthreads + 1, lo = 0;
+    int np = 0;
+    for (int t = 0; t < nthreads && lo < k; t++) {
+        size_t hi = lo, target = (size_t)(t + 1) * per;
+        if (t == nthreads - 1) hi = k;
+        else
+            while (hi < k && plan.ids[3 * hi + 1] < target) hi++;
+        if (hi == lo) continue;
+        parts[np].self = self;
+        parts[np].s = s;
+        parts[np].plan = plan.ids;
+        parts[np].lo = lo;
+        parts[np].hi = hi;
+        parts[np].st.text_len = n;
+        parts[np].st.want_starts = st->want_starts;
+        parts[np].st.count_only = st->count_only;
+        np++;
+        lo = hi;
+    }
+    pthread_t th[64];
+    int started[64] = {0};
+    for (int t = 1; t < np; t++) started[t] = pthread_create(&th[t], NULL, par_worker, &parts[t]) == 0;
+    if (np) par_worker(&parts[0]);
+    for (int t = 1; t < np; t++) {
+        if (started[t]) pthread_join(th[t], NULL);
+        else par_worker(&parts[t]);
+    }
+    free(plan.ids);
+    size_t total = 0, totst = 0;
+    for (int t = 0; t < np; t++) {
+        if (parts[t].rc) rc = -1;
+        total += parts[t].st.ids.len;
+        totst += parts[t].st.starts.len;
+        st->count += parts[t].st.count;
+    }
+    if (!rc && !st->count_only) rc = bpe_vec_reserve(&st->ids, total);
+    if (!rc && st->want_starts) rc = bpe_vec_reserve(&st->starts, totst);
+    for (int t = 0; t < np; t++) {
+        if (!rc) {
+            if (st->count_only) st->count += parts[t].st.ids.len;
+            else {
+                memcpy(st->ids.ids + st->ids.len, parts[t].st.ids.ids, parts[t].st.ids.len * 4);
+                st->ids.len += parts[t].st.ids.len;
+            }
+            if (st->want_starts) {
+                memcpy(st->starts.ids + st->starts.len, parts[t].st.starts.ids, parts[t].st.starts.len * 4);
+                st->starts.len += parts[t].st.starts.len;
+            }
+        }
+        enc_free(&parts[t].st);
+    }
+    return rc;
+}
+
 static PyObject *enc_result(ModelObject *self, enc_state *st, int kind) {
     PyObject *res = NULL;
     if (kind == OUT_COUNT) {
@@ -1222,13 +1315,14 @@ static PyObject *enc_result(ModelObject *self, enc_state *st, int kind) {
 }
 
 #define NOGIL_MIN 4096 /* below this many bytes the GIL round trip costs more than it frees */
+#define PARALLEL_MIN (128u << 10) /* texts shorter than this are not worth splitting over threads */
 
 /* encode(text: str | bytes, specials: Specials | None, kind) ; str with lone surrogates raises
  * UnicodeEncodeError (the caller repairs the text as tiktoken does and calls again) */
 static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     PyObject *text, *spo, *sp2o = Py_None;
-    int kind = OUT_LIST;
-    if (!PyArg_ParseTuple(args, "OO|iO", &text, &spo, &kind, &sp2o)) return NULL;
+    int kind = OUT_LIST, nthreads = 1;
+    if (!PyArg_ParseTuple(args, "OO|iOi", &text, &spo, &kind, &sp2o, &nthreads)) return NULL;
     if (self->pt_mode < 0) {
         PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
         return NULL;
@@ -1258,7 +1352,11 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     Py_INCREF(spo);
     Py_INCREF(sp2o);
     enc_attach_memo(self, &st);
-    if (n >= NOGIL_MIN) {
+    if (nthreads > 1 && (size_t)n >= PARALLEL_MIN) {
+        Py_BEGIN_ALLOW_THREADS
+        rc = encode_text_parallel(self, sp, sp2, s, (size_t)n, &st, nthreads);
+        Py_END_ALLOW_THREADS
+    } else if (n >= NOGIL_MIN) {
         Py_BEGIN_ALLOW_THREADS
         rc = encode_text(self, sp, sp2, s, (size_t)n, &st);
         Py_END_ALLOW_THREADS
@@ -1268,6 +1366,8 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     Py_DECREF(spo);
     Py_DECREF(sp2o);
     if (view.obj) PyBuffer_Release(&view);
+    memo_return(self, st.memo);
+    st.memo = NULL;
     if (rc) {
         enc_free(&st);
         return PyErr_NoMemory();
@@ -1307,6 +1407,8 @@ static PyObject *Model_encode_segments(ModelObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&data);
     PyBuffer_Release(&segs);
+    memo_return(self, st.memo);
+    st.memo = NULL;
     if (rc) {
         enc_free(&st);
         return PyErr_NoMemory();
@@ -1329,7 +1431,7 @@ typedef struct {
 
 static void *batch_worker(void *arg) {
     batch_job *j = (batch_job *)arg;
-    bpe_memo *memo = j->self->use_memo ? thread_memo(j->self->serial, __atomic_load_n(&j->self->memo_epoch, __ATOMIC_RELAXED)) : NULL;
+    bpe_memo *memo = memo_borrow((ModelObject *)j->self);
     for (;;) {
         pthread_mutex_lock(&j->mu);
         size_t i = j->next;
@@ -1340,7 +1442,9 @@ static void *batch_worker(void *arg) {
         j->st[i].count_only = j->kind == OUT_COUNT;
         j->st[i].memo = memo;
         j->rc[i] = encode_text(j->self, j->sp, j->sp2, j->s[i], j->n[i], &j->st[i]);
+        j->st[i].memo = NULL;
     }
+    memo_return((ModelObject *)j->self, memo);
     return NULL;
 }
 
@@ -1494,7 +1598,7 @@ static PyObject *Model_profile(ModelObject *self, PyObject *args) {
     size_t buf[2 * SPAN_CHUNK];
     bpe_vec v = {0};
     bpe_vec_reserve(&v, 1 << 16);
-    bpe_memo *memo = thread_memo(self->serial, self->memo_epoch);
+    bpe_memo *memo = memo_borrow(self);
     Py_BEGIN_ALLOW_THREADS
     while (pos < n) {
         size_t k = fstok_dfa_find_all(&self->lv[0], s, n, &pos, buf, SPAN_CHUNK);
@@ -1514,6 +1618,7 @@ static PyObject *Model_profile(ModelObject *self, PyObject *args) {
     acc += v.len;
     free(v.ids);
     PyBuffer_Release(&data);
+    memo_return(self, memo);
     return PyLong_FromSize_t(acc);
 }
 
