@@ -218,3 +218,18 @@ def test_single_text_on_threads_is_exact():
     assert tok.encode_ordinary(plain, num_threads=2) == ref.encode_ordinary(plain)
     with pytest.raises(ValueError):
         tok.encode(plain, num_threads=0)
+
+
+def test_concurrent_python_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conftest import read_corpus
+
+    tok, ref = fstok_encoding("o200k_base"), tiktoken_encoding("o200k_base")
+    text = read_corpus("multilingual")
+    chunks = [text[i : i + 20_000] for i in range(0, len(text), 20_000)] * 3
+    want = [ref.encode_ordinary(c) for c in chunks]
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(tok.encode_ordinary, chunks))
+        got2 = list(ex.map(lambda c: tok.encode_batch([c, c[:999]], num_threads=2, disallowed_special=())[0], chunks))
+    assert got == want and got2 == want
