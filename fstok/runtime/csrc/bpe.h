@@ -184,16 +184,18 @@ extern unsigned long bpe_backtrack_fallbacks;
 #define BPE_SPLIT_R(m, t) ((m)->info[4 * (size_t)(t) + 2])
 #define BPE_NEXT_PREFIX(m, t) ((m)->info[4 * (size_t)(t) + 3])
 
-/* Pre-token memo: a small direct-mapped table, private to one thread and one model, from the bytes of
- * a pre-token (<= 16 bytes) to its encoding (<= 3 tokens).  Bounded (BPE_MEMO_N entries, 512 KiB),
- * exact (full key compared), never shared, so no locks; it only saves work the tables would redo. */
+/* Pre-token memo: a direct-mapped table, used by one thread at a time, from the bytes of a multi-token
+ * pre-token (<= 24 bytes) to its encoding (<= 8 tokens): one cache line per entry.  Bounded
+ * (BPE_MEMO_N entries, 1 MiB per memo), exact (the full key is compared); it only saves work the
+ * tables would redo.  A model keeps a small pool of them (mod_bpe.c). */
 #define BPE_MEMO_BITS 14
 #define BPE_MEMO_N (1u << BPE_MEMO_BITS)
-#define BPE_MEMO_MAXLEN 16
+#define BPE_MEMO_MAXLEN 24
+#define BPE_MEMO_MAXTOK 8
 typedef struct {
-    uint64_t k0, k1;  /* the span's bytes, zero padded */
-    uint32_t ids[3];  /* external ids */
-    uint8_t len, ntok, pad[2];
+    uint64_t k[3];                  /* the span's bytes, zero padded */
+    uint32_t ids[BPE_MEMO_MAXTOK];  /* external ids */
+    uint8_t len, ntok, pad[6];
 } bpe_memo_entry;
 typedef struct {
     uint64_t serial, epoch; /* the model it belongs to, and that model's cache epoch when filled */

@@ -242,11 +242,12 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
 
 /* ---------------------------------------------------------------- dispatch */
 
-/* memo probe for a multi-token span: returns the entry (hit: e->len == n) to fill after a miss */
-static inline bpe_memo_entry *memo_slot(bpe_memo *memo, const uint8_t *s, size_t n, uint64_t *k0, uint64_t *k1) {
-    *k0 = bpe_head8(s, n < 8 ? n : 8);
-    *k1 = n > 8 ? bpe_head8(s + 8, n - 8) : 0;
-    uint64_t h = (*k0 * 0x9E3779B97F4A7C15ull) ^ (*k1 * 0xC2B2AE3D27D4EB4Full) ^ n;
+/* memo probe for a multi-token span: returns the entry (hit: e->len == n and same key) to fill after a miss */
+static inline bpe_memo_entry *memo_slot(bpe_memo *memo, const uint8_t *s, size_t n, uint64_t k[3]) {
+    k[0] = bpe_head8(s, n < 8 ? n : 8);
+    k[1] = n > 8 ? bpe_head8(s + 8, n < 16 ? n - 8 : 8) : 0;
+    k[2] = n > 16 ? bpe_head8(s + 16, n - 16) : 0;
+    uint64_t h = (k[0] * 0x9E3779B97F4A7C15ull) ^ (k[1] * 0xC2B2AE3D27D4EB4Full) ^ (k[2] * 0x165667B19E3779F9ull) ^ n;
     return &memo->e[(h ^ (h >> 29)) & (BPE_MEMO_N - 1)];
 }
 
@@ -261,13 +262,12 @@ int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
             return 0;
         }
         bpe_memo_entry *e = NULL;
-        uint64_t k0 = 0, k1 = 0;
+        uint64_t k[3] = {0, 0, 0};
         if (memo && n <= BPE_MEMO_MAXLEN) {
-            e = memo_slot(memo, s, n, &k0, &k1);
-            if (e->len == n && e->k0 == k0 && e->k1 == k1) {
-                if (bpe_vec_reserve(out, 3)) return -1;
-                uint32_t *o = out->ids + out->len;
-                o[0] = e->ids[0], o[1] = e->ids[1], o[2] = e->ids[2];
+            e = memo_slot(memo, s, n, k);
+            if (e->len == n && e->k[0] == k[0] && e->k[1] == k[1] && e->k[2] == k[2]) {
+                if (bpe_vec_reserve(out, BPE_MEMO_MAXTOK)) return -1;
+                memcpy(out->ids + out->len, e->ids, sizeof e->ids);
                 out->len += e->ntok;
                 return 0;
             }
@@ -279,13 +279,12 @@ int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
         if (rc) return rc;
         if (!m->int_is_ext)
             for (size_t i = base; i < out->len; i++) out->ids[i] = m->int_ext[out->ids[i]];
-        size_t k = out->len - base;
-        if (e && k <= 3) {
+        size_t nt = out->len - base;
+        if (e && nt <= BPE_MEMO_MAXTOK) {
             e->len = (uint8_t)n;
-            e->ntok = (uint8_t)k;
-            e->k0 = k0;
-            e->k1 = k1;
-            for (size_t i = 0; i < k; i++) e->ids[i] = out->ids[base + i];
+            e->ntok = (uint8_t)nt;
+            e->k[0] = k[0], e->k[1] = k[1], e->k[2] = k[2];
+            memcpy(e->ids, out->ids + base, nt * 4);
         }
         return 0;
     }
