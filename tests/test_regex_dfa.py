@@ -290,3 +290,58 @@ def test_dfatables_executor_directly():
     assert t.match(b"abc", 0) == 2 and t.match(b"ac", 0) == 1 and t.match(b"c", 0) == -1
     assert t.next_span(b"xxab", 0) == (2, 4) and t.next_span(b"xx", 0) is None
     assert os.path.basename(__file__).startswith("test_regex")
+
+
+# ------------------------------------------------------------------ random patterns (fuzz)
+_ATOMS = ["a", "b", "c", " ", "[ab]", "[^a]", r"\s", r"\S", r"\d", r"\p{L}", r"\p{Lu}", "[a-c ]", ".", "\u00e9", "\u3000",
+          r"\w"]
+
+
+def _gen(rng, depth=0):
+    r = rng.random()
+    if depth > 3 or r < 0.35:
+        return rng.choice(_ATOMS)
+    if r < 0.55:
+        return "".join(_gen(rng, depth + 1) for _ in range(rng.randint(2, 3)))
+    if r < 0.7:
+        return "(?:" + "|".join(_gen(rng, depth + 1) for _ in range(rng.randint(2, 3))) + ")"
+    q = rng.choice(["*", "+", "?", "*?", "+?", "??", "{1,2}", "{2}", "{0,3}", "{1,}", "{1,2}?"])
+    return "(?:" + _gen(rng, depth + 1) + ")" + q
+
+
+def _random_pattern(rng):
+    alts = [_gen(rng) for _ in range(rng.randint(1, 4))]
+    if rng.random() < 0.4:
+        i = rng.randrange(len(alts))
+        alts[i] += rng.choice([r"(?!\S)", r"(?=\s)", "(?!a)", "$"])
+    return "|".join(alts)
+
+
+@pytest.mark.parametrize("dialect", ["rust-regex", "oniguruma"])
+def test_random_patterns_vs_engines(dialect):
+    """Random patterns (lazy/greedy/counted repeats, nesting, lookahead, $) on random strings: the
+    regex module (with Rust's end-of-text $) for rust-regex, HF tokenizers' Oniguruma itself for oniguruma."""
+    from tokenizers import Regex, pre_tokenizers
+
+    from fstok.compile.regex_parse import RegexSyntaxError, RegexUnsupported
+
+    rng = random.Random(7 if dialect == "rust-regex" else 8)
+    alphabet = list("aabbc  \tA\u00e9\u3000Z1\n")
+    checked = 0
+    while checked < 20:
+        pat = _random_pattern(rng)
+        try:
+            t = compile_tables(pat, dialect, max_byte_states=5000)
+        except (RegexUnsupported, RegexSyntaxError):
+            continue  # nullable patterns and the like: rejected with an error, never mis-compiled
+        cp = CompiledPattern([t], "find" if dialect == "rust-regex" else "split")
+        if dialect == "rust-regex":
+            rx = regex.compile(pat.replace("$", r"\Z"))  # Python's $ also matches before a final \n
+            ref_fn = lambda s: [m.span() for m in rx.finditer(s)]  # noqa: E731
+        else:
+            pt = pre_tokenizers.Split(Regex(pat), behavior="isolated")
+            ref_fn = lambda s: [o for _, o in pt.pre_tokenize_str(s)]  # noqa: E731
+        for _ in range(25):
+            s = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+            assert cp.spans(s) == ref_fn(s), (pat, s)
+        checked += 1
