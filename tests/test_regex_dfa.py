@@ -223,6 +223,10 @@ def test_c_constructor_validates_too():
         _dfa.DFA(t.trans[:-1], t.classes, t.accept, t.n_states, t.shift, t.start, t.eoi, t.n_boundary)
     with pytest.raises(TypeError):
         _dfa.Spanner([object()], 0)
+    with pytest.raises(TypeError):
+        _dfa.Spanner([_dfa.DFA.__new__(_dfa.DFA)], 0)  # never initialized
+    with pytest.raises(RuntimeError, match="not initialized"):
+        _dfa.Spanner.__new__(_dfa.Spanner).spans("x")
 
 
 def test_disk_cache_is_used(tmp_path, monkeypatch):

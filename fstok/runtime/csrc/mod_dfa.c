@@ -15,6 +15,7 @@ typedef struct {
     fstok_dfa d;
     Py_buffer trans, classes, accept;
     int have_trans, have_classes, have_accept;
+    int valid; /* set only once the tables passed fstok_dfa_check */
 } DFAObject;
 
 static void DFA_dealloc(DFAObject *self) {
@@ -69,6 +70,7 @@ static int DFA_init(DFAObject *self, PyObject *args, PyObject *kw) {
         PyErr_Format(PyExc_ValueError, "invalid DFA tables: %s", err);
         return -1;
     }
+    self->valid = 1;
     return 0;
 }
 
@@ -153,7 +155,7 @@ static int Spanner_init(SpannerObject *self, PyObject *args, PyObject *kw) {
     PyObject *levels;
     int mode;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "Oi", kwlist, &levels, &mode)) return -1;
-    if (self->refs) {
+    if (self->refs || self->levels) {
         PyErr_SetString(PyExc_RuntimeError, "Spanner already initialized");
         return -1;
     }
@@ -173,10 +175,9 @@ static int Spanner_init(SpannerObject *self, PyObject *args, PyObject *kw) {
     }
     for (Py_ssize_t i = 0; i < k; i++) {
         PyObject *o = PyTuple_GET_ITEM(tup, i);
-        if (!PyObject_TypeCheck(o, &DFAType) || !((DFAObject *)o)->have_accept) {
-            Py_DECREF(tup);
+        if (!PyObject_TypeCheck(o, &DFAType) || !((DFAObject *)o)->valid) {
             PyErr_SetString(PyExc_TypeError, "Spanner levels must be initialized _dfa.DFA objects");
-            return -1;
+            goto bad;
         }
         self->levels[i] = ((DFAObject *)o)->d;
     }
@@ -184,6 +185,19 @@ static int Spanner_init(SpannerObject *self, PyObject *args, PyObject *kw) {
     self->mode = mode;
     self->refs = tup;
     return 0;
+bad:
+    Py_DECREF(tup);
+    free(self->levels);
+    self->levels = NULL;
+    return -1;
+}
+
+static int spanner_ready(SpannerObject *self) {
+    if (!self->levels || !self->refs) {
+        PyErr_SetString(PyExc_RuntimeError, "Spanner is not initialized");
+        return 0;
+    }
+    return 1;
 }
 
 /* Compute byte offsets into a malloc'd array.  find mode: pairs (start, end); split mode: ends.
@@ -289,6 +303,7 @@ fail:
 }
 
 static PyObject *Spanner_spans(SpannerObject *self, PyObject *text) {
+    if (!spanner_ready(self)) return NULL;
     TextIn ti;
     if (text_in(text, &ti, 1) < 0) return NULL;
     size_t *v = NULL;
@@ -306,6 +321,7 @@ static PyObject *Spanner_spans(SpannerObject *self, PyObject *text) {
 
 /* byte_spans(text) -> bytes of native uint64 values: find mode (start, end) pairs, split mode ends */
 static PyObject *Spanner_byte_spans(SpannerObject *self, PyObject *text) {
+    if (!spanner_ready(self)) return NULL;
     TextIn ti;
     if (text_in(text, &ti, 1) < 0) return NULL;
     size_t *v = NULL;
@@ -323,6 +339,7 @@ static PyObject *Spanner_byte_spans(SpannerObject *self, PyObject *text) {
 
 /* count(text) -> number of pieces; spanning cost only (benchmarks) */
 static PyObject *Spanner_count(SpannerObject *self, PyObject *text) {
+    if (!spanner_ready(self)) return NULL;
     TextIn ti;
     if (text_in(text, &ti, 1) < 0) return NULL;
     Py_ssize_t count = 0;
@@ -347,6 +364,7 @@ static PyObject *Spanner_count(SpannerObject *self, PyObject *text) {
 
 /* match(text, pos) -> end byte offset of the anchored match at byte `pos` (level 0), or -1 */
 static PyObject *Spanner_match(SpannerObject *self, PyObject *args) {
+    if (!spanner_ready(self)) return NULL;
     PyObject *text;
     Py_ssize_t pos;
     if (!PyArg_ParseTuple(args, "On", &text, &pos)) return NULL;
