@@ -2,8 +2,8 @@
  *
  * A pre-tokenization regex (tiktoken's r50k/p50k/cl100k/o200k patterns, HF Split/ByteLevel
  * regexes, ...) is compiled ahead of time by fstok/compile/regex_*.py into a leftmost-first
- * byte DFA.  This file runs it.  No allocation, no globals, thread-safe (the tables are
- * read-only), no Python: mod_dfa.c is the Python binding, and other modules (mod_bpe.c) include
+ * byte DFA.  This file runs it.  No globals, thread-safe (the tables are read-only), no
+ * allocation except fstok_dfa_split_isolated's output array, no Python: mod_dfa.c is the Python binding, and other modules (mod_bpe.c) include
  * this header and call these functions directly.  Compile lib_dfa.c into the extension with a
  * line  / * fstok-lib: dfa * /  (without the spaces) in the module source.
  *
@@ -78,8 +78,9 @@ size_t fstok_dfa_match(const fstok_dfa *d, const uint8_t *s, size_t n, size_t po
 
 /* Unanchored search, like regex `finditer`: the next match starting at or after `pos`.
  * Returns its end and stores its start in *start, or returns FSTOK_DFA_NOMATCH when there is
- * none.  Tries each character position in turn (a failed attempt usually dies on its first
- * byte); patterns that match at every position (all tiktoken patterns) never skip.
+ * none.  Tries the positions in turn, skipping bytes the start state dies on at once (a failed
+ * attempt usually dies on its first byte); patterns that match at every position (all tiktoken
+ * patterns) never skip.
  * Loop:  for (p = 0; (e = fstok_dfa_next_span(d, s, n, p, &b)) != FSTOK_DFA_NOMATCH; p = e) ... */
 size_t fstok_dfa_next_span(const fstok_dfa *d, const uint8_t *s, size_t n, size_t pos, size_t *start);
 
