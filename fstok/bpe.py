@@ -773,7 +773,7 @@ class BPETokenizer:
         return [self.count(t) for t in texts]
 
     def clear_cache(self) -> None:
-        """Forget the thread-private pre-token memos of this tokenizer (bounded, exact; see bpe.h).
+        """Forget the pre-token memos of this tokenizer (bounded, exact; see fstok/runtime/csrc/bpe.h).
         Results never depend on them; benchmarks call this to measure a cold start."""
         self._model.clear_cache()
 

@@ -1622,7 +1622,7 @@ static PyObject *Model_profile(ModelObject *self, PyObject *args) {
     return PyLong_FromSize_t(acc);
 }
 
-/* clear_cache(): drop what the thread-private pre-token memos learned for this model;
+/* clear_cache(): drop what the pooled pre-token memos learned for this model;
  * set_memo(flag): enable/disable them (benchmarks: cold vs warm) */
 static PyObject *Model_clear_cache(ModelObject *self, PyObject *noargs) {
     __atomic_add_fetch(&self->memo_epoch, 1, __ATOMIC_RELAXED);
