@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """WordPiece benchmark: fstok vs HF tokenizers, TensorFlow Text and flash-tokenizer, side by side in one run.
 
-    tools/bench wordpiece                 # full run (~10 min on 2 cores)
-    tools/bench wordpiece --quick         # short run (~2 min): fewer repeats, smaller samples
+    tools/bench wordpiece                 # full run (~1.5 min on 2 quiet cores)
+    tools/bench wordpiece --quick         # short run (~35 s): fewer repeats, smaller samples
     tools/bench wordpiece --out DIR       # also write DIR/bench-wordpiece.md and DIR/wordpiece_word_length.png
 
 Workloads (the setup of the Fast WordPiece paper, Section 5):
@@ -89,7 +89,7 @@ def parse_args(argv=None):
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="\n".join(__doc__.split("\n")[2:]),
     )
-    p.add_argument("--quick", action="store_true", help="short run (~2 min): 3 repeats, 3k english lines, coarse plot")
+    p.add_argument("--quick", action="store_true", help="short run (~35 s): 3 repeats, 3k english lines, coarse plot")
     p.add_argument("--out", metavar="DIR", default=None,
                    help="write DIR/bench-wordpiece.md (tables) and DIR/wordpiece_word_length.png "
                         "(default: bench_out/wordpiece; the PNG is always written)")
