@@ -125,8 +125,8 @@ class WordPieceTokenizer:
 
         try:
             arrs = {k: a.array(k) for k in (
-                "wp.node", "wp.edge_label", "wp.edge_target", "wp.fail", "wp.pops", "wp.pool", "wp.depth",
-                "wp.dense_target", "wp.dense_pops", "wp.suffix_word", "norm.stage1", "norm.stage2", "norm.pool",
+                "wp.node", "wp.edge_label", "wp.edge_target", "wp.failpops", "wp.pool", "wp.depth",
+                "wp.dense", "wp.suffix_word", "norm.stage1", "norm.stage2", "norm.pool",
                 "vocab.bytes", "vocab.offs")}
             n, nd = int(m["n_nodes"]), int(m["n_dense"])
             root, sroot = int(m["root"]), int(m["suffix_root"])
@@ -136,10 +136,15 @@ class WordPieceTokenizer:
             maxc = int(opts["max_input_chars_per_word"])
         except (KeyError, TypeError, ValueError) as e:
             raise bad(f"missing or malformed field ({e})") from None
-        dt = {"wp.edge_label": "|u1", "norm.stage1": "<u2", "vocab.bytes": "|u1", "wp.node": "<u8", "wp.depth": "<u2"}
+        dt = {"wp.edge_label": "|u1", "norm.stage1": "<u2", "vocab.bytes": "|u1", "wp.node": "<u8", "wp.depth": "<u2",
+              "wp.failpops": "<u8", "wp.dense": "<u8"}
         for k, v in arrs.items():
             if v.dtype.str != dt.get(k, "<u4"):
                 raise bad(f"{k} has dtype {v.dtype.str}")
+        # logical views of the interleaved arrays (zero copy): low word, high word
+        for both, lo, hi in (("wp.failpops", "wp.fail", "wp.pops"), ("wp.dense", "wp.dense_target", "wp.dense_pops")):
+            words = arrs[both].view("<u4")
+            arrs[lo], arrs[hi] = words[0::2], words[1::2]
         node, el, et = arrs["wp.node"], arrs["wp.edge_label"], arrs["wp.edge_target"]
         voffs, vbytes = arrs["vocab.offs"], arrs["vocab.bytes"]
         V = len(voffs) - 1
@@ -212,7 +217,7 @@ class WordPieceTokenizer:
         self._prefix = prefix
         self._tok_len = tok_len
         self._model = _native().Model(
-            node, el, et, f, arrs["wp.pops"], pool, dtg, arrs["wp.dense_pops"], tok_len, s1, s2, npool,
+            node, el, et, arrs["wp.failpops"], pool, arrs["wp.dense"], tok_len, s1, s2, npool,
             sw[:n_sw] if n_sw else np.zeros(0, np.uint32),
             n, nd, root, sroot, len(prefix.encode("utf-8")), self.unk_id, maxc, bool(opts["strip"]))
         self._specials = list(m.get("special_tokens", []))

@@ -293,3 +293,29 @@ def test_hf_byte_level_bpe_adapter(chunk):
     for doc in LONG:
         text = corpus(doc)[:30_000]
         assert encode_long(tok, text, num_threads=3, chunk_chars=chunk) == tok.encode(text), doc
+
+
+@functools.lru_cache(maxsize=None)
+def _llama_qwen(which):
+    import os
+
+    from conftest import VOCAB
+
+    if which == "llama3":
+        path = os.path.join(VOCAB, "hf-derived", "llama3.tokenizer.json")
+        return fstok.compile(path) if os.path.exists(path) else None
+    path = os.path.join(VOCAB, "qwen", "qwen.tiktoken")
+    return fstok.compile(path, pattern="qwen2") if os.path.exists(path) else None
+
+
+@needs_shared
+@pytest.mark.parametrize("which", ["llama3", "qwen2"])
+def test_llama3_and_qwen_long_prefix(which):
+    tok = _llama_qwen(which)
+    if tok is None:
+        pytest.skip(f"{which} vocabulary not present")
+    for doc in LONG:
+        text = corpus(doc)[:60_000]
+        ref = tok.encode_ordinary(text)
+        for threads, chunk in ((2, None), (3, 5_000), (2, 7)):
+            assert encode_long(tok, text, num_threads=threads, chunk_chars=chunk) == ref, (doc, threads, chunk)

@@ -201,11 +201,11 @@ def test_crafted_tables_with_valid_checksum(art_bytes):
     secs = {k: a.array(k).copy() for k in a.sections if k != "meta"}
     for key, mutate in [
         ("wp.edge_target", lambda x: x.__setitem__(0, 10**8)),
-        ("wp.fail", lambda x: x.__setitem__(5, 10**8)),
-        ("wp.fail", lambda x: x.__setitem__(10, 10)),  # a failure cycle would hang the runtime
+        ("wp.failpops", lambda x: x.view("<u4").__setitem__(2 * 5, 10**8)),  # f(5) out of range
+        ("wp.failpops", lambda x: x.view("<u4").__setitem__(2 * 10, 10)),  # f(10) = 10: a cycle would hang the runtime
         ("wp.depth", lambda x: x.__setitem__(slice(None), 0)),
-        ("wp.pops", lambda x: x.__setitem__(7, (10**7 << 8) | 3)),
-        ("wp.dense_target", lambda x: x.__setitem__(3, 10**8)),
+        ("wp.failpops", lambda x: x.view("<u4").__setitem__(2 * 7 + 1, (10**7 << 8) | 3)),  # F(7) outside the pool
+        ("wp.dense", lambda x: x.view("<u4").__setitem__(2 * 3, 10**8)),  # delta' out of range
         ("norm.stage1", lambda x: x.__setitem__(2, 60000)),
         ("wp.node", lambda x: x.__setitem__(3, np.uint64(10**9))),
         ("wp.node", lambda x: x.__setitem__(0, np.uint64(0xFFFE) << np.uint64(48))),

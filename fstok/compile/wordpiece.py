@@ -13,10 +13,10 @@ Algorithm 2 (BFS from r and r#).  Because a byte trie of a 120k vocabulary has ~
     is u + 1: the common transition costs one record read, and walking down a word reads
     consecutive records.
   * dense rows: for the D "hub" states (r, r#, and every state with fan-out >= DENSE_FANOUT)
-    the FST form of Section 3.6 is stored in full: dense_target[row*256+b] = delta'(u, b) and
-    dense_pops[row*256+b] = sigma'(u, b).  One lookup per byte, failure chains resolved offline.
+    the FST form of Section 3.6 is stored in full: dense[row*256+b] = delta'(u, b) | sigma'(u, b) << 32.
+    One 8-byte read per byte, failure chains resolved offline.
   * other children: sorted labels + targets (CSR); a miss follows f(v), which almost always
-    lands on a hub (r# for suffixes), so chains are short.
+    lands on a hub (r# for suffixes), so chains are short.  failpops[u] = f(u) | F(u) << 32.
 
 All pops (F and sigma') live in one flat uint32 pool of token ids; a node or row entry holds
 `offset << 8 | length` (0 = no pops).  Lists with no new pops share their parent's slice.
@@ -226,12 +226,12 @@ def build_tables(tokens: list[str], token_to_id: dict[str, int], unk_token: str,
         "wp.node": node_rec,
         "wp.edge_label": np.array(labels, dtype=np.uint8),
         "wp.edge_target": np.array(targets, dtype=np.uint32),
-        "wp.fail": fail_arr,
-        "wp.pops": pops_arr,
+        # f(v) and F(v) side by side (one cache line read on a failure step)
+        "wp.failpops": fail_arr.astype(np.uint64) | (pops_arr.astype(np.uint64) << np.uint64(32)),
         "wp.depth": depth_arr,
         "wp.pool": np.array(pool if pool else [0], dtype=np.uint32),
-        "wp.dense_target": dense_target,
-        "wp.dense_pops": dense_pops,
+        # delta' and sigma' side by side (one read per hub transition)
+        "wp.dense": dense_target.astype(np.uint64) | (dense_pops.astype(np.uint64) << np.uint64(32)),
     }
     suffix_word = [token_to_id[s] for s in original_maxmatch(prefix, token_to_id, unk_token, prefix, max_chars)] if prefix else []
     meta = {

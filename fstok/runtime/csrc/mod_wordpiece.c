@@ -37,11 +37,9 @@ typedef struct {
     const uint64_t *node; /* first edge | #children << 32 | first label << 40 | dense row << 48 */
     const uint8_t *edge_label;
     const uint32_t *edge_target;
-    const uint32_t *fail;
-    const uint32_t *pops;
+    const uint64_t *failpops; /* f(u) | F(u) << 32 */
     const uint32_t *pool;
-    const uint32_t *dense_target;
-    const uint32_t *dense_pops;
+    const uint64_t *dense; /* delta'(row, b) | sigma'(row, b) << 32 */
     const uint32_t *tok_len;
     const uint16_t *norm1;
     const uint32_t *norm2;
@@ -149,10 +147,10 @@ HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
         uint64_t r = t->node[u];
         uint32_t row = (uint32_t)(r >> 48);
         if (row != 0xFFFF) {
-            size_t k = (size_t)row * 256 + b;
-            uint32_t p = t->dense_pops[k];
+            uint64_t d = t->dense[(size_t)row * 256 + b];
+            uint32_t p = (uint32_t)(d >> 32);
             if (p) emit_slice(w, p);
-            return t->dense_target[k];
+            return (uint32_t)d;
         }
         uint32_t nc = (uint32_t)(r >> 32) & 0xFF;
         if (nc) {
@@ -163,9 +161,10 @@ HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
             for (uint32_t i = s + 1; i < e && lab[i] <= b; i++)
                 if (lab[i] == b) return t->edge_target[i];
         }
-        uint32_t f = t->fail[u];
+        uint64_t fp = t->failpops[u];
+        uint32_t f = (uint32_t)fp, p = (uint32_t)(fp >> 32);
         if (f == NONE32) return NONE32;
-        if (t->pops[u]) emit_slice(w, t->pops[u]);
+        if (p) emit_slice(w, p);
         u = f;
     }
 }
@@ -217,9 +216,11 @@ static void word_end_slow(wstate *w) {
     outbuf *o = w->out;
     if (!w->failed) {
         uint32_t u = w->u;
-        while (t->fail[u] != NONE32) {
-            if (t->pops[u]) emit_slice(w, t->pops[u]);
-            u = t->fail[u];
+        for (;;) {
+            uint64_t fp = t->failpops[u];
+            if ((uint32_t)fp == NONE32) break;
+            if (fp >> 32) emit_slice(w, (uint32_t)(fp >> 32));
+            u = (uint32_t)fp;
         }
         if (u != t->root && u != t->suffix_root) {
             w->failed = 1;
@@ -258,11 +259,14 @@ HOT void word_end(wstate *w) {
     const wp_tables *t = w->t;
     uint32_t u = w->u;
     outbuf *o = w->out;
-    if (!w->failed && !o->want_offs && u != t->suffix_root && t->fail[u] == t->suffix_root &&
-        (t->pops[u] & 0xFF) == 1 && o->n < o->cap) {
-        o->ids[o->n++] = t->pool[t->pops[u] >> 8];
-        w->in_word = 0;
-        return;
+    if (!w->failed && !o->want_offs && u != t->suffix_root) { /* u is a valid state only if not failed */
+        uint64_t fp = t->failpops[u];
+        uint32_t p = (uint32_t)(fp >> 32);
+        if ((uint32_t)fp == t->suffix_root && (p & 0xFF) == 1 && o->n < o->cap) {
+            o->ids[o->n++] = t->pool[p >> 8];
+            w->in_word = 0;
+            return;
+        }
     }
     word_end_slow(w);
 }
@@ -379,8 +383,7 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
     const uint64_t *const node = t->node;
     const uint32_t *const etarget = t->edge_target;
     const uint8_t *const elabel = t->edge_label;
-    const uint32_t *const dtarget = t->dense_target, *const dpops = t->dense_pops;
-    const uint32_t *const fail = t->fail, *const pops = t->pops;
+    const uint64_t *const dense = t->dense, *const failpops = t->failpops;
     uint8_t wordbyte[256]; /* 1 for ASCII bytes that are plain word characters */
     for (int b = 0; b < 256; b++) wordbyte[b] = b < 0x80 && (ascii[b] & 7) == KIND_REG;
     uint32_t ci = 0;
@@ -409,10 +412,10 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
                                     uint64_t r = node[u];
                                     uint32_t row = (uint32_t)(r >> 48);
                                     if (row != 0xFFFF) {
-                                        size_t k = (size_t)row * 256 + b;
-                                        uint32_t p = dpops[k];
+                                        uint64_t d = dense[(size_t)row * 256 + b];
+                                        uint32_t p = (uint32_t)(d >> 32);
                                         if (p) emit_slice(&w, p);
-                                        u = dtarget[k];
+                                        u = (uint32_t)d;
                                         break;
                                     }
                                     uint32_t nc = (uint32_t)(r >> 32) & 0xFF;
@@ -423,9 +426,10 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
                                             if (elabel[q] == b) { u = etarget[q]; goto stepped; }
                                     }
                                     {
-                                        uint32_t f = fail[u];
+                                        uint64_t fp = failpops[u];
+                                        uint32_t f = (uint32_t)fp, p = (uint32_t)(fp >> 32);
                                         if (f == NONE32) { u = NONE32; break; }
-                                        if (pops[u]) emit_slice(&w, pops[u]);
+                                        if (p) emit_slice(&w, p);
                                         u = f;
                                     }
                                 }
@@ -542,7 +546,7 @@ static void wp_encode_word(const wp_tables *t, const uint8_t *s, size_t n, outbu
 }
 
 /* ---------------------------------------------------------------- Python type */
-#define N_BUFS 13
+#define N_BUFS 11
 typedef struct {
     PyObject_HEAD
     wp_tables t;
@@ -579,8 +583,8 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     PyObject *o[N_BUFS];
     unsigned int n_nodes, n_dense, root, suffix_root, prefix_len, unk_id, max_chars;
     int strip_mode;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOIIIIIIIp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
-                          &o[9], &o[10], &o[11], &o[12], &n_nodes, &n_dense, &root, &suffix_root, &prefix_len, &unk_id,
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOIIIIIIIp", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8],
+                          &o[9], &o[10], &n_nodes, &n_dense, &root, &suffix_root, &prefix_len, &unk_id,
                           &max_chars, &strip_mode))
         return -1;
     if (self->nbufs) {
@@ -591,26 +595,23 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     if (get_buf(self, o[0], 8, (const void **)&t->node, "node") < 0 ||
         get_buf(self, o[1], 1, (const void **)&t->edge_label, "edge_label") < 0 ||
         get_buf(self, o[2], 4, (const void **)&t->edge_target, "edge_target") < 0 ||
-        get_buf(self, o[3], 4, (const void **)&t->fail, "fail") < 0 ||
-        get_buf(self, o[4], 4, (const void **)&t->pops, "pops") < 0 ||
-        get_buf(self, o[5], 4, (const void **)&t->pool, "pool") < 0 ||
-        get_buf(self, o[6], 4, (const void **)&t->dense_target, "dense_target") < 0 ||
-        get_buf(self, o[7], 4, (const void **)&t->dense_pops, "dense_pops") < 0 ||
-        get_buf(self, o[8], 4, (const void **)&t->tok_len, "tok_len") < 0 ||
-        get_buf(self, o[9], 2, (const void **)&t->norm1, "norm1") < 0 ||
-        get_buf(self, o[10], 4, (const void **)&t->norm2, "norm2") < 0 ||
-        get_buf(self, o[11], 4, (const void **)&t->npool, "npool") < 0 ||
-        get_buf(self, o[12], 4, (const void **)&t->suffix_word, "suffix_word") < 0)
+        get_buf(self, o[3], 8, (const void **)&t->failpops, "failpops") < 0 ||
+        get_buf(self, o[4], 4, (const void **)&t->pool, "pool") < 0 ||
+        get_buf(self, o[5], 8, (const void **)&t->dense, "dense") < 0 ||
+        get_buf(self, o[6], 4, (const void **)&t->tok_len, "tok_len") < 0 ||
+        get_buf(self, o[7], 2, (const void **)&t->norm1, "norm1") < 0 ||
+        get_buf(self, o[8], 4, (const void **)&t->norm2, "norm2") < 0 ||
+        get_buf(self, o[9], 4, (const void **)&t->npool, "npool") < 0 ||
+        get_buf(self, o[10], 4, (const void **)&t->suffix_word, "suffix_word") < 0)
         return -1;
     /* cheap structural checks that protect the hot loop (the Python loader checks every entry) */
-    if (self->bufs[0].len != (Py_ssize_t)n_nodes * 8 || self->bufs[3].len != (Py_ssize_t)n_nodes * 4 ||
-        self->bufs[4].len != (Py_ssize_t)n_nodes * 4 || self->bufs[6].len != (Py_ssize_t)n_dense * 256 * 4 ||
-        self->bufs[7].len != (Py_ssize_t)n_dense * 256 * 4 || self->bufs[9].len != (0x110000 >> 8) * 2 ||
-        root >= n_nodes || suffix_root >= n_nodes || n_dense > n_nodes || unk_id * 4 >= (size_t)self->bufs[8].len) {
+    if (self->bufs[0].len != (Py_ssize_t)n_nodes * 8 || self->bufs[3].len != (Py_ssize_t)n_nodes * 8 ||
+        self->bufs[5].len != (Py_ssize_t)n_dense * 256 * 8 || self->bufs[7].len != (0x110000 >> 8) * 2 ||
+        root >= n_nodes || suffix_root >= n_nodes || n_dense > n_nodes || unk_id * 4 >= (size_t)self->bufs[6].len) {
         PyErr_SetString(PyExc_ValueError, "WordPiece tables have inconsistent sizes");
         return -1;
     }
-    t->n_suffix_word = (uint32_t)(self->bufs[12].len / 4);
+    t->n_suffix_word = (uint32_t)(self->bufs[10].len / 4);
     t->n_nodes = n_nodes;
     t->n_dense = n_dense;
     t->root = root;
@@ -642,7 +643,7 @@ static PyObject *ids_to_list(ModelObject *self, const outbuf *o) {
 }
 
 static int build_idcache(ModelObject *self) {
-    size_t n = (size_t)(self->bufs[8].len / 4); /* tok_len has one entry per id */
+    size_t n = (size_t)(self->bufs[6].len / 4); /* tok_len has one entry per id */
     PyObject **c = (PyObject **)calloc(n ? n : 1, sizeof(PyObject *));
     if (!c) { PyErr_NoMemory(); return -1; }
     for (size_t i = 0; i < n; i++) {
