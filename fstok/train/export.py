@@ -22,18 +22,7 @@ import re
 from typing import Mapping, Sequence
 
 
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable unicode character map (HF ByteLevel)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
+from ..loaders.bpe_source import bytes_to_unicode  # noqa: E402  (GPT-2 byte <-> char table)
 
 _B2U = bytes_to_unicode()
 
