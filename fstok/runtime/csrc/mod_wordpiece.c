@@ -62,7 +62,7 @@ typedef struct {
 
 static int out_reserve(outbuf *o, size_t extra) {
     if (o->n + extra <= o->cap) return 1;
-    size_t nc = o->cap ? o->cap * 2 : 256;
+    size_t nc = o->cap ? o->cap * 2 : 16; /* small first: a batch of 10^5 words must not touch 10^5 KB */
     while (nc < o->n + extra) nc *= 2;
     uint32_t *ni = (uint32_t *)realloc(o->ids, nc * sizeof(uint32_t));
     if (!ni) { o->oom = 1; return 0; }
@@ -374,6 +374,7 @@ static inline uint32_t utf8_next(const uint8_t *s, size_t i, int *len) {
 
 /* End-to-end: normalization + pre-tokenization + WordPiece in one pass over s. */
 HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out, const int offs) {
+    out_reserve(out, n / 4 + 4); /* ~1 token per 4 bytes of text; grows when needed */
     wstate w;
     memset(&w, 0, sizeof(w));
     w.t = t;
@@ -448,7 +449,7 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
                     w.last_orig = ci - 1;
                     w.prev_orig = ci - 1;
                     i = j;
-                    if (w.out->n + 300 > w.out->cap) out_reserve(w.out, 300);
+                    if (w.out->n + 8 > w.out->cap) out_reserve(w.out, 8);
                     continue;
                 }
                 feed(&w, s + i, 1, ci, offs);
@@ -809,10 +810,21 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     }
     result = PyList_New(cnt);
     if (!result) goto done;
-    for (Py_ssize_t i = 0; i < cnt; i++) {
-        PyObject *r = finish(self, &outs[i], mode);
-        if (!r) { Py_CLEAR(result); goto done; }
-        PyList_SET_ITEM(result, i, r);
+    {
+        /* 10^5 result lists would trigger the cyclic GC over and over while they are built;
+           they cannot form cycles, so pause it for the construction (one pass afterwards). */
+#if PY_VERSION_HEX >= 0x030A0000
+        int gc_was = PyGC_Disable();
+#endif
+        for (Py_ssize_t i = 0; i < cnt; i++) {
+            PyObject *r = finish(self, &outs[i], mode);
+            if (!r) { Py_CLEAR(result); break; }
+            PyList_SET_ITEM(result, i, r);
+        }
+#if PY_VERSION_HEX >= 0x030A0000
+        if (gc_was) PyGC_Enable();
+#endif
+        if (!result) goto done;
     }
 done:
     if (outs) for (Py_ssize_t i = 0; i < cnt; i++) out_free(&outs[i]);
