@@ -13,6 +13,7 @@ def _find_shared() -> str:
 
 
 SHARED = _find_shared()
+os.environ.setdefault("FSTOK_SHARED_DATA", SHARED)  # tools/ imported by tests read the same folder
 CORPUS = os.path.join(SHARED, "corpus")
 VOCAB = os.path.join(SHARED, "vocab")
 CORPORA = ["english", "multilingual", "code", "chinese_long", "stress"]

@@ -37,7 +37,8 @@ from typing import Callable, Iterable, Optional
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
+# $FSTOK_SHARED_DATA (set by tests/conftest.py) or ../shared/data next to the checkout
+SHARED = os.path.normpath(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"))
 CORPUS = os.path.join(SHARED, "corpus")
 VOCAB = os.path.join(SHARED, "vocab")
 CORPORA = ["english", "multilingual", "code", "chinese_long", "stress"]
