@@ -37,6 +37,7 @@ import regex
 from ..pretokenize import CL100K_PAT as CL100K_PATTERN  # noqa: E402  (one definition of tiktoken's patterns)
 from ..pretokenize import O200K_PAT as O200K_PATTERN  # noqa: E402
 from ..pretokenize import R50K_PAT as R50K_PATTERN  # noqa: E402
+from ..bpe_reference import fix_surrogates  # noqa: F401  (tiktoken's lone-surrogate rule, one definition)
 
 PATTERNS = {
     "gpt2": R50K_PATTERN,
@@ -88,13 +89,6 @@ def split_regex(pattern: str, text: str) -> list[str]:
     return [m for m in regex.findall(pattern, text) if m]
 
 
-def fix_surrogates(text: str) -> str:
-    """Lone surrogates (not encodable as UTF-8) become U+FFFD, as in tiktoken."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _native_counter():

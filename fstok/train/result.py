@@ -22,6 +22,7 @@ import regex
 
 from . import export as _export
 from .pretok import resolve_pattern
+from ..bpe_reference import merge_ranks as _bpe  # the one pure-Python tiktoken merge
 
 
 class TrainedBPE:
@@ -215,17 +216,3 @@ class TrainedBPE:
             out.extend(ids)
 
 
-def _bpe(b: bytes, ranks: dict[bytes, int]) -> list[int]:
-    """tiktoken's byte-pair merge: repeatedly merge the adjacent pair whose bytes have the lowest rank."""
-    parts = [b[i : i + 1] for i in range(len(b))]
-    while len(parts) > 1:
-        best = None
-        best_i = -1
-        for i in range(len(parts) - 1):
-            r = ranks.get(parts[i] + parts[i + 1])
-            if r is not None and (best is None or r < best):
-                best, best_i = r, i
-        if best is None:
-            break
-        parts[best_i : best_i + 2] = [parts[best_i] + parts[best_i + 1]]
-    return [ranks[p] for p in parts]
