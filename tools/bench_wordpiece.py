@@ -16,8 +16,10 @@ Workloads (the setup of the Fast WordPiece paper, Section 5):
 
 Timing:
   * per-call: each call of the Python API is timed on its own (time.perf_counter_ns around one call,
-    tight loop, gc disabled, one warm-up pass); every item's time is the median over --repeats passes;
-    the passes of the systems are interleaved so that load from other processes hits all of them alike.
+    tight loop, gc disabled); every item's time is the median over --repeats passes; the passes of the
+    systems are interleaved so that load from other processes hits all of them alike, and each timed
+    pass follows an untimed warm-up pass of the same system (the paper's "after warming up": otherwise
+    every system starts its turn with the previous system's tables in the caches).
     All per-call numbers include the Python -> native call (see the "floor" line).
   * TF Text is a TensorFlow op: one eager call costs ~50 us of dispatch whatever the input, so timing
     it per call measures TensorFlow, not the tokenizer. Its mean is the whole-workload batch time divided
@@ -349,9 +351,13 @@ def run_workload(systems: list[System], items: list[str], reps: int, tf_groups: 
     try:
         for r in range(reps):
             for s in (live if r % 2 == 0 else live[::-1]):
+                # Warm up right before each timed pass (the paper: "after warming up"): the systems take
+                # turns, and each turn otherwise starts with the previous system's data in the caches.
                 if s.call is not None:
+                    percall_pass(s.call, items)
                     s.runs.append(percall_pass(s.call, items))
                 else:
+                    tf_groups.run(s.tf_batch)
                     s.runs.append(tf_groups.run(s.tf_batch))
             gc.collect()
     finally:
