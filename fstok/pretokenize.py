@@ -583,6 +583,25 @@ def dfa_sections(compiled: CompiledPattern, prefix: str = PREFIX) -> dict[str, A
 
 
 # ---------------------------------------------------------------------- HF pre-tokenizers
+def hf_split_regex(cfg: dict) -> str:
+    """The regex of an HF `Split` pre-tokenizer (Isolated behaviour only; a String pattern is escaped)."""
+    pat = cfg.get("pattern") or {}
+    if "Regex" in pat:
+        rx = pat["Regex"]
+    elif "String" in pat:
+        import regex as _re
+
+        rx = _re.escape(pat["String"])
+    else:
+        raise ValueError(f"Split pre-tokenizer without a pattern: {cfg!r}")
+    behavior = str(cfg.get("behavior", "")).lower()
+    if behavior != "isolated":
+        raise ValueError(f"Split behavior {cfg.get('behavior')!r} is not supported (only 'Isolated')")
+    if cfg.get("invert"):
+        raise ValueError("Split with invert=true is not supported")
+    return rx
+
+
 def hf_pre_tokenizer_levels(cfg: Optional[dict]) -> list[tuple[str, str]]:
     """(pattern, "oniguruma") levels of an HF pre_tokenizer config, in application order."""
     if cfg is None:
@@ -596,21 +615,7 @@ def hf_pre_tokenizer_levels(cfg: Optional[dict]) -> list[tuple[str, str]]:
             out += hf_pre_tokenizer_levels(sub)
         return out
     if typ == "Split":
-        pat = cfg.get("pattern") or {}
-        if "Regex" in pat:
-            rx = pat["Regex"]
-        elif "String" in pat:
-            import regex as _re
-
-            rx = _re.escape(pat["String"])
-        else:
-            raise ValueError(f"Split pre-tokenizer without a pattern: {cfg!r}")
-        behavior = str(cfg.get("behavior", "")).lower()
-        if behavior != "isolated":
-            raise ValueError(f"Split behavior {cfg.get('behavior')!r} is not supported (only 'Isolated')")
-        if cfg.get("invert"):
-            raise ValueError("Split with invert=true is not supported")
-        return [(rx, "oniguruma")]
+        return [(hf_split_regex(cfg), "oniguruma")]
     if typ == "ByteLevel":
         if cfg.get("add_prefix_space"):
             raise ValueError("ByteLevel add_prefix_space=true changes the text; it is not a regex split "

@@ -20,7 +20,7 @@ from ..pretokenize import CL100K_PAT as CL100K_PATTERN  # noqa: E402
 from ..pretokenize import O200K_PAT as O200K_PATTERN  # noqa: E402
 from ..pretokenize import R50K_PAT as R50K_PATTERN  # noqa: E402
 
-GPT2_HF_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
+from ..pretokenize import HF_BYTELEVEL_PAT as GPT2_HF_PATTERN  # noqa: E402  (HF ByteLevel's split regex)
 
 ENDOFTEXT = "<|endoftext|>"
 FIM_PREFIX = "<|fim_prefix|>"

@@ -38,21 +38,15 @@ def _normalizer(path: str, norm: Any) -> str | None:
 
 
 def _split_pattern(path: str, pt: dict) -> str:
-    pat = pt.get("pattern") or {}
-    if "Regex" in pat:
-        p = pat["Regex"]
-    elif "String" in pat:
-        p = regex.escape(pat["String"])
-    else:
-        raise _fail(path, f"Split pre-tokenizer pattern {pat!r} is not understood")
-    if pt.get("behavior") != "Isolated":
-        raise _fail(path, f"Split behavior {pt.get('behavior')!r} is not supported (only 'Isolated')")
-    if pt.get("invert"):
-        raise _fail(path, "Split with invert=true is not supported")
+    from ..pretokenize import hf_split_regex  # the one reader of HF Split configs
+
     try:
+        p = hf_split_regex(pt)
         regex.compile(p)
+    except ValueError as e:
+        raise _fail(path, str(e)) from None
     except regex.error as e:
-        raise _fail(path, f"Split regex {p!r} does not compile: {e}") from None
+        raise _fail(path, f"Split regex {pt.get('pattern')!r} does not compile: {e}") from None
     return p
 
 
