@@ -228,6 +228,9 @@ class WordPieceTokenizer:
                 raise bad("cls/sep id out of range")
         self._special_re = None
         self._tables = arrs
+        if type(self).encode is WordPieceTokenizer.encode:
+            # encode(text) straight into C (no Python frame); every other call reaches the method below
+            self.encode = self._model.fast_encode(WordPieceTokenizer.encode.__get__(self))
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: Union[str, os.PathLike]) -> None:

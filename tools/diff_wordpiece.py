@@ -41,10 +41,15 @@ def main():
             lines = text.split("\n")
             t = time.time()
             n = bi = bo = 0
+            if fs.encode_batch(lines, num_threads=2) != [hf_e.ids for hf_e in hf.encode_batch(lines, add_special_tokens=False)]:
+                print(f"  encode_batch differs on {corpus}")
+                bi += 1
             for inp in lines + [text]:
                 e = hf.encode(inp, add_special_tokens=False)
                 ids, offs = fs.encode_with_offsets(inp)
                 n += 1
+                if fs.encode(inp) != ids:  # the ids-only loop is a separate instantiation in C
+                    ids = fs.encode(inp)
                 if ids != e.ids:
                     bi += 1
                     if bi <= a.show:

@@ -21,6 +21,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define HOT static inline __attribute__((always_inline))
 #define NONE32 0xFFFFFFFFu
@@ -36,6 +39,7 @@
 typedef struct {
     const uint64_t *node; /* first edge | #children << 32 | first label << 40 | dense row << 48 */
     const uint8_t *edge_label;
+    uint8_t *label_pad; /* copy of edge_label with 32 zero bytes after it: 16-byte SIMD loads stay inside */
     const uint32_t *edge_target;
     const uint64_t *failpops; /* f(u) | F(u) << 32 */
     const uint32_t *pool;
@@ -49,6 +53,8 @@ typedef struct {
     uint32_t n_nodes, n_dense, root, suffix_root;
     uint32_t prefix_len, unk_id, max_chars;
     int strip_mode;
+    uint8_t wordbyte[256]; /* 1 for ASCII bytes that are plain word characters (built at load) */
+    uint16_t lowmask[256]; /* (1 << min(n, 16)) - 1 */
 } wp_tables;
 
 /* ---------------------------------------------------------------- output */
@@ -140,6 +146,39 @@ HOT void emit_slice(wstate *w, uint32_t packed) {
     emit_slice_slow(w, packed);
 }
 
+/* Trie child of sparse node u (record r) on byte b, or NONE32.  Labels are sorted; the padded
+ * copy label_pad makes a 16-byte load at any edge index safe (the loader checks start + count). */
+HOT uint32_t trie_child(const wp_tables *t, uint64_t r, uint32_t u, uint32_t b) {
+    uint32_t nc = (uint32_t)(r >> 32) & 0xFF;
+#ifdef __SSE2__
+    /* All labels, the first too, compared 16 at a time: the only branch left is found / not found,
+     * which is predictable inside a word (a "first child?" test mispredicted ~3x more often). */
+    (void)u;
+    uint32_t s = (uint32_t)r;
+    /* broadcast b: movq + punpcklqdq (set1_epi8 without SSSE3 is a longer shuffle sequence) */
+    const __m128i key = _mm_set1_epi64x((long long)((uint64_t)b * 0x0101010101010101ULL));
+    uint32_t m = (uint32_t)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(t->label_pad + s)), key));
+    m &= t->lowmask[nc]; /* the first min(nc, 16) labels */
+    if (__builtin_expect(m != 0, 1)) return t->edge_target[s + (uint32_t)__builtin_ctz(m)];
+    for (uint32_t k = 16; k < nc; k += 16) {
+        m = (uint32_t)_mm_movemask_epi8(
+            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(t->label_pad + s + k)), key));
+        uint32_t left = nc - k;
+        if (left < 16) m &= (1u << left) - 1;
+        if (m) return t->edge_target[s + k + (uint32_t)__builtin_ctz(m)];
+    }
+    return NONE32;
+#else
+    /* DFS preorder: the first child (smallest label) is u + 1 */
+    if (((r >> 40) & 0xFF) == b && nc) return u + 1;
+    const uint8_t *lab = t->edge_label;
+    for (uint32_t i = (uint32_t)r + 1, e = (uint32_t)r + nc; i < e && lab[i] <= b; i++)
+        if (lab[i] == b) return t->edge_target[i];
+    return NONE32;
+#endif
+}
+
 /* One transition: delta'/sigma' for hubs, trie edge or failure link otherwise. */
 HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
     const wp_tables *t = w->t;
@@ -152,15 +191,8 @@ HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
             if (p) emit_slice(w, p);
             return (uint32_t)d;
         }
-        uint32_t nc = (uint32_t)(r >> 32) & 0xFF;
-        if (nc) {
-            /* DFS preorder: the first child (smallest label) is u + 1 */
-            if (((r >> 40) & 0xFF) == b) return u + 1;
-            uint32_t s = (uint32_t)r, e = s + nc;
-            const uint8_t *lab = t->edge_label;
-            for (uint32_t i = s + 1; i < e && lab[i] <= b; i++)
-                if (lab[i] == b) return t->edge_target[i];
-        }
+        uint32_t c = trie_child(t, r, u, b);
+        if (c != NONE32) return c;
         uint64_t fp = t->failpops[u];
         uint32_t f = (uint32_t)fp, p = (uint32_t)(fp >> 32);
         if (f == NONE32) return NONE32;
@@ -382,11 +414,8 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
     const uint32_t *ascii = t->norm2 + ((size_t)t->norm1[0] << 8);
     const uint32_t maxc = t->max_chars;
     const uint64_t *const node = t->node;
-    const uint32_t *const etarget = t->edge_target;
-    const uint8_t *const elabel = t->edge_label;
     const uint64_t *const dense = t->dense, *const failpops = t->failpops;
-    uint8_t wordbyte[256]; /* 1 for ASCII bytes that are plain word characters */
-    for (int b = 0; b < 256; b++) wordbyte[b] = b < 0x80 && (ascii[b] & 7) == KIND_REG;
+    const uint8_t *const wordbyte = t->wordbyte;
     uint32_t ci = 0;
     size_t i = 0;
     while (i < n) {
@@ -419,12 +448,9 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
                                         u = (uint32_t)d;
                                         break;
                                     }
-                                    uint32_t nc = (uint32_t)(r >> 32) & 0xFF;
-                                    if (nc) {
-                                        if (((r >> 40) & 0xFF) == b) { u = u + 1; goto stepped; }
-                                        uint32_t a = (uint32_t)r, z = a + nc;
-                                        for (uint32_t q = a + 1; q < z && elabel[q] <= b; q++)
-                                            if (elabel[q] == b) { u = etarget[q]; goto stepped; }
+                                    {
+                                        uint32_t c = trie_child(t, r, u, b);
+                                        if (c != NONE32) { u = c; goto stepped; }
                                     }
                                     {
                                         uint64_t fp = failpops[u];
@@ -474,6 +500,46 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
         case KIND_REG:
             if (w.npend) flush_pending(&w);
             w.prev_orig = ci;
+#ifndef WP_NO_REG_RUN
+            if (!offs) {
+                /* A run of word characters that normalize to themselves (one script, usually): find
+                 * its end first, then walk the trie over its bytes in one tight loop. */
+                size_t j = i + (size_t)L;
+                uint32_t nch = 1;
+                while (j < n) {
+                    uint8_t c = s[j];
+                    if (c < 0x80) {
+                        if (!wordbyte[c]) break;
+                        j++;
+                        nch++;
+                        continue;
+                    }
+                    int L2;
+                    uint32_t cp2 = utf8_next(s, j, &L2);
+                    if ((t->norm2[((size_t)t->norm1[cp2 >> 8] << 8) | (cp2 & 0xFF)] & 7) != KIND_REG) break;
+                    j += (size_t)L2;
+                    nch++;
+                }
+                if (!w.in_word) word_begin(&w, ci);
+                w.nchars += nch;
+                if (!w.failed && w.nchars > maxc) w.failed = 1;
+                if (!w.failed) {
+                    uint32_t u = w.u;
+                    for (size_t k = i; k < j; k++) {
+                        u = wp_step(&w, u, s[k]);
+                        if (u == NONE32) { w.failed = 1; break; }
+                    }
+                    w.u = u;
+                }
+                w.wbytes += j - i;
+                ci += nch;
+                w.last_orig = ci - 1;
+                w.prev_orig = ci - 1;
+                i = j;
+                if (w.out->n + 8 > w.out->cap) out_reserve(w.out, 8);
+                continue;
+            }
+#endif
             feed(&w, s + i, L, ci, offs);
             break;
         case KIND_DEL:
@@ -560,6 +626,7 @@ typedef struct {
 static int build_idcache(ModelObject *self);
 
 static void Model_dealloc(ModelObject *self) {
+    free(self->t.label_pad);
     if (self->idcache) {
         for (size_t i = 0; i < self->n_ids; i++) Py_XDECREF(self->idcache[i]);
         free(self->idcache);
@@ -621,6 +688,17 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     t->unk_id = unk_id;
     t->max_chars = max_chars;
     t->strip_mode = strip_mode;
+    {
+        size_t ne = (size_t)self->bufs[1].len;
+        t->label_pad = (uint8_t *)calloc(ne + 32, 1);
+        if (!t->label_pad) { PyErr_NoMemory(); return -1; }
+        memcpy(t->label_pad, t->edge_label, ne);
+    }
+    {
+        const uint32_t *ascii = t->norm2 + ((size_t)t->norm1[0] << 8);
+        for (int b = 0; b < 256; b++) t->wordbyte[b] = b < 0x80 && (ascii[b] & 7) == KIND_REG;
+        for (int k = 0; k < 256; k++) t->lowmask[k] = (uint16_t)((1u << (k < 16 ? k : 16)) - 1);
+    }
     return build_idcache(self); /* ~1-2 ms for 120k ids: first encode pays nothing */
 }
 
@@ -705,13 +783,7 @@ static int text_bytes(PyObject *text, const char **s, Py_ssize_t *n) {
     return -1;
 }
 
-static PyObject *Model_encode(ModelObject *self, PyObject *args) {
-    PyObject *text;
-    int mode = 0, word = 0;
-    if (!PyArg_ParseTuple(args, "O|ip", &text, &mode, &word)) return NULL;
-    const char *s;
-    Py_ssize_t n;
-    if (text_bytes(text, &s, &n) < 0) return NULL;
+static PyObject *encode_utf8(ModelObject *self, const char *s, Py_ssize_t n, int mode, int word) {
     outbuf o;
     memset(&o, 0, sizeof(o));
     o.want_offs = (mode & 1);
@@ -725,6 +797,47 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
         Py_END_ALLOW_THREADS
     }
     return finish(self, &o, mode);
+}
+
+static PyObject *Model_encode(ModelObject *self, PyObject *args) {
+    PyObject *text;
+    int mode = 0, word = 0;
+    if (!PyArg_ParseTuple(args, "O|ip", &text, &mode, &word)) return NULL;
+    const char *s;
+    Py_ssize_t n;
+    if (text_bytes(text, &s, &n) < 0) return NULL;
+    return encode_utf8(self, s, n, mode, word);
+}
+
+/* tok.encode for the common call, encode(text) with an exact str: a C function bound to
+ * (model, fallback) so that no Python frame runs; any other call (keywords, bytes, a str that is
+ * not UTF-8 encodable) goes to the fallback, the Python method, which validates and explains. */
+static PyObject *fast_encode(PyObject *st, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (nargs == 1 && (!kwnames || PyTuple_GET_SIZE(kwnames) == 0) && PyUnicode_CheckExact(args[0])) {
+        Py_ssize_t n;
+        const char *s = PyUnicode_AsUTF8AndSize(args[0], &n);
+        if (s) return encode_utf8((ModelObject *)PyTuple_GET_ITEM(st, 0), s, n, 0, 0);
+        PyErr_Clear();
+    }
+    return PyObject_Vectorcall(PyTuple_GET_ITEM(st, 1), args, (size_t)nargs, kwnames);
+}
+
+static PyMethodDef fast_encode_def = {
+    "encode", (PyCFunction)(void (*)(void))fast_encode, METH_FASTCALL | METH_KEYWORDS,
+    "encode(text, add_special_tokens=False, allowed_special=(), num_threads=None) -> list[int]\n\n"
+    "Token ids of text (BERT normalization + pre-tokenization + WordPiece in one pass); see\n"
+    "fstok.WordPieceTokenizer.encode. Plain encode(text) runs in C; other calls go to that method."};
+
+static PyObject *Model_fast_encode(ModelObject *self, PyObject *fallback) {
+    if (!PyCallable_Check(fallback)) {
+        PyErr_SetString(PyExc_TypeError, "fallback must be callable");
+        return NULL;
+    }
+    PyObject *st = PyTuple_Pack(2, (PyObject *)self, fallback);
+    if (!st) return NULL;
+    PyObject *f = PyCFunction_NewEx(&fast_encode_def, st, NULL);
+    Py_DECREF(st);
+    return f;
 }
 
 typedef struct {
@@ -839,6 +952,7 @@ static PyMethodDef Model_methods[] = {
     {"encode", (PyCFunction)Model_encode, METH_VARARGS,
      "encode(text, mode=0, word=False): mode 0 ids list, 1 (ids, offsets), 2 ids bytes, 3 (ids bytes, offsets bytes)"},
     {"encode_batch", (PyCFunction)Model_encode_batch, METH_VARARGS, "encode_batch(texts, nthreads=1, mode=0, word=False)"},
+    {"fast_encode", (PyCFunction)Model_fast_encode, METH_O, "fast_encode(fallback): a C callable for tok.encode"},
     {NULL, NULL, 0, NULL},
 };
 
