@@ -33,7 +33,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 __all__ = ["encode_long", "encode_long_with_offsets", "HFOffsetsAdapter", "lopt_merge", "safe_split_points",
-           "max_token_chars", "LoptStats"]
+           "max_token_chars", "LoptStats", "ProvenSplitter", "bpe_splitter"]
 
 _WS = " \t\n\r"
 _SAFE_SEARCH = 4096  # how far (chars) to look for whitespace around a target split point
@@ -472,6 +472,137 @@ def _safe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encode_kw
     return out
 
 
+# ---------------------------------------------------------------------------------------------- BPE: proven boundaries
+_SAFE_ALL_POSITIONS = 64  # from this many cut targets on, compute the proven boundaries of the whole text once
+_BPE_SAFE_KW = {"allowed_special", "disallowed_special"}
+
+
+class ProvenSplitter:
+    """Split points of a fstok BPE tokenizer where every parse has a piece boundary.
+
+    ``table`` is the level-0 `fstok.compile.safe_split.BoundaryTable` of the tokenizer's compiled
+    pre-tokenizer (proof in that module); ``guards`` are the strings that are matched before
+    pre-tokenization (special tokens, HF added tokens): a cut never falls inside an occurrence of
+    one, so the special-token split of every piece is the one of the whole text."""
+
+    def __init__(self, table: Any, guards: Sequence[str]):
+        self.table = table
+        self.guards = tuple(g for g in sorted(set(guards), key=len) if len(g) >= 2)
+
+    def _guarded(self, text: str, p: int) -> bool:
+        for g in self.guards:
+            k = len(g)
+            if text.find(g, max(0, p - k + 1), p + k - 1) != -1:
+                return True
+        return False
+
+    def positions(self, text: str) -> np.ndarray:
+        """All proven cut positions of ``text`` (character offsets in (0, len)), guards applied."""
+        pos = self.table.positions(text)
+        if self.guards and len(pos):
+            pos = np.array([p for p in pos.tolist() if not self._guarded(text, p)], dtype=np.int64)
+        return pos
+
+    def split_points(self, text: str, parts: int, search: int = _SAFE_SEARCH) -> list[int]:
+        """Strictly increasing cuts near k*len/parts (the nearest proven boundary at or after the target
+        within ``search`` characters, else the nearest before it); a target without one is skipped."""
+        n = len(text)
+        if parts <= 1 or n < 2:
+            return []
+        targets = [(n * k) // parts for k in range(1, parts)]
+        cuts: list[int] = []
+        last = 0
+        if parts >= _SAFE_ALL_POSITIONS:
+            allp = self.positions(text)
+            for t in targets:
+                if t <= last:
+                    continue
+                i = int(np.searchsorted(allp, t))
+                c = -1
+                if i < len(allp) and allp[i] < t + search:
+                    c = int(allp[i])
+                elif i > 0 and allp[i - 1] > max(last, t - search):
+                    c = int(allp[i - 1])
+                if c > last:
+                    cuts.append(c)
+                    last = c
+            return cuts
+        for t in targets:
+            if t <= last:
+                continue
+            c = -1
+            for p in self.table.positions(text, t, min(n, t + search)).tolist():
+                if not self._guarded(text, p):
+                    c = p
+                    break
+            if c < 0:
+                for p in self.table.positions(text, max(last + 1, t - search), t)[::-1].tolist():
+                    if not self._guarded(text, p):
+                        c = p
+                        break
+            if c > last:
+                cuts.append(c)
+                last = c
+        return cuts
+
+
+def bpe_splitter(tok: Any) -> Optional[ProvenSplitter]:
+    """The ProvenSplitter of a fstok BPE tokenizer, or None where no proof applies: no compiled DFA
+    pre-tokenizer (a Python-regex or whole-text model), or an HF model whose text is changed before
+    pre-tokenization (a normalizer can join characters across a cut, a prefix space is added per
+    piece).  Cached on the tokenizer."""
+    cached = getattr(tok, "_fstok_splitter", None)
+    if cached is not None:
+        return cached or None
+    sp = None
+    if (_is_fstok_bpe(tok) and getattr(tok, "_pt_mode", None) in ("find", "split")
+            and not tok._python_text_path()):
+        from .compile.safe_split import boundary_table
+        from .pretokenize import CompiledPattern
+
+        cp = CompiledPattern.from_sections(tok._art, "dfa.")
+        guards = list(tok.special_tokens) + [a.content for a in getattr(tok, "_added", ())]
+        sp = ProvenSplitter(boundary_table(cp.levels[0], cp.mode), guards)
+    try:
+        tok._fstok_splitter = sp or False
+    except Exception:  # pragma: no cover
+        pass
+    return sp
+
+
+def _bpe_safe_ok(tok: Any, encode_kwargs: dict) -> bool:
+    return not (set(encode_kwargs) - _BPE_SAFE_KW) and bpe_splitter(tok) is not None
+
+
+def _safe_bpe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encode_kwargs: dict, stats,
+              fallback: bool) -> Optional[list[int]]:
+    """Cut at proven boundaries, encode the pieces with ``encode_batch`` (C threads, GIL released) and
+    concatenate.  None when no cut was found and ``fallback`` (the caller then runs LoPT)."""
+    n = len(text)
+    if chunk is None:
+        # a few pieces per thread: encode_batch's threads take pieces from a shared queue (load balance)
+        parts = 1 if num_threads == 1 else 4 * num_threads
+    else:
+        parts = max(1, -(-n // chunk))
+    kw = {"allowed_special": encode_kwargs.get("allowed_special", set()),
+          "disallowed_special": encode_kwargs.get("disallowed_special", ())}
+    cuts = bpe_splitter(tok).split_points(text, parts) if parts > 1 else []
+    if not cuts and parts > 1 and fallback:
+        return None
+    if stats is not None:
+        stats.strategy = "safe"
+        stats.rounds, stats.chunk_chars, stats.overlap_chars, stats.num_chunks = 1, chunk or 0, 0, len(cuts) + 1
+    if not cuts:
+        return tok.encode_batch([text], num_threads=1, **kw)[0]
+    bounds = [0] + cuts + [n]
+    pieces = [text[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1)]
+    res = tok.encode_batch(pieces, num_threads=num_threads, **kw)
+    out = res[0]
+    for r in res[1:]:
+        out.extend(r)
+    return out
+
+
 # ---------------------------------------------------------------------------------------------- entry
 def encode_long(tokenizer: Any, text: str, num_threads: Optional[int] = None, chunk_chars: Optional[int] = None,
                 overlap_chars: Optional[int] = None, min_overlap_tokens: int = 2, *, strategy: str = "auto",
@@ -492,7 +623,15 @@ def encode_long(tokenizer: Any, text: str, num_threads: Optional[int] = None, ch
         num_threads = os.cpu_count() or 1
     if stats is not None:
         stats.strategy = strategy
-    if strategy in ("auto", "safe"):
+    if strategy in ("auto", "safe") and _is_fstok_bpe(tokenizer) and _bpe_safe_ok(tokenizer, encode_kwargs):
+        if stats is not None:
+            stats.strategy = "safe"
+        if not text:
+            return []
+        out = _safe_bpe(tokenizer, text, num_threads, chunk_chars, encode_kwargs, stats, strategy == "auto")
+        if out is not None:
+            return out
+    elif strategy in ("auto", "safe"):
         if _safe_ok(tokenizer, encode_kwargs):
             if stats is not None:
                 stats.strategy = "safe"
@@ -501,7 +640,9 @@ def encode_long(tokenizer: Any, text: str, num_threads: Optional[int] = None, ch
             return _safe(tokenizer, text, num_threads, chunk_chars, encode_kwargs, stats)
         if strategy == "safe":
             raise ValueError(f"strategy='safe' needs a fstok WordPiece tokenizer without whitespace in its "
-                             f"allowed special tokens; got {type(tokenizer).__name__} (use 'lopt')")
+                             f"allowed special tokens, or a fstok BPE tokenizer with a compiled DFA pre-tokenizer "
+                             f"and no normalizer / prefix space (encode options allowed_special, "
+                             f"disallowed_special only); got {type(tokenizer).__name__} (use 'lopt')")
     if stats is not None:
         stats.strategy = "lopt"
     enc = _Encoder(tokenizer, encode_kwargs)
