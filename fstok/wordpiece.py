@@ -369,9 +369,12 @@ class WordPieceTokenizer:
         whitespace into pieces encoded on native threads (fstok.parallel); the result is the same.
         """
         if num_threads is not None and num_threads > 1 and isinstance(text, str) and len(text) >= self.PARALLEL_THRESHOLD:
-            from .parallel import encode_long
+            if not allowed_special:
+                ids = self._encode_split_native(text, num_threads)
+            else:
+                from .parallel import encode_long
 
-            ids = encode_long(self, text, num_threads=num_threads, allowed_special=allowed_special)
+                ids = encode_long(self, text, num_threads=num_threads, allowed_special=allowed_special)
             return self._add_specials(ids, None)[0] if add_special_tokens else ids
         if type(text) is str and not allowed_special and not add_special_tokens:
             try:
@@ -380,6 +383,18 @@ class WordPieceTokenizer:
                 _check_surrogates(text)
                 raise
         return self._encode_one(text, False, allowed_special, add_special_tokens)
+
+    def _encode_split_native(self, text: str, num_threads: int, parts: int = 0) -> list[int]:
+        """One long text on `num_threads` native threads: the UTF-8 is cut at ASCII whitespace near
+        `parts` (default 4 per thread) equal slices, a boundary for every BERT normalization, so the
+        ids equal encode(text); no special-token handling (fstok.parallel covers that)."""
+        if type(text) is not str:
+            text = _as_text(text)
+        try:
+            return self._model.encode_split(text, int(num_threads), int(parts), 0)
+        except UnicodeEncodeError:
+            _check_surrogates(text)
+            raise
 
     def encode_ordinary(self, text: str) -> list[int]:
         return self._encode_one(text, False, (), False)

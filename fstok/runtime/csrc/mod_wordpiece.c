@@ -869,6 +869,133 @@ static void *batch_worker(void *arg) {
     return NULL;
 }
 
+/* Encode count texts on nthreads threads (the caller's thread is one of them), GIL released. */
+static void run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *outs, size_t count, int word,
+                     int nthreads) {
+    if (nthreads < 1) nthreads = 1;
+    if ((size_t)nthreads > count) nthreads = (int)(count > 0 ? count : 1);
+    if (nthreads > 256) nthreads = 256;
+    batch_job job;
+    job.t = t;
+    job.s = s;
+    job.n = n;
+    job.outs = outs;
+    job.count = count;
+    job.next = 0;
+    job.word = word;
+    pthread_mutex_init(&job.mu, NULL);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_t th[256];
+    int started = 0;
+    for (int k = 1; k < nthreads; k++) {
+        if (pthread_create(&th[started], NULL, batch_worker, &job) == 0) started++;
+    }
+    batch_worker(&job);
+    for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+    Py_END_ALLOW_THREADS
+    pthread_mutex_destroy(&job.mu);
+}
+
+/* One long text on threads: cut the UTF-8 at ASCII whitespace near parts equal slices (a word
+ * boundary whatever the normalization flags: the piece on the right starts with the whitespace,
+ * exactly as fstok.parallel.safe_split_points cuts), encode the pieces in parallel, concatenate.
+ * The text's UTF-8 is computed once (and cached in the str, as for encode), not per piece. */
+#define SPLIT_SEARCH 16384 /* bytes searched around a target cut for whitespace */
+static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
+    PyObject *text;
+    int nthreads = 1, parts = 0, mode = 0;
+    if (!PyArg_ParseTuple(args, "Oi|ii", &text, &nthreads, &parts, &mode)) return NULL;
+    if (mode != 0 && mode != 2) {
+        PyErr_SetString(PyExc_ValueError, "encode_split: mode must be 0 (list) or 2 (bytes)");
+        return NULL;
+    }
+    const char *s;
+    Py_ssize_t n;
+    if (text_bytes(text, &s, &n) < 0) return NULL;
+    if (nthreads < 1) nthreads = 1;
+    if (nthreads > 256) nthreads = 256;
+    if (parts < 1) parts = 4 * nthreads;
+    if (parts > 4096) parts = 4096;
+    size_t *cut = (size_t *)malloc(((size_t)parts + 1) * sizeof(size_t));
+    const char **ps = (const char **)calloc((size_t)parts + 1, sizeof(char *));
+    Py_ssize_t *pn = (Py_ssize_t *)calloc((size_t)parts + 1, sizeof(Py_ssize_t));
+    outbuf *outs = (outbuf *)calloc((size_t)parts + 1, sizeof(outbuf));
+    PyObject *result = NULL;
+    size_t npieces = 0;
+    if (!cut || !ps || !pn || !outs) { PyErr_NoMemory(); goto done; }
+    {
+        const size_t N = (size_t)n;
+        size_t last = 0, nc = 0;
+        cut[nc++] = 0;
+        for (int k = 1; k < parts; k++) {
+            size_t t = (size_t)((unsigned long long)N * (unsigned)k / (unsigned)parts), best = 0;
+            if (t <= last) continue;
+            size_t hi = t + SPLIT_SEARCH < N ? t + SPLIT_SEARCH : N;
+            for (size_t q = t; q < hi; q++) {
+                char c = s[q];
+                if (c == ' ' || c == '\n' || c == '\t' || c == '\r') { best = q; break; }
+            }
+            if (!best) {
+                size_t lo = t > SPLIT_SEARCH ? t - SPLIT_SEARCH : 0;
+                if (lo <= last) lo = last + 1;
+                for (size_t q = t; q-- > lo;) {
+                    char c = s[q];
+                    if (c == ' ' || c == '\n' || c == '\t' || c == '\r') { best = q; break; }
+                }
+            }
+            if (best > last && best < N) cut[nc++] = last = best;
+        }
+        cut[nc] = N;
+        npieces = nc;
+        for (size_t i = 0; i < npieces; i++) {
+            ps[i] = s + cut[i];
+            pn[i] = (Py_ssize_t)(cut[i + 1] - cut[i]);
+        }
+    }
+    run_jobs(&self->t, ps, pn, outs, npieces, 0, nthreads);
+    {
+        size_t total = 0;
+        for (size_t i = 0; i < npieces; i++) {
+            if (outs[i].oom) { PyErr_NoMemory(); goto done; }
+            total += outs[i].n;
+        }
+        if (mode == 2) {
+            result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(total * 4));
+            if (!result) goto done;
+            char *dst = PyBytes_AS_STRING(result);
+            for (size_t i = 0; i < npieces; i++) {
+                if (outs[i].n) memcpy(dst, outs[i].ids, outs[i].n * 4);
+                dst += outs[i].n * 4;
+            }
+        } else {
+            result = PyList_New((Py_ssize_t)total);
+            if (!result) goto done;
+            Py_ssize_t k = 0;
+            for (size_t i = 0; i < npieces; i++) {
+                for (size_t j = 0; j < outs[i].n; j++) {
+                    uint32_t id = outs[i].ids[j];
+                    PyObject *v;
+                    if (id < self->n_ids) {
+                        v = self->idcache[id];
+                        Py_INCREF(v);
+                    } else if (!(v = PyLong_FromUnsignedLong(id))) {
+                        Py_CLEAR(result);
+                        goto done;
+                    }
+                    PyList_SET_ITEM(result, k++, v);
+                }
+            }
+        }
+    }
+done:
+    if (outs) for (size_t i = 0; i < npieces; i++) out_free(&outs[i]);
+    free(cut);
+    free(ps);
+    free(pn);
+    free(outs);
+    return result;
+}
+
 static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     PyObject *seq;
     int nthreads = 1, mode = 0, word = 0;
@@ -897,30 +1024,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         }
         outs[i].want_offs = mode & 1;
     }
-    if (nthreads < 1) nthreads = 1;
-    if ((Py_ssize_t)nthreads > cnt) nthreads = (int)(cnt > 0 ? cnt : 1);
-    if (nthreads > 256) nthreads = 256;
-    {
-        batch_job job;
-        job.t = &self->t;
-        job.s = s;
-        job.n = n;
-        job.outs = outs;
-        job.count = (size_t)cnt;
-        job.next = 0;
-        job.word = word;
-        pthread_mutex_init(&job.mu, NULL);
-        Py_BEGIN_ALLOW_THREADS
-        pthread_t th[256];
-        int started = 0;
-        for (int k = 1; k < nthreads; k++) {
-            if (pthread_create(&th[started], NULL, batch_worker, &job) == 0) started++;
-        }
-        batch_worker(&job);
-        for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
-        Py_END_ALLOW_THREADS
-        pthread_mutex_destroy(&job.mu);
-    }
+    run_jobs(&self->t, s, n, outs, (size_t)cnt, word, nthreads);
     result = PyList_New(cnt);
     if (!result) goto done;
     {
@@ -952,6 +1056,8 @@ static PyMethodDef Model_methods[] = {
     {"encode", (PyCFunction)Model_encode, METH_VARARGS,
      "encode(text, mode=0, word=False): mode 0 ids list, 1 (ids, offsets), 2 ids bytes, 3 (ids bytes, offsets bytes)"},
     {"encode_batch", (PyCFunction)Model_encode_batch, METH_VARARGS, "encode_batch(texts, nthreads=1, mode=0, word=False)"},
+    {"encode_split", (PyCFunction)Model_encode_split, METH_VARARGS,
+     "encode_split(text, nthreads, parts=4*nthreads, mode=0): one long text cut at whitespace, pieces on threads"},
     {"fast_encode", (PyCFunction)Model_fast_encode, METH_O, "fast_encode(fallback): a C callable for tok.encode"},
     {NULL, NULL, 0, NULL},
 };
