@@ -306,7 +306,9 @@ def _llama_qwen(which):
         path = os.path.join(VOCAB, "hf-derived", "llama3.tokenizer.json")
         return fstok.compile(path) if os.path.exists(path) else None
     path = os.path.join(VOCAB, "qwen", "qwen.tiktoken")
-    return fstok.compile(path, pattern="qwen2") if os.path.exists(path) else None
+    from fstok.pretokenize import QWEN2_PAT  # pattern="qwen2" would compile the literal regex "qwen2"
+
+    return fstok.compile(path, pattern=QWEN2_PAT) if os.path.exists(path) else None
 
 
 @needs_shared
