@@ -500,7 +500,15 @@ class ProvenSplitter:
         """All proven cut positions of ``text`` (character offsets in (0, len)), guards applied."""
         pos = self.table.positions(text)
         if self.guards and len(pos):
-            pos = np.array([p for p in pos.tolist() if not self._guarded(text, p)], dtype=np.int64)
+            bad = np.zeros(len(text) + 1, dtype=np.int32)  # +1 / -1 at the inside of every guard occurrence
+            for g in self.guards:
+                i = text.find(g)
+                while i != -1:
+                    bad[i + 1] += 1
+                    bad[i + len(g)] -= 1
+                    i = text.find(g, i + 1)
+            if bad.any():
+                pos = pos[np.cumsum(bad)[pos] == 0]
         return pos
 
     def split_points(self, text: str, parts: int, search: int = _SAFE_SEARCH) -> list[int]:
@@ -512,7 +520,7 @@ class ProvenSplitter:
         targets = [(n * k) // parts for k in range(1, parts)]
         cuts: list[int] = []
         last = 0
-        if parts >= _SAFE_ALL_POSITIONS:
+        if parts >= _SAFE_ALL_POSITIONS and parts * 256 >= n:
             allp = self.positions(text)
             for t in targets:
                 if t <= last:
@@ -531,15 +539,22 @@ class ProvenSplitter:
             if t <= last:
                 continue
             c = -1
-            for p in self.table.positions(text, t, min(n, t + search)).tolist():
-                if not self._guarded(text, p):
-                    c = p
-                    break
-            if c < 0:
-                for p in self.table.positions(text, max(last + 1, t - search), t)[::-1].tolist():
+            lo, w = t, 64  # forward, in windows growing 64, 256, ... chars (a boundary is usually close)
+            while c < 0 and lo < min(n, t + search):
+                hi = min(n, t + search, lo + w)
+                for p in self.table.positions(text, lo, hi).tolist():
                     if not self._guarded(text, p):
                         c = p
                         break
+                lo, w = hi, w * 4
+            hi, w = t, 64  # then backward
+            while c < 0 and hi > max(last + 1, t - search):
+                lo = max(last + 1, t - search, hi - w)
+                for p in self.table.positions(text, lo, hi)[::-1].tolist():
+                    if not self._guarded(text, p):
+                        c = p
+                        break
+                hi, w = lo, w * 4
             if c > last:
                 cuts.append(c)
                 last = c
@@ -593,7 +608,7 @@ def _safe_bpe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encod
         stats.strategy = "safe"
         stats.rounds, stats.chunk_chars, stats.overlap_chars, stats.num_chunks = 1, chunk or 0, 0, len(cuts) + 1
     if not cuts:
-        return tok.encode_batch([text], num_threads=1, **kw)[0]
+        return tok.encode(text, **kw)
     bounds = [0] + cuts + [n]
     pieces = [text[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1)]
     res = tok.encode_batch(pieces, num_threads=num_threads, **kw)
