@@ -612,8 +612,19 @@ def _safe_bpe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encod
     bounds = [0] + cuts + [n]
     pieces = [text[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1)]
     res = tok.encode_batch(pieces, num_threads=num_threads, **kw)
-    out = res[0]
-    for r in res[1:]:
+    return _concat(res)
+
+
+def _concat(lists: list) -> list:
+    """One list from encode_batch's per-piece lists (moved by C when the extension is built)."""
+    try:
+        from .runtime._dfa import concat_lists
+    except ImportError:  # pragma: no cover
+        concat_lists = None
+    if concat_lists is not None:
+        return concat_lists(lists)
+    out: list = []
+    for r in lists:
         out.extend(r)
     return out
 

@@ -295,3 +295,35 @@ def test_hypothesis_bpe_safe(name, doc, start, length, threads, chunk):
     tok = bpe(name)
     assert encode_long(tok, text, num_threads=threads, chunk_chars=chunk, strategy="safe") == \
         tok.encode_ordinary(text)
+
+
+def test_concat_lists_moves_or_copies():
+    import sys
+
+    _dfa = pytest.importorskip("fstok.runtime._dfa")
+    x = [object() for _ in range(3)]
+    before = sys.getrefcount(x[0])
+    outer = [list(x), x, [], [7]]
+    moved = _dfa.concat_lists(outer)
+    same = moved == x + x + [7]
+    kept = outer[0] == [] and outer[1] is x and len(x) == 3  # moved / copied
+    del moved, outer
+    after = sys.getrefcount(x[0])  # (plain locals: pytest's assert rewriting would hold references)
+    assert same and kept and after == before
+    with pytest.raises(TypeError):
+        _dfa.concat_lists([1])
+    with pytest.raises(TypeError):
+        _dfa.concat_lists((x,))
+
+
+@needs_shared
+def test_splitter_positions_avoid_guards():
+    tok = bpe("cl100k_base")
+    sp = bpe_splitter(tok)
+    text = ("word <|endoftext|> more.\n" * 50) + "x<|fim_prefix|>y" * 20
+    pos = sp.positions(text).tolist()
+    assert pos and pos == [p for p in sp.table.positions(text).tolist() if not sp._guarded(text, p)]
+    for p in pos:
+        for g in sp.guards:
+            i = text.find(g, max(0, p - len(g) + 1))
+            assert i == -1 or i >= p or i + len(g) <= p

@@ -412,8 +412,57 @@ static PyTypeObject SpannerType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ------------------------------------------------------------------ concat_lists (fstok.parallel) */
+/* concat_lists(lists: list[list]) -> list: the concatenation of the sub-lists.  A sub-list referenced
+ * only by `lists` (refcount 1: the result of encode_batch) gives its items away (pointers moved, no
+ * reference count traffic on the items) and is left empty; any other is copied.  Joining the per-piece
+ * id lists of a long text this way costs a memcpy instead of one incref per token (measured 2-5 ms per
+ * MB of text with list.extend: the int objects are scattered over the heap). */
+static PyObject *dfa_concat_lists(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    if (!PyList_Check(arg)) {
+        PyErr_Format(PyExc_TypeError, "concat_lists expects a list of lists, got %.80s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t k = PyList_GET_SIZE(arg), total = 0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *sub = PyList_GET_ITEM(arg, i);
+        if (!PyList_CheckExact(sub)) {
+            PyErr_Format(PyExc_TypeError, "concat_lists: item %zd is %.80s, not a list", i, Py_TYPE(sub)->tp_name);
+            return NULL;
+        }
+        total += PyList_GET_SIZE(sub);
+    }
+    PyObject *out = PyList_New(total);
+    if (!out) return NULL;
+    PyObject **dst = ((PyListObject *)out)->ob_item;
+    Py_ssize_t off = 0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyListObject *sub = (PyListObject *)PyList_GET_ITEM(arg, i);
+        Py_ssize_t n = Py_SIZE(sub);
+        if (n == 0) continue;
+        if (Py_REFCNT(sub) == 1) {
+            memcpy(dst + off, sub->ob_item, (size_t)n * sizeof(PyObject *));
+            Py_SET_SIZE(sub, 0); /* the items now belong to `out`; the buffer is freed with the list */
+        } else {
+            for (Py_ssize_t j = 0; j < n; j++) {
+                Py_INCREF(sub->ob_item[j]);
+                dst[off + j] = sub->ob_item[j];
+            }
+        }
+        off += n;
+    }
+    return out;
+}
+
+static PyMethodDef module_methods[] = {
+    {"concat_lists", (PyCFunction)dfa_concat_lists, METH_O,
+     "concat_lists(lists) -> one list (sub-lists referenced only by `lists` are emptied, their items moved)"},
+    {NULL, NULL, 0, NULL},
+};
+
 static struct PyModuleDef moduledef = {
-    PyModuleDef_HEAD_INIT, "_dfa", "fstok regex DFA spanner (C core in lib_dfa.c, API in dfa.h)", -1, NULL,
+    PyModuleDef_HEAD_INIT, "_dfa", "fstok regex DFA spanner (C core in lib_dfa.c, API in dfa.h)", -1, module_methods,
 };
 
 PyMODINIT_FUNC PyInit__dfa(void) {
