@@ -204,3 +204,32 @@ def test_pre_token_memo_is_transparent():
     other = fstok_encoding("cl100k_base")
     assert other.encode_ordinary(text) == tiktoken_encoding("cl100k_base").encode_ordinary(text)
     assert tok.encode_ordinary(text) == want
+
+
+def _memo_text(seed: int) -> str:
+    """Pre-tokens for every part of the memo: > 32k distinct short multi-token words (evictions in the
+    2-way short part), <= 24-byte words of > 8 tokens (kept in the long part), long words of scripts
+    without spaces (> 1 MiB of distinct ones: the long part empties and refills), each seen repeatedly."""
+    rnd = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyzéßñøå"
+    short = ["".join(rnd.choice(letters) for _ in range(rnd.randint(3, 12))) for _ in range(40_000)]
+    rare = ["".join(chr(rnd.randint(0x20000, 0x2A6DF)) for _ in range(rnd.randint(3, 6))) for _ in range(3_000)]
+    cjk = "的一是不了人我在有他这中大来上国个到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师书比住员九笑性通目华报立马命张活难神数件安表原车白应路期叫死常提感金何更反合放做系计或司利受光王果亲界及今京务制解各任至清物台象记边共风战干接它许八特觉望直服毛林题建南度统色字请交爱让认算论百吃义科怎元社术结六功指思非流每青管夫连远资队跟带花快条院变联言权往展该领传近留红治决周保达办运武半候七必城父强步完革深区即求品士转量空甚众技轻程告江语英基派满式李息写呢识极令黄德收脸钱党倒未持取设始版双历越史商千片容研像找友孩站广改议形委早房音火际则首单导器亚"
+    longs = ["".join(rnd.choice(cjk) for _ in range(rnd.randint(9, 120))) for _ in range(12_000)]
+    words = [" " + w for w in short] + [" " + w for w in rare] + [" " + w for w in longs]
+    picks = [rnd.choice(words) for _ in range(60_000)] + words
+    rnd.shuffle(picks)
+    return "".join(picks)
+
+
+def test_pre_token_memo_parts():
+    tok, ref = fstok_encoding("o200k_base"), tiktoken_encoding("o200k_base")
+    text = _memo_text(7)
+    assert len(text.encode()) > 2_000_000
+    want = ref.encode_ordinary(text)
+    tok.clear_cache()
+    assert tok.encode_ordinary(text) == want  # fills the memo (both parts empty and refill)
+    assert tok.encode_ordinary(text) == want  # served from it where it kept the entries
+    rev = " ".join(reversed(text.split(" ")))  # another order: other evictions and promotions
+    assert tok.encode_ordinary(rev) == ref.encode_ordinary(rev)
+    assert tok.encode_ordinary(text) == want

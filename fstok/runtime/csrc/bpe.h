@@ -184,23 +184,52 @@ extern unsigned long bpe_backtrack_fallbacks;
 #define BPE_SPLIT_R(m, t) ((m)->info[4 * (size_t)(t) + 2])
 #define BPE_NEXT_PREFIX(m, t) ((m)->info[4 * (size_t)(t) + 3])
 
-/* Pre-token memo: a direct-mapped table, used by one thread at a time, from the bytes of a multi-token
- * pre-token (<= 24 bytes) to its encoding (<= 8 tokens): one cache line per entry.  Bounded
- * (BPE_MEMO_N entries, 1 MiB per memo), exact (the full key is compared); it only saves work the
- * tables would redo.  A model keeps a small pool of them (mod_bpe.c). */
-#define BPE_MEMO_BITS 14
+/* Pre-token memo, used by one thread at a time; exact (full keys compared), bounded, it only saves
+ * work the tables would redo.  A model keeps a small pool of them (mod_bpe.c).
+ *  - short part: multi-token pre-tokens of <= 24 bytes with <= 8 tokens, 2-way set associative
+ *    (BPE_MEMO_N entries, one cache line each; a new entry goes to way 0, the old way 0 to way 1, a hit
+ *    in way 1 swaps the two);
+ *  - long part: any other pre-token of <= BPE_LMEMO_MAXLEN bytes (long words of scripts without
+ *    spaces, spans of many tokens): an open-addressing table of (hash, arena offset, length, token count)
+ *    over an arena holding the key bytes then the ids; when the arena or the table is full, the long
+ *    part is emptied and refilled. */
+#define BPE_MEMO_BITS 15
 #define BPE_MEMO_N (1u << BPE_MEMO_BITS)
 #define BPE_MEMO_MAXLEN 24
 #define BPE_MEMO_MAXTOK 8
+#define BPE_LMEMO_BITS 13
+#define BPE_LMEMO_SLOTS (1u << BPE_LMEMO_BITS)
+#define BPE_LMEMO_ARENA (1u << 20)
+#define BPE_LMEMO_MAXLEN 1024
 typedef struct {
     uint64_t k[3];                  /* the span's bytes, zero padded */
     uint32_t ids[BPE_MEMO_MAXTOK];  /* external ids */
-    uint8_t len, ntok, pad[6];
+    uint16_t gen;                   /* valid only while equal to the memo's gen */
+    uint8_t len, ntok, tag;         /* tag: 8 bits of the key's hash */
+    uint8_t len1, tag1;             /* (way 0 only) len and tag of way 1: a miss in way 0 reads way 1 only
+                                       when they match the key's */
+    uint8_t pad;
 } bpe_memo_entry;
 typedef struct {
+    uint32_t h;        /* high half of bpe_hash_bytes of the key */
+    uint32_t gen;      /* valid only while equal to the memo's lgen */
+    uint32_t off;      /* arena offset: key bytes, then (4-aligned) ntok external ids */
+    uint16_t len;      /* key length */
+    uint16_t ntok;
+} bpe_lmemo_slot;
+typedef struct {
+    bpe_memo_entry e[BPE_MEMO_N];   /* first: the memo is allocated 64-byte aligned (bpe_memo_new) */
+    bpe_lmemo_slot ls[BPE_LMEMO_SLOTS];
     uint64_t serial, epoch; /* the model it belongs to, and that model's cache epoch when filled */
-    bpe_memo_entry e[BPE_MEMO_N];
+    uint32_t gen, lgen;     /* generations: emptying a part bumps its counter instead of clearing it (gen < 2^16) */
+    uint32_t lused, lcount; /* arena bytes used, long slots used */
+    uint8_t arena[BPE_LMEMO_ARENA];
 } bpe_memo;
+
+/* a new empty memo (free() it), or NULL */
+bpe_memo *bpe_memo_new(void);
+/* empty a memo (both parts; O(1) except once every 2^16 times) */
+void bpe_memo_clear(bpe_memo *memo);
 
 /* start loading the whole-span slot of s[0:n) (call a few spans ahead of bpe_encode_span) */
 static inline void bpe_span_prefetch(const bpe_model *m, const uint8_t *s, size_t n) {

@@ -1,6 +1,8 @@
 /* Byte-level BPE span encoders over the compiled tables (see bpe.h). No Python here. */
+#define _POSIX_C_SOURCE 200809L
 #include "bpe.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 unsigned long bpe_backtrack_fallbacks = 0;
@@ -242,13 +244,119 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
 
 /* ---------------------------------------------------------------- dispatch */
 
-/* memo probe for a multi-token span: returns the entry (hit: e->len == n and same key) to fill after a miss */
-static inline bpe_memo_entry *memo_slot(bpe_memo *memo, const uint8_t *s, size_t n, uint64_t k[3]) {
+bpe_memo *bpe_memo_new(void) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, sizeof(bpe_memo))) return NULL;
+    bpe_memo *memo = (bpe_memo *)p;
+    memset(memo, 0, offsetof(bpe_memo, arena)); /* entries of generation 0 are empty */
+    memo->gen = memo->lgen = 1;
+    return memo;
+}
+
+/* empty the long part */
+static void lmemo_reset(bpe_memo *memo) {
+    if (++memo->lgen == 0) { /* wrapped: entries of generation 0 would look valid again */
+        memset(memo->ls, 0, sizeof memo->ls);
+        memo->lgen = 1;
+    }
+    memo->lused = memo->lcount = 0;
+}
+
+void bpe_memo_clear(bpe_memo *memo) {
+    if (++memo->gen == 0x10000) {
+        memset(memo->e, 0, sizeof memo->e);
+        memo->gen = 1;
+    }
+    lmemo_reset(memo);
+}
+
+/* short memo: the set (2 entries) of a span of <= 24 bytes; k receives its key words, tag 8 hash bits */
+static inline bpe_memo_entry *memo_set(bpe_memo *memo, const uint8_t *s, size_t n, uint64_t k[3], uint8_t *tag) {
     k[0] = bpe_head8(s, n < 8 ? n : 8);
     k[1] = n > 8 ? bpe_head8(s + 8, n < 16 ? n - 8 : 8) : 0;
     k[2] = n > 16 ? bpe_head8(s + 16, n - 16) : 0;
     uint64_t h = (k[0] * 0x9E3779B97F4A7C15ull) ^ (k[1] * 0xC2B2AE3D27D4EB4Full) ^ (k[2] * 0x165667B19E3779F9ull) ^ n;
-    return &memo->e[(h ^ (h >> 29)) & (BPE_MEMO_N - 1)];
+    h ^= h >> 29;
+    *tag = (uint8_t)(h >> 56);
+    return &memo->e[2 * (h & (BPE_MEMO_N / 2 - 1))];
+}
+
+static inline int memo_match(const bpe_memo_entry *e, uint32_t gen, size_t n, const uint64_t k[3]) {
+    return e->len == n && e->gen == (uint16_t)gen && e->k[0] == k[0] && e->k[1] == k[1] && e->k[2] == k[2];
+}
+
+/* ntok value of a short entry whose ids live in the long part (more than BPE_MEMO_MAXTOK tokens) */
+#define MEMO_IN_LONG 0xFF
+
+/* fill entry e (way 0 of its set, after moving the old way 0 to way 1 when shift; else in place) */
+static inline void memo_put(bpe_memo_entry *e, int shift, uint32_t gen, size_t n, const uint64_t k[3], uint8_t tag,
+                            const uint32_t *ids, size_t nt) {
+    if (shift) {
+        e[1] = e[0];
+        e->len1 = e[1].len;
+        e->tag1 = e[1].tag;
+    }
+    e->gen = (uint16_t)gen;
+    e->len = (uint8_t)n;
+    e->tag = tag;
+    e->k[0] = k[0], e->k[1] = k[1], e->k[2] = k[2];
+    if (nt <= BPE_MEMO_MAXTOK) {
+        e->ntok = (uint8_t)nt;
+        memcpy(e->ids, ids, nt * 4);
+    } else {
+        e->ntok = MEMO_IN_LONG;
+    }
+}
+
+/* long memo lookup: 1 and the ids appended on a hit, 0 on a miss, -1 on allocation failure */
+static inline int lmemo_get(const bpe_memo *memo, uint64_t h, const uint8_t *s, size_t n, bpe_vec *out) {
+    uint32_t i = (uint32_t)(h >> (64 - BPE_LMEMO_BITS)), h32 = (uint32_t)(h >> 32);
+    for (;;) {
+        const bpe_lmemo_slot *sl = &memo->ls[i];
+        if (sl->gen != memo->lgen) return 0;
+        if (sl->h == h32 && sl->len == n && memcmp(memo->arena + sl->off, s, n) == 0) {
+            if (bpe_vec_reserve(out, sl->ntok)) return -1;
+            memcpy(out->ids + out->len, memo->arena + sl->off + ((n + 3) & ~(size_t)3), (size_t)sl->ntok * 4);
+            out->len += sl->ntok;
+            return 1;
+        }
+        i = (i + 1) & (BPE_LMEMO_SLOTS - 1);
+    }
+}
+
+static void lmemo_put(bpe_memo *memo, uint64_t h, const uint8_t *s, size_t n, const uint32_t *ids, size_t nt) {
+    size_t kb = (n + 3) & ~(size_t)3, need = kb + 4 * nt;
+    if (n == 0 || n > BPE_LMEMO_MAXLEN || need > BPE_LMEMO_ARENA / 4) return;
+    if (memo->lused + need > BPE_LMEMO_ARENA || memo->lcount >= BPE_LMEMO_SLOTS / 2) lmemo_reset(memo);
+    uint32_t i = (uint32_t)(h >> (64 - BPE_LMEMO_BITS)), h32 = (uint32_t)(h >> 32);
+    while (memo->ls[i].gen == memo->lgen) {
+        if (memo->ls[i].h == h32 && memo->ls[i].len == n && memcmp(memo->arena + memo->ls[i].off, s, n) == 0) return;
+        i = (i + 1) & (BPE_LMEMO_SLOTS - 1);
+    }
+    uint8_t *p = memo->arena + memo->lused;
+    memcpy(p, s, n);
+    memcpy(p + kb, ids, nt * 4);
+    memo->ls[i].h = h32;
+    memo->ls[i].gen = memo->lgen;
+    memo->ls[i].off = memo->lused;
+    memo->ls[i].len = (uint16_t)n;
+    memo->ls[i].ntok = (uint16_t)nt;
+    memo->lused += (uint32_t)need;
+    memo->lcount++;
+}
+
+/* run the encoder chosen for a span that is not one token, append external ids */
+static inline int encode_multi(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
+    size_t base = out->len;
+    int rc;
+    uint32_t lim = (s[n - 1] & 0x80) ? m->short_max_mb : m->short_max;
+    if (n <= lim || (!m->backtrack_ok && n <= m->short_max)) rc = bpe_encode_short(m, s, n, out);
+    else if (m->backtrack_ok) rc = bpe_encode_backtrack(m, s, n, out);
+    else rc = bpe_encode_heap(m, s, n, out);
+    if (rc) return rc;
+    if (!m->int_is_ext)
+        for (size_t i = base; i < out->len; i++) out->ids[i] = m->int_ext[out->ids[i]];
+    return 0;
 }
 
 int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, size_t avail, bpe_vec *out) {
@@ -261,37 +369,48 @@ int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
             out->ids[out->len++] = id;
             return 0;
         }
-        bpe_memo_entry *e = NULL;
-        uint64_t k[3] = {0, 0, 0};
-        if (memo && n <= BPE_MEMO_MAXLEN) {
-            e = memo_slot(memo, s, n, k);
-            if (e->len == n && e->k[0] == k[0] && e->k[1] == k[1] && e->k[2] == k[2]) {
+    }
+    if (!memo) return encode_multi(m, s, n, out);
+    if (n <= BPE_MEMO_MAXLEN) {
+        uint64_t k[3];
+        uint8_t tag;
+        bpe_memo_entry *set = memo_set(memo, s, n, k, &tag), *dst = NULL;
+        for (int w = 0; w < 2; w++) {
+            const bpe_memo_entry *e = set + w;
+            if (!memo_match(e, memo->gen, n, k)) {
+                if (w == 0 && (set->len1 != n || set->tag1 != tag)) break; /* not in way 1 either */
+                continue;
+            }
+            if (e->ntok != MEMO_IN_LONG) {
                 if (bpe_vec_reserve(out, BPE_MEMO_MAXTOK)) return -1;
                 memcpy(out->ids + out->len, e->ids, sizeof e->ids);
                 out->len += e->ntok;
+                if (w) { /* keep the most recently used entry in way 0 */
+                    bpe_memo_entry t = set[0];
+                    set[0] = set[1];
+                    set[1] = t;
+                    set[0].len1 = t.len;
+                    set[0].tag1 = t.tag;
+                }
                 return 0;
             }
+            int r = lmemo_get(memo, bpe_hash_bytes(s, n), s, n, out);
+            if (r) return r < 0 ? -1 : 0;
+            dst = set + w; /* the long part was emptied since: refill in place */
+            break;
         }
-        uint32_t lim = (s[n - 1] & 0x80) ? m->short_max_mb : m->short_max;
-        if (n <= lim || (!m->backtrack_ok && n <= m->short_max)) rc = bpe_encode_short(m, s, n, out);
-        else if (m->backtrack_ok) rc = bpe_encode_backtrack(m, s, n, out);
-        else rc = bpe_encode_heap(m, s, n, out);
-        if (rc) return rc;
-        if (!m->int_is_ext)
-            for (size_t i = base; i < out->len; i++) out->ids[i] = m->int_ext[out->ids[i]];
+        if ((rc = encode_multi(m, s, n, out))) return rc;
         size_t nt = out->len - base;
-        if (e && nt <= BPE_MEMO_MAXTOK) {
-            e->len = (uint8_t)n;
-            e->ntok = (uint8_t)nt;
-            e->k[0] = k[0], e->k[1] = k[1], e->k[2] = k[2];
-            memcpy(e->ids, out->ids + base, nt * 4);
-        }
+        memo_put(dst ? dst : set, dst == NULL, memo->gen, n, k, tag, out->ids + base, nt);
+        if (nt > BPE_MEMO_MAXTOK) lmemo_put(memo, bpe_hash_bytes(s, n), s, n, out->ids + base, nt);
         return 0;
     }
-    rc = bpe_encode_backtrack(m, s, n, out);
-    if (rc) return rc;
-    if (!m->int_is_ext)
-        for (size_t i = base; i < out->len; i++) out->ids[i] = m->int_ext[out->ids[i]];
+    if (n > BPE_LMEMO_MAXLEN) return encode_multi(m, s, n, out);
+    uint64_t h = bpe_hash_bytes(s, n);
+    int r = lmemo_get(memo, h, s, n, out);
+    if (r) return r < 0 ? -1 : 0;
+    if ((rc = encode_multi(m, s, n, out))) return rc;
+    lmemo_put(memo, h, s, n, out->ids + base, out->len - base);
     return 0;
 }
 

@@ -523,11 +523,11 @@ static bpe_memo *memo_borrow(ModelObject *self) {
     pthread_mutex_unlock(&self->pool_mu);
     uint64_t epoch = __atomic_load_n(&self->memo_epoch, __ATOMIC_RELAXED);
     if (!mm) {
-        mm = (bpe_memo *)calloc(1, sizeof(bpe_memo));
+        mm = bpe_memo_new();
         if (!mm) return NULL;
         mm->epoch = epoch;
     } else if (mm->epoch != epoch) {
-        memset(mm->e, 0, sizeof mm->e);
+        bpe_memo_clear(mm);
         mm->epoch = epoch;
     }
     return mm;
