@@ -25,7 +25,9 @@ of a token is then the start of the next one). ``HFOffsetsAdapter`` wraps a HF `
 """
 from __future__ import annotations
 
+import itertools
 import os
+import threading
 from bisect import bisect_left
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional, Sequence
@@ -611,8 +613,56 @@ def _safe_bpe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encod
         return tok.encode(text, **kw)
     bounds = [0] + cuts + [n]
     pieces = [text[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1)]
-    res = tok.encode_batch(pieces, num_threads=num_threads, **kw)
+    mode = _PIECES_MODE or ("threads" if num_threads <= _THREADS_MAX else "batch")
+    if mode == "batch":
+        res = tok.encode_batch(pieces, num_threads=num_threads, **kw)
+    else:
+        res = _encode_pieces(tok, pieces, num_threads, kw)
     return _concat(res)
+
+
+# How the pieces are encoded: "threads" (persistent Python threads calling tok.encode: the GIL-bound UTF-8
+# conversion and result list of one piece overlap the BPE of the others) or "batch" (one encode_batch call:
+# C threads, but those steps run one after the other).  None: threads up to _THREADS_MAX, batch above
+# (16 Python threads contend for the GIL; measured on a 16-core machine, docs/parallel.md).
+_PIECES_MODE: Optional[str] = None
+_THREADS_MAX = 8
+_pools: dict = {}
+_pools_lock = threading.Lock()
+
+
+def _pool(n: int) -> ThreadPoolExecutor:
+    with _pools_lock:
+        ex = _pools.get(n)
+        if ex is None:
+            ex = _pools[n] = ThreadPoolExecutor(max_workers=n, thread_name_prefix=f"fstok-long{n}")
+        return ex
+
+
+def _encode_pieces(tok: Any, pieces: list, num_threads: int, kw: dict) -> list:
+    """``tok.encode(piece, **kw)`` for every piece on ``num_threads`` persistent Python threads taking pieces
+    in order from a shared counter.  The C encoder releases the GIL for the BPE work (texts >= 4 KiB), so one
+    thread's GIL-bound steps (UTF-8 conversion of its piece, building its result list) overlap the others'
+    BPE instead of all running one after the other as in a single encode_batch call."""
+    nt = min(num_threads, len(pieces))
+    if nt <= 1:
+        return [tok.encode(p, **kw) for p in pieces]
+    out: list = [None] * len(pieces)
+    counter = itertools.count()
+    enc = tok.encode
+
+    def work() -> None:
+        n = len(pieces)
+        while True:
+            i = next(counter)
+            if i >= n:
+                return
+            out[i] = enc(pieces[i], **kw)
+
+    futs = [_pool(nt).submit(work) for _ in range(nt)]
+    for f in futs:
+        f.result()
+    return out
 
 
 def _concat(lists: list) -> list:

@@ -327,3 +327,18 @@ def test_splitter_positions_avoid_guards():
         for g in sp.guards:
             i = text.find(g, max(0, p - len(g) + 1))
             assert i == -1 or i >= p or i + len(g) <= p
+
+
+@needs_shared
+@pytest.mark.parametrize("mode", ["threads", "batch"])
+def test_bpe_safe_piece_modes(mode, monkeypatch):
+    import fstok.parallel as par
+
+    monkeypatch.setattr(par, "_PIECES_MODE", mode)
+    tok = bpe("o200k_base")
+    text = corpus("chinese_long")[:50_000] + corpus("code")[:50_000]
+    for threads in (2, 3, 16):
+        assert encode_long(tok, text, num_threads=threads) == tok.encode_ordinary(text), threads
+    specials = "<|endoftext|>".join(text[i:i + 3000] for i in range(0, 30_000, 3000))
+    assert encode_long(tok, specials, num_threads=3, chunk_chars=1000, allowed_special="all") == \
+        tok.encode(specials, allowed_special="all")
