@@ -404,9 +404,12 @@ class WordPieceTokenizer:
         """(ids, offsets): offsets are (start, end) character positions in the original `text`."""
         return self._encode_one(text, True, allowed_special, add_special_tokens)
 
-    def encode_to_numpy(self, text: str) -> np.ndarray:
+    def encode_to_numpy(self, text: str, num_threads: Optional[int] = None) -> np.ndarray:
+        """Ids as a uint32 array; with num_threads > 1 a long text is split across threads (same ids)."""
         text = _as_text(text)
         _check_surrogates(text)
+        if num_threads is not None and num_threads > 1 and len(text) >= self.PARALLEL_THRESHOLD:
+            return np.frombuffer(self._model.encode_split(text, int(num_threads), 0, 2), dtype=np.uint32)
         return np.frombuffer(self._model.encode(text, 2), dtype=np.uint32)
 
     def encode_with_offsets_numpy(self, text: str) -> tuple[np.ndarray, np.ndarray]:

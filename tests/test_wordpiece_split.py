@@ -60,3 +60,10 @@ def test_split_bad_input():
         t._model.encode_split(b"abc", 2)
     with pytest.raises(ValueError):
         t._model.encode_split("abc", 2, 0, 1)
+
+
+@needs_shared
+def test_encode_to_numpy_threads():
+    t = tok("bert-base-multilingual-cased")
+    text = read_corpus("stress")[:300_000]
+    assert t.encode_to_numpy(text, num_threads=3).tolist() == t.encode(text)
