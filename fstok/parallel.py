@@ -14,8 +14,15 @@ Two strategies, both exact (equal to one-shot ``tokenizer.encode(text)``):
   whitespace character near each ``len/threads`` boundary and the pieces are encoded independently on
   native threads (GIL released) and concatenated: no overlap work at all.
 
+* ``"safe"`` for fstok BPE: the text is cut at positions the compiled pre-tokenizer DFA *proves* are piece
+  boundaries in every parse (``fstok.compile.safe_split``; proof and numbers in docs/parallel.md), never
+  inside a special / added token, and the pieces are encoded on threads and concatenated.
+
 ``strategy="auto"`` uses "safe" for fstok WordPiece tokenizers (when the pieces cannot contain a
-whitespace-bearing special token) and "lopt" otherwise.
+whitespace-bearing special token) and for fstok BPE tokenizers with a compiled DFA pre-tokenizer and no
+text-changing HF step (normalizer, prefix space), with encode options ``allowed_special`` /
+``disallowed_special`` only; a BPE text without any proven boundary falls back to "lopt". Everything else
+uses "lopt".
 
 Any object with ``encode_with_offsets(text, **kw) -> (ids, offsets)`` works with "lopt" (the result equals
 its one-shot ids; for fstok BPE that means special-token text is ordinary unless ``allowed_special`` is
@@ -690,7 +697,8 @@ def encode_long(tokenizer: Any, text: str, num_threads: Optional[int] = None, ch
     and minimum: the longest vocabulary token in characters (the theorem's T), at least 8; a chunk is
     always longer than the overlap); min_overlap_tokens: the paper's threshold
     (consecutive position-agreeing tokens needed to merge two chunks; fewer doubles the chunk length).
-    strategy: "auto" (safe whitespace split for fstok WordPiece, LoPT otherwise), "safe" or "lopt".
+    strategy: "auto" (safe split for fstok WordPiece -- whitespace -- and fstok BPE -- proven pre-tokenizer
+    boundaries --, LoPT otherwise), "safe" or "lopt".
     growth (LoPT): "local" joins only the two chunks of a failed boundary (re-encoding just those);
     "global" is the paper's restart of the whole split with a doubled chunk length.
     ``encode_kwargs`` (e.g. ``allowed_special``) are passed to every chunk encode."""
