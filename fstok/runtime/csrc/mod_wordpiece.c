@@ -940,15 +940,19 @@ static void run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *
     pthread_mutex_destroy(&job.mu);
 }
 
-/* Pipelined long-text encoding: nthreads workers encode the pieces (handed out in order) while the
- * calling thread turns finished pieces, in order, into list items (INCREF of cached ints: that
- * must not happen off the GIL-holding thread).  Building the 10^5-10^6 items of the result was the
- * serial tail that capped the speedup; now it overlaps the encoding. */
+/* Pipelined long-text encoding: nthreads workers encode the pieces (handed out in order) and turn
+ * each piece's ids into borrowed pointers to the cached int objects (a read-only table: safe off the
+ * GIL); the calling thread takes finished pieces in order and only INCREFs those pointers (that must
+ * stay on the GIL-holding thread), prefetching ahead.  Building the 10^5-10^6 items of the result was
+ * the serial tail that capped the speedup; now it overlaps the encoding and is mostly memory writes. */
 typedef struct {
     const wp_tables *t;
     const char **s;
     Py_ssize_t *n;
     outbuf *outs;
+    PyObject **cache;
+    size_t n_ids;
+    PyObject ***ptrs; /* per piece: borrowed pointers, NULL entries where no cached int exists */
     size_t count;
     atomic_size_t next;
     atomic_int *done;
@@ -961,6 +965,13 @@ static void *split_worker(void *arg) {
         if (i >= j->count) break;
         outbuf local = j->outs[i]; /* on this stack: no false sharing with neighbouring pieces */
         wp_encode_e2e(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &local);
+        PyObject **pp = (PyObject **)malloc((local.n ? local.n : 1) * sizeof(PyObject *));
+        if (pp)
+            for (size_t k = 0; k < local.n; k++) {
+                uint32_t id = local.ids[k];
+                pp[k] = id < j->n_ids ? j->cache[id] : NULL;
+            }
+        j->ptrs[i] = pp;
         j->outs[i] = local;
         atomic_store_explicit(&j->done[i], 1, memory_order_release);
     }
@@ -970,14 +981,13 @@ static void *split_worker(void *arg) {
 static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t *pn, outbuf *outs, size_t npieces,
                                  int nthreads) {
     atomic_int *done = (atomic_int *)calloc(npieces, sizeof(atomic_int));
-    size_t cap = 0, total = 0;
-    for (size_t i = 0; i < npieces; i++) cap += (size_t)pn[i] / 4 + 16;
-    PyObject **items = (PyObject **)malloc(cap * sizeof(PyObject *));
+    PyObject ***ptrs = (PyObject ***)calloc(npieces, sizeof(PyObject **));
+    size_t total = 0, nref = 0; /* nref: pieces whose items hold references */
     pthread_t th[256];
     int started = 0, failed = 0;
-    if (!done || !items) {
+    if (!done || !ptrs) {
         free(done);
-        free(items);
+        free(ptrs);
         return PyErr_NoMemory();
     }
     split_job job;
@@ -985,6 +995,9 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
     job.s = ps;
     job.n = pn;
     job.outs = outs;
+    job.cache = self->idcache;
+    job.n_ids = self->n_ids;
+    job.ptrs = ptrs;
     job.count = npieces;
     atomic_init(&job.next, 0);
     job.done = done;
@@ -1000,27 +1013,25 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
             Py_END_ALLOW_THREADS
         }
         outbuf *o = &outs[k];
-        if (o->oom) { failed = 1; break; }
-        if (total + o->n > cap) {
-            size_t nc = cap * 2 > total + o->n ? cap * 2 : total + o->n;
-            PyObject **ni = (PyObject **)realloc(items, nc * sizeof(PyObject *));
-            if (!ni) { failed = 1; break; }
-            items = ni;
-            cap = nc;
-        }
-        for (size_t j = 0; j < o->n; j++) {
-            uint32_t id = o->ids[j];
-            PyObject *v;
-            if (id < self->n_ids) {
-                v = self->idcache[id];
+        PyObject **pp = ptrs[k];
+        if (o->oom || !pp) { failed = 1; break; }
+        size_t m = o->n;
+        for (size_t q = 0; q < m; q++) {
+            if (q + 16 < m && pp[q + 16]) __builtin_prefetch(pp[q + 16], 1);
+            PyObject *v = pp[q];
+            if (v) {
                 Py_INCREF(v);
-            } else if (!(v = PyLong_FromUnsignedLong(id))) {
+            } else if (!(v = PyLong_FromUnsignedLong(o->ids[q]))) {
+                for (size_t r = 0; r < q; r++) Py_DECREF(pp[r]);
                 failed = 1;
                 break;
+            } else {
+                pp[q] = v;
             }
-            items[total++] = v;
         }
-        out_free(o);
+        if (failed) break;
+        nref = k + 1;
+        total += m;
     }
     Py_BEGIN_ALLOW_THREADS
     for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
@@ -1028,12 +1039,18 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
     PyObject *result = NULL;
     if (!failed) result = PyList_New((Py_ssize_t)total);
     if (result) {
-        if (total) memcpy(((PyListObject *)result)->ob_item, items, total * sizeof(PyObject *));
+        PyObject **dst = ((PyListObject *)result)->ob_item;
+        for (size_t k = 0; k < npieces; k++) {
+            if (outs[k].n) memcpy(dst, ptrs[k], outs[k].n * sizeof(PyObject *));
+            dst += outs[k].n;
+        }
     } else {
-        for (size_t i = 0; i < total; i++) Py_DECREF(items[i]);
+        for (size_t k = 0; k < nref; k++)
+            for (size_t q = 0; q < outs[k].n; q++) Py_DECREF(ptrs[k][q]);
         if (!PyErr_Occurred()) PyErr_NoMemory();
     }
-    free(items);
+    for (size_t k = 0; k < npieces; k++) free(ptrs[k]);
+    free(ptrs);
     free(done);
     return result;
 }
