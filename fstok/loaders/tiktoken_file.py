@@ -37,6 +37,20 @@ def read_tiktoken_ranks(path: str | os.PathLike) -> dict[bytes, int]:
     return ranks
 
 
+def _resolve_named_pattern(pattern: str) -> str:
+    """pattern="qwen2" / "cl100k_base" / ... means that named pre-tokenizer, not the literal regex
+    `qwen2` (which would match almost nothing and silently drop the rest of every text)."""
+    from ..pretokenize import NAMED_PATTERNS
+
+    spec = NAMED_PATTERNS.get(pattern)
+    if spec is None:
+        return pattern
+    if spec.mode != "find" or len(spec.levels) != 1 or spec.levels[0][1] != "rust-regex":
+        raise ValueError(f"pattern {pattern!r} names an HF pre-tokenizer; a .tiktoken file needs a "
+                         f"tiktoken-style pattern (e.g. {', '.join(k for k, v in NAMED_PATTERNS.items() if v.mode == 'find')})")
+    return spec.levels[0][0]
+
+
 def load_tiktoken(
     path: str | os.PathLike,
     pattern: str | None = None,
@@ -60,6 +74,7 @@ def load_tiktoken(
         )
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be a str, got {type(pattern).__name__}")
+    pattern = _resolve_named_pattern(pattern)
     special_tokens = dict(special_tokens or {})
     src = BPESource(
         name=name,
