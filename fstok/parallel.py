@@ -458,6 +458,15 @@ def _safe_ok(tok: Any, encode_kwargs: dict) -> bool:
 
 def _safe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encode_kwargs: dict, stats):
     n = len(text)
+    native = getattr(tok, "_encode_split_native", None)
+    if native is not None and not encode_kwargs.get("allowed_special") and set(encode_kwargs) <= {"allowed_special"} \
+            and num_threads > 1:
+        # fstok WordPiece: the same whitespace cuts made in C on the UTF-8 (converted once, not per
+        # piece), pieces on pthreads, the result list built while they run
+        parts = 4 * num_threads if chunk is None else max(1, -(-n // chunk))
+        if stats is not None:
+            stats.rounds, stats.chunk_chars, stats.overlap_chars, stats.num_chunks = 1, chunk or 0, 0, parts
+        return native(text, num_threads, parts)
     if chunk is None:
         # 4 pieces per thread: the native encode_batch hands pieces to threads from a shared queue
         # (load balance) and only uses k threads for >= 4(k-1) texts
