@@ -233,3 +233,27 @@ def test_pre_token_memo_parts():
     rev = " ".join(reversed(text.split(" ")))  # another order: other evictions and promotions
     assert tok.encode_ordinary(rev) == ref.encode_ordinary(rev)
     assert tok.encode_ordinary(text) == want
+
+
+def _span_entries(tok):
+    tab = tok._art.array("span_tab").reshape(-1, 2)
+    ids = tab[:, 1] & 0xFFFFFFFF
+    return [int(i) for i in ids[ids != 0xFFFFFFFF]]
+
+
+@pytest.mark.parametrize("name", ["r50k_base", "o200k_base", "llama3"])
+def test_whole_span_lookup_finds_every_entry(name):
+    """The load-time bloom filter in front of the whole-span table has no false negatives."""
+    if name == "llama3":
+        tok = BPETokenizer.compile_tokenizer_json(f"{VOCAB}/hf-derived/llama3.tokenizer.json", name="llama3")
+    else:
+        tok = fstok_encoding(name)
+    entries = _span_entries(tok)
+    assert len(entries) > 50_000
+    for i in entries:
+        assert tok._model.span_lookup(tok.decode_single_token_bytes(i)) == i, i
+    rnd = random.Random(3)  # and non-tokens stay misses
+    for _ in range(2000):
+        b = bytes(rnd.randint(0, 255) for _ in range(rnd.randint(2, 12)))
+        got = tok._model.span_lookup(b)
+        assert got is None or tok.decode_single_token_bytes(got) == b

@@ -48,6 +48,9 @@ typedef struct {
     const uint64_t *span_hot;   /* the same layout for the lowest-ranked (most frequent) tokens only:
                                    small enough to stay in cache, probed first */
     uint64_t hot_mask;
+    const uint64_t *span_bloom; /* blocked bloom filter over span_tab's keys (2 bits of one word per key;
+                                   built at load time; NULL: none): most multi-token spans skip span_tab */
+    uint64_t span_bloom_mask;
     const uint8_t *dec_bytes;   /* external id -> bytes (arena + offsets) */
     const uint32_t *dec_off;
     const uint8_t *dec_kind;    /* 0 unused id, 1 mergeable, 2 special/added, 3 decode-only */
@@ -163,10 +166,18 @@ static inline uint32_t bpe_span_probe(const bpe_model *m, const uint64_t *tab, u
     }
 }
 
+static inline uint64_t bpe_span_bloom_bits(uint64_t h) { return (1ull << ((h >> 20) & 63)) | (1ull << ((h >> 26) & 63)); }
+
+static inline int bpe_span_bloom_has(const bpe_model *m, uint64_t h) {
+    uint64_t b = bpe_span_bloom_bits(h);
+    return (m->span_bloom[(h >> 40) & m->span_bloom_mask] & b) == b;
+}
+
 /* external id of the token whose bytes are exactly s[0:n), or BPE_NONE; w = bpe_head8(s, n) */
 static inline uint32_t bpe_span_get_w(const bpe_model *m, const uint8_t *s, size_t n, uint64_t w) {
     if (n > m->max_span_len || n == 0) return BPE_NONE;
     uint64_t h = n <= 8 ? bpe_hash_w(w, n) : bpe_hash_bytes(s, n);
+    if (m->span_bloom && !bpe_span_bloom_has(m, h)) return BPE_NONE;
     uint32_t id = bpe_span_probe(m, m->span_hot, m->hot_mask, h, w, s, n);
     if (id != BPE_NONE) return id;
     return bpe_span_probe(m, m->span_tab, m->span_mask, h, w, s, n);

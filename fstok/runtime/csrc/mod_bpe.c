@@ -11,6 +11,11 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -495,6 +500,7 @@ typedef struct {
     Py_buffer views[V_COUNT];
     int nviews;
     PyObject **ints; /* cached PyLong per external id */
+    uint64_t *span_bloom; /* owned; m.span_bloom */
     int bt_valid;    /* compile-time verdict: backtracking encoder valid */
     /* pre-tokenizer: the regex DFA levels (issue 3's C spanner) */
     fstok_dfa lv[MAX_LEVELS];
@@ -545,6 +551,7 @@ static void memo_return(ModelObject *self, bpe_memo *mm) {
 }
 
 static void Model_dealloc(ModelObject *self) {
+    free(self->span_bloom);
     for (int i = 0; i < self->npool; i++) free(self->pool[i]);
     if (self->serial) pthread_mutex_destroy(&self->pool_mu);
     for (int i = 0; i < self->nviews; i++) PyBuffer_Release(&self->views[i]);
@@ -554,6 +561,33 @@ static void Model_dealloc(ModelObject *self) {
         free(self->ints);
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* the bloom filter over the whole-span table (an optional speed-up: on allocation failure there is none) */
+static void build_span_bloom(ModelObject *self) {
+    bpe_model *m = &self->m;
+    size_t slots = (size_t)self->views[V_SPAN_TAB].len / 16, used = 0;
+    for (size_t i = 0; i < slots; i++) used += (uint32_t)m->span_tab[2 * i + 1] != BPE_NONE;
+    size_t words = 64;
+    while (words * 8 < used && words < ((size_t)1 << 24)) words *= 2;
+    uint64_t *bl = (uint64_t *)calloc(words, 8);
+    if (!bl) return;
+    size_t nbytes = (size_t)self->views[V_DEC_BYTES].len;
+    for (size_t i = 0; i < slots; i++) {
+        uint64_t v = m->span_tab[2 * i + 1];
+        uint32_t id = (uint32_t)v, len = (uint32_t)(v >> 32);
+        if (id == BPE_NONE) continue;
+        if (id >= m->n_ext || m->dec_off[id] > m->dec_off[id + 1] || m->dec_off[id + 1] > nbytes ||
+            m->dec_off[id + 1] - m->dec_off[id] != len) { /* the loader rejects this; never filter then */
+            free(bl);
+            return;
+        }
+        uint64_t h = bpe_hash_bytes(m->dec_bytes + m->dec_off[id], len);
+        bl[(h >> 40) & (words - 1)] |= bpe_span_bloom_bits(h);
+    }
+    self->span_bloom = bl;
+    m->span_bloom = bl;
+    m->span_bloom_mask = words - 1;
 }
 
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
@@ -642,6 +676,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_ValueError, "BPE tables have inconsistent sizes");
         return -1;
     }
+    build_span_bloom(self);
     return 0;
 }
 
@@ -1212,15 +1247,21 @@ typedef struct {
 static void *par_worker(void *arg) {
     par_part *p = (par_part *)arg;
     const bpe_model *m = &p->self->m;
-    p->st.memo = memo_borrow((ModelObject *)p->self);
-    if (bpe_vec_reserve(&p->st.ids, (p->hi - p->lo) + 16)) p->rc = -1;
-    for (size_t i = p->lo; i < p->hi && !p->rc; i++) {
+    /* the state lives on this thread's stack while it is written: the parts sit side by side in one
+     * array, and per-token writes to a shared cache line (false sharing) cost more than the BPE */
+    enc_state st = p->st;
+    int rc = 0;
+    st.memo = memo_borrow((ModelObject *)p->self);
+    if (bpe_vec_reserve(&st.ids, (p->hi - p->lo) + 16)) rc = -1;
+    for (size_t i = p->lo; i < p->hi && !rc; i++) {
         uint32_t a = p->plan[3 * i], b = p->plan[3 * i + 1], lit = p->plan[3 * i + 2];
-        p->rc = lit != BPE_NONE ? emit_literal(lit, a, &p->st) : emit_span(m, p->s, a, b, &p->st);
-        if ((i & 1023) == 1023) count_flush(&p->st);
+        rc = lit != BPE_NONE ? emit_literal(lit, a, &st) : emit_span(m, p->s, a, b, &st);
+        if ((i & 1023) == 1023) count_flush(&st);
     }
-    memo_return((ModelObject *)p->self, p->st.memo);
-    p->st.memo = NULL;
+    memo_return((ModelObject *)p->self, st.memo);
+    st.memo = NULL;
+    p->st = st;
+    p->rc = rc;
     return NULL;
 }
 
@@ -1439,10 +1480,13 @@ static void *batch_worker(void *arg) {
         pthread_mutex_unlock(&j->mu);
         if (i >= j->count) break;
         if (!j->s[i]) continue;
-        j->st[i].count_only = j->kind == OUT_COUNT;
-        j->st[i].memo = memo;
-        j->rc[i] = encode_text(j->self, j->sp, j->sp2, j->s[i], j->n[i], &j->st[i]);
-        j->st[i].memo = NULL;
+        /* encode into a state on this stack (neighbouring st[] entries share cache lines) */
+        enc_state local = j->st[i];
+        local.count_only = j->kind == OUT_COUNT;
+        local.memo = memo;
+        j->rc[i] = encode_text(j->self, j->sp, j->sp2, j->s[i], j->n[i], &local);
+        local.memo = NULL;
+        j->st[i] = local;
     }
     memo_return((ModelObject *)j->self, memo);
     return NULL;
@@ -1545,6 +1589,219 @@ done:
     free(s), free(n), free(st), free(rc);
     Py_DECREF(fast);
     return res;
+}
+
+/* --- one long text cut at given positions (proven pre-tokenizer boundaries, found by fstok.parallel):
+ * the text's UTF-8 is taken once, the pieces are encoded on pthreads as texts of their own (each one
+ * encode_text, specials included), and the calling thread builds the result list while they run:
+ * workers map ids to borrowed pointers to the cached ints (a read-only table), the caller only
+ * INCREFs them (refcounts stay on the GIL-holding thread).  Every enc_state lives on its worker's
+ * stack while it is written (neighbouring states in one array share cache lines). */
+typedef struct {
+    const ModelObject *self;
+    const SpecialsObject *sp, *sp2;
+    const uint8_t *s;
+    const size_t *b; /* piece k is s[b[k], b[k+1]) */
+    size_t count;
+    enc_state *st;
+    PyObject ***ptrs;
+    int *rc;
+    atomic_size_t next;
+    atomic_int *done;
+} cuts_job;
+
+static void *cuts_worker(void *arg) {
+    cuts_job *j = (cuts_job *)arg;
+    ModelObject *self = (ModelObject *)j->self;
+    bpe_memo *memo = memo_borrow(self);
+    PyObject **ints = self->ints;
+    const uint32_t n_ext = self->m.n_ext;
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (i >= j->count) break;
+        enc_state local;
+        memset(&local, 0, sizeof local);
+        local.memo = memo;
+        int rc = encode_text(j->self, j->sp, j->sp2, j->s + j->b[i], j->b[i + 1] - j->b[i], &local);
+        local.memo = NULL;
+        PyObject **pp = NULL;
+        if (!rc) {
+            pp = (PyObject **)malloc((local.ids.len ? local.ids.len : 1) * sizeof(PyObject *));
+            if (!pp) rc = -1;
+            else
+                for (size_t k = 0; k < local.ids.len; k++) {
+                    uint32_t id = local.ids.ids[k];
+                    pp[k] = id < n_ext ? ints[id] : NULL;
+                }
+        }
+        j->ptrs[i] = pp;
+        j->rc[i] = rc;
+        j->st[i] = local;
+        atomic_store_explicit(&j->done[i], 1, memory_order_release);
+    }
+    memo_return(self, memo);
+    return NULL;
+}
+
+/* byte position of code point index c, counting from (pos, cnt) = (byte, code points before it) */
+static size_t utf8_seek(const uint8_t *s, size_t n, size_t pos, size_t cnt, size_t c) {
+#ifdef __SSE2__
+    const __m128i lim = _mm_set1_epi8(-64); /* continuation bytes 0x80..0xBF are < -64 as int8 */
+    while (pos + 16 <= n) {
+        uint32_t cont = (uint32_t)_mm_movemask_epi8(_mm_cmplt_epi8(_mm_loadu_si128((const __m128i *)(s + pos)), lim));
+        size_t leads = 16 - (size_t)__builtin_popcount(cont);
+        if (cnt + leads > c) break;
+        cnt += leads;
+        pos += 16;
+    }
+#endif
+    for (; pos < n; pos++) {
+        if ((s[pos] & 0xC0) != 0x80) {
+            if (cnt == c) return pos;
+            cnt++;
+        }
+    }
+    return n;
+}
+
+/* encode_cuts(text: str, cuts: list[int] (code point offsets, increasing, inside the text), specials,
+ * num_threads, sp2=None) -> list[int]; lone surrogates raise UnicodeEncodeError (the caller repairs) */
+static PyObject *Model_encode_cuts(ModelObject *self, PyObject *args) {
+    PyObject *text, *cutso, *spo, *sp2o = Py_None;
+    int nthreads = 1;
+    if (!PyArg_ParseTuple(args, "OOOi|O", &text, &cutso, &spo, &nthreads, &sp2o)) return NULL;
+    if (self->pt_mode < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
+        return NULL;
+    }
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "encode_cuts: text must be str");
+        return NULL;
+    }
+    const SpecialsObject *sp, *sp2;
+    if (get_specials(spo, &sp) || get_specials(sp2o, &sp2)) return NULL;
+    if (ensure_ints(self) < 0) return NULL;
+    Py_ssize_t n;
+    const uint8_t *s = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, &n);
+    if (!s) return NULL;
+    if ((uint64_t)n >= 0xFFFFFFF0ull) {
+        PyErr_SetString(PyExc_ValueError, "text longer than 4 GiB");
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(cutso, "cuts must be a sequence of int");
+    if (!fast) return NULL;
+    size_t ncut = (size_t)PySequence_Fast_GET_SIZE(fast), np = ncut + 1;
+    size_t *b = (size_t *)malloc((np + 1) * sizeof(size_t));
+    enc_state *st = (enc_state *)calloc(np, sizeof(enc_state));
+    PyObject ***ptrs = (PyObject ***)calloc(np, sizeof(PyObject **));
+    int *rc = (int *)calloc(np, sizeof(int));
+    atomic_int *done = (atomic_int *)calloc(np, sizeof(atomic_int));
+    PyObject *result = NULL;
+    size_t nref = 0, total = 0;
+    int started = 0, failed = 0;
+    pthread_t th[256];
+    if (!b || !st || !ptrs || !rc || !done) {
+        PyErr_NoMemory();
+        goto cleanup;
+    }
+    {
+        const Py_ssize_t nch = PyUnicode_GET_LENGTH(text);
+        const int ascii = PyUnicode_IS_ASCII(text);
+        size_t pos = 0, cnt = 0;
+        long long prev = 0;
+        b[0] = 0;
+        for (size_t k = 0; k < ncut; k++) {
+            long long c = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)k));
+            if (c == -1 && PyErr_Occurred()) goto cleanup;
+            if (c <= prev || c >= nch) {
+                PyErr_Format(PyExc_ValueError, "encode_cuts: cut %lld is not increasing inside the text", c);
+                goto cleanup;
+            }
+            pos = ascii ? (size_t)c : utf8_seek(s, (size_t)n, pos, cnt, (size_t)c);
+            cnt = (size_t)c;
+            b[k + 1] = pos;
+            prev = c;
+        }
+        b[np] = (size_t)n;
+    }
+    cuts_job job;
+    job.self = self;
+    job.sp = sp;
+    job.sp2 = sp2;
+    job.s = s;
+    job.b = b;
+    job.count = np;
+    job.st = st;
+    job.ptrs = ptrs;
+    job.rc = rc;
+    atomic_init(&job.next, 0);
+    job.done = done;
+    for (size_t i = 0; i < np; i++) atomic_init(&done[i], 0);
+    Py_INCREF(spo);
+    Py_INCREF(sp2o);
+    if (nthreads > 256) nthreads = 256;
+    if ((size_t)nthreads > np) nthreads = (int)np;
+    for (int k = 0; k < nthreads && np > 1; k++)
+        if (pthread_create(&th[started], NULL, cuts_worker, &job) == 0) started++;
+    if (!started) {
+        Py_BEGIN_ALLOW_THREADS
+        cuts_worker(&job);
+        Py_END_ALLOW_THREADS
+    }
+    for (size_t k = 0; k < np && !failed; k++) {
+        if (!atomic_load_explicit(&done[k], memory_order_acquire)) {
+            Py_BEGIN_ALLOW_THREADS
+            while (!atomic_load_explicit(&done[k], memory_order_acquire)) sched_yield();
+            Py_END_ALLOW_THREADS
+        }
+        PyObject **pp = ptrs[k];
+        size_t m = st[k].ids.len;
+        if (rc[k] || !pp) {
+            failed = 1;
+            break;
+        }
+        for (size_t q = 0; q < m; q++) {
+            if (q + 16 < m && pp[q + 16]) __builtin_prefetch(pp[q + 16], 1);
+            PyObject *v = pp[q];
+            if (v) {
+                Py_INCREF(v);
+            } else if (!(v = PyLong_FromUnsignedLong(st[k].ids.ids[q]))) {
+                for (size_t r = 0; r < q; r++) Py_DECREF(pp[r]);
+                failed = 1;
+                break;
+            } else {
+                pp[q] = v;
+            }
+        }
+        if (failed) break;
+        nref = k + 1;
+        total += m;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(spo);
+    Py_DECREF(sp2o);
+    if (!failed) result = PyList_New((Py_ssize_t)total);
+    if (result) {
+        PyObject **dst = ((PyListObject *)result)->ob_item;
+        for (size_t k = 0; k < np; k++) {
+            if (st[k].ids.len) memcpy(dst, ptrs[k], st[k].ids.len * sizeof(PyObject *));
+            dst += st[k].ids.len;
+        }
+    } else {
+        for (size_t k = 0; k < nref; k++)
+            for (size_t q = 0; q < st[k].ids.len; q++) Py_DECREF(ptrs[k][q]);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+    }
+cleanup:
+    if (st)
+        for (size_t i = 0; i < np; i++) enc_free(&st[i]);
+    if (ptrs)
+        for (size_t i = 0; i < np; i++) free(ptrs[i]);
+    free(b), free(st), free(ptrs), free(rc), free(done);
+    Py_DECREF(fast);
+    return result;
 }
 
 /* self_check() -> (failures, first failing external id or -1): every reachable token must encode to
@@ -1657,6 +1914,8 @@ static PyMethodDef Model_methods[] = {
     {"encode", (PyCFunction)Model_encode, METH_VARARGS, "encode a text (str or UTF-8 bytes)"},
     {"encode_segments", (PyCFunction)Model_encode_segments, METH_VARARGS, "encode (start, end, literal) segments"},
     {"encode_batch", (PyCFunction)Model_encode_batch, METH_VARARGS, "encode a list of str on threads"},
+    {"encode_cuts", (PyCFunction)Model_encode_cuts, METH_VARARGS,
+     "encode_cuts(text, cuts, specials, num_threads, sp2=None): pieces between code point cuts on threads, one list"},
     {"_profile", (PyCFunction)Model_profile, METH_VARARGS, "cost breakdown (benchmarks)"},
     {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, "forget the pre-token memos of this model"},
     {"set_memo", (PyCFunction)Model_set_memo, METH_O, "enable/disable the thread-private pre-token memo"},
