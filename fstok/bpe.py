@@ -15,7 +15,7 @@ import re
 import threading
 import unicodedata
 from concurrent.futures import ThreadPoolExecutor
-from typing import AbstractSet, Any, Collection, Iterable, Literal, Sequence
+from typing import AbstractSet, Any, Collection, Iterable, Literal, Optional, Sequence
 
 import numpy as np
 
@@ -668,7 +668,43 @@ class BPETokenizer:
         allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
         self._check_disallowed(text, disallowed)
         nt = 1 if num_threads is None else self._threads(num_threads, 1 << 30)
+        if nt > 1 and len(text) >= self.PARALLEL_THRESHOLD:
+            ids = self._encode_split(text, nt, allowed)
+            if ids is not None:
+                return ids
         return self._run(text, allowed, 0, nt)[0]
+
+    #: texts at least this long are cut at proven pre-tokenizer boundaries by encode(..., num_threads=N)
+    PARALLEL_THRESHOLD = 256_000
+
+    def _encode_split(self, text: str, num_threads: int, allowed: frozenset) -> Optional[list[int]]:
+        """A long text cut at proven pre-tokenizer boundaries (fstok.parallel.ProvenSplitter, about 4
+        pieces per thread), the pieces encoded on native threads as texts of their own, one result list
+        (Model.encode_cuts).  None where that does not apply (no compiled DFA, an HF normalizer or prefix
+        space, no proven boundary, lone surrogates): the caller encodes another way."""
+        if not self._native or self._python_text_path():
+            return None
+        from .parallel import bpe_splitter
+
+        sp = bpe_splitter(self)
+        if sp is None:
+            return None
+        cuts = sp.split_points(text, 4 * num_threads)
+        if not cuts:
+            return None
+        return self._encode_cuts(text, cuts, num_threads, allowed)
+
+    def _encode_cuts(self, text: str, cuts: list[int], num_threads: int, allowed: frozenset) -> Optional[list[int]]:
+        """Ids of `text` encoded as the pieces between `cuts` (code point offsets that are proven piece
+        boundaries and outside every special-token occurrence; the caller's responsibility) on native threads.
+        None for text with lone surrogates (the caller repairs it the tiktoken way)."""
+        if not hasattr(self._model, "encode_cuts"):
+            return None
+        sp1, sp2 = self._matchers(allowed)
+        try:
+            return self._model.encode_cuts(text, cuts, sp1, int(num_threads), sp2)
+        except UnicodeEncodeError:
+            return None
 
     def encode_to_numpy(
         self,

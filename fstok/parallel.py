@@ -627,6 +627,14 @@ def _safe_bpe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encod
         stats.rounds, stats.chunk_chars, stats.overlap_chars, stats.num_chunks = 1, chunk or 0, 0, len(cuts) + 1
     if not cuts:
         return tok.encode(text, **kw)
+    enc_cuts = getattr(tok, "_encode_cuts", None)
+    if enc_cuts is not None and _PIECES_MODE is None:
+        # native: UTF-8 once, pieces on pthreads, the result list built while they run
+        allowed, disallowed = tok._resolve_special(kw["allowed_special"], kw["disallowed_special"])
+        tok._check_disallowed(text, disallowed)
+        ids = enc_cuts(text, cuts, num_threads, allowed)
+        if ids is not None:
+            return ids
     bounds = [0] + cuts + [n]
     pieces = [text[bounds[k]:bounds[k + 1]] for k in range(len(bounds) - 1)]
     mode = _PIECES_MODE or ("threads" if num_threads <= _THREADS_MAX else "batch")

@@ -1,0 +1,54 @@
+"""Native long-text paths: BPE Model.encode_cuts (pieces between proven boundaries on pthreads, one
+list) and encode(text, num_threads=N) routing; bad cut lists are refused."""
+import functools
+
+import pytest
+from conftest import needs_shared, read_corpus
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import fstok
+from fstok.parallel import bpe_splitter
+
+
+@functools.lru_cache(maxsize=None)
+def enc(name):
+    return fstok.get_encoding(name)
+
+
+@needs_shared
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(["r50k_base", "cl100k_base", "o200k_base"]),
+       corpus=st.sampled_from(["english", "chinese_long", "stress", "code"]),
+       start=st.integers(0, 200_000), length=st.integers(0, 20_000),
+       parts=st.integers(1, 40), threads=st.integers(1, 5))
+def test_encode_cuts_equals_one_shot(name, corpus, start, length, parts, threads):
+    tok = enc(name)
+    text = read_corpus(corpus)[start:start + length]
+    cuts = bpe_splitter(tok).split_points(text, parts)
+    assert tok._model.encode_cuts(text, cuts, None, threads) == tok.encode_ordinary(text)
+
+
+@needs_shared
+def test_encode_num_threads_routes_natively():
+    tok = enc("cl100k_base")
+    text = read_corpus("english")[:300_000] + " <|endoftext|> " + read_corpus("chinese_long")[:100_000]
+    want = tok.encode(text, allowed_special="all")
+    assert tok._encode_split(text, 3, frozenset(tok.special_tokens_set)) == want
+    assert tok.encode(text, allowed_special="all", num_threads=3) == want
+    with pytest.raises(ValueError, match="disallowed special"):
+        tok.encode(text, num_threads=3)
+
+
+def test_encode_cuts_bad_cuts():
+    tok = enc("r50k_base")
+    with pytest.raises(ValueError, match="increasing"):
+        tok._model.encode_cuts("hello world", [5, 3], None, 2)
+    with pytest.raises(ValueError, match="increasing"):
+        tok._model.encode_cuts("hello world", [0], None, 2)
+    with pytest.raises(ValueError, match="increasing"):
+        tok._model.encode_cuts("hello world", [11], None, 2)
+    with pytest.raises(TypeError):
+        tok._model.encode_cuts(b"hello", [], None, 2)
+    with pytest.raises(UnicodeEncodeError):
+        tok._model.encode_cuts("a\ud800b", [], None, 2)
