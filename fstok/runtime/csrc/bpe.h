@@ -244,7 +244,11 @@ void bpe_memo_clear(bpe_memo *memo);
 
 /* start loading the whole-span slot of s[0:n) (call a few spans ahead of bpe_encode_span) */
 static inline void bpe_span_prefetch(const bpe_model *m, const uint8_t *s, size_t n) {
-    if (n <= m->hash_max && n <= m->max_span_len) __builtin_prefetch(m->span_hot + 2 * (bpe_hash_bytes(s, n) & m->hot_mask));
+    if (n <= m->hash_max && n <= m->max_span_len) {
+        uint64_t h = bpe_hash_bytes(s, n);
+        if (m->span_bloom) __builtin_prefetch(m->span_bloom + ((h >> 40) & m->span_bloom_mask));
+        __builtin_prefetch(m->span_hot + 2 * (h & m->hot_mask));
+    }
 }
 
 int bpe_vec_reserve(bpe_vec *v, size_t extra);
