@@ -649,6 +649,10 @@ class BPETokenizer:
     def encode_ordinary(self, text: str, *, num_threads: int | None = None) -> list[int]:
         """Encode text, treating special-token text as ordinary text (tiktoken `encode_ordinary`)."""
         nt = 1 if num_threads is None else self._threads(num_threads, 1 << 30)
+        if nt > 1 and isinstance(text, str) and len(text) >= self.PARALLEL_THRESHOLD:
+            ids = self._encode_split(text, nt, frozenset())
+            if ids is not None:
+                return ids
         return self._run(text, frozenset(), 0, nt)[0]
 
     def encode(

@@ -52,3 +52,10 @@ def test_encode_cuts_bad_cuts():
         tok._model.encode_cuts(b"hello", [], None, 2)
     with pytest.raises(UnicodeEncodeError):
         tok._model.encode_cuts("a\ud800b", [], None, 2)
+
+
+@needs_shared
+def test_encode_ordinary_num_threads():
+    tok = enc("o200k_base")
+    text = read_corpus("code")[:300_000] + "<|endoftext|>" + read_corpus("stress")[:50_000]
+    assert tok.encode_ordinary(text, num_threads=4) == tok.encode_ordinary(text)
