@@ -693,6 +693,21 @@ class BPETokenizer:
         sp = bpe_splitter(self)
         if sp is None:
             return None
+        if hasattr(self._model, "encode_proven"):
+            # the cut search in C on the UTF-8 (the same rule as ProvenSplitter.split_points, in bytes)
+            tab = sp.table
+            args = self.__dict__.get("_proven_args")
+            if args is None:
+                args = (np.ascontiguousarray(tab.cp_class, dtype=np.uint16),
+                        np.ascontiguousarray(tab.ok, dtype=np.uint8), int(tab.ok.shape[0]),
+                        [g.encode("utf-8") for g in sp.guards])
+                self.__dict__["_proven_args"] = args
+            sp1, sp2 = self._matchers(allowed)
+            try:
+                return self._model.encode_proven(text, args[0], args[1], args[2], args[3], 4 * num_threads, sp1,
+                                                 int(num_threads), sp2)
+            except UnicodeEncodeError:
+                return None
         cuts = sp.split_points(text, 4 * num_threads)
         if not cuts:
             return None

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import fstok
 from fstok.parallel import bpe_splitter
+from long_helpers import bpe
 
 
 @functools.lru_cache(maxsize=None)
@@ -59,3 +60,23 @@ def test_encode_ordinary_num_threads():
     tok = enc("o200k_base")
     text = read_corpus("code")[:300_000] + "<|endoftext|>" + read_corpus("stress")[:50_000]
     assert tok.encode_ordinary(text, num_threads=4) == tok.encode_ordinary(text)
+
+
+# encode_proven: the proven-boundary search in C (bytes) + pieces on pthreads, for every BPE kind,
+# including an HF tokenizer.json with added tokens (guards: no cut inside an occurrence)
+@needs_shared
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(name=st.sampled_from(["r50k_base", "cl100k_base", "o200k_base", "llama3", "llama3-hf", "qwen"]),
+       corpus=st.sampled_from(["english", "chinese_long", "stress", "code"]),
+       start=st.integers(0, 200_000), length=st.integers(0, 30_000), threads=st.integers(2, 9),
+       specials=st.booleans())
+def test_encode_split_native_all_kinds(name, corpus, start, length, threads, specials):
+    tok = bpe(name)
+    text = read_corpus(corpus)[start:start + length]
+    if specials and tok.special_tokens_set:
+        sp = sorted(tok.special_tokens_set)[0]
+        text = text[: len(text) // 3] + sp + text[len(text) // 3:] + sp
+    allowed = frozenset(tok.special_tokens_set) if specials else frozenset()
+    want = tok.encode(text, allowed_special=allowed, disallowed_special=())
+    got = tok._encode_split(text, threads, allowed)
+    assert got is None or got == want

@@ -1664,34 +1664,13 @@ static size_t utf8_seek(const uint8_t *s, size_t n, size_t pos, size_t cnt, size
     return n;
 }
 
-/* encode_cuts(text: str, cuts: list[int] (code point offsets, increasing, inside the text), specials,
- * num_threads, sp2=None) -> list[int]; lone surrogates raise UnicodeEncodeError (the caller repairs) */
-static PyObject *Model_encode_cuts(ModelObject *self, PyObject *args) {
-    PyObject *text, *cutso, *spo, *sp2o = Py_None;
-    int nthreads = 1;
-    if (!PyArg_ParseTuple(args, "OOOi|O", &text, &cutso, &spo, &nthreads, &sp2o)) return NULL;
-    if (self->pt_mode < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
-        return NULL;
-    }
-    if (!PyUnicode_Check(text)) {
-        PyErr_SetString(PyExc_TypeError, "encode_cuts: text must be str");
-        return NULL;
-    }
+/* Encode the pieces s[b[k], b[k+1]) (k < np) on nthreads pthreads and return one list; the calling
+ * thread (holding the GIL) INCREFs finished pieces in order while the others run. */
+static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b, size_t np, PyObject *spo,
+                            PyObject *sp2o, int nthreads) {
     const SpecialsObject *sp, *sp2;
     if (get_specials(spo, &sp) || get_specials(sp2o, &sp2)) return NULL;
     if (ensure_ints(self) < 0) return NULL;
-    Py_ssize_t n;
-    const uint8_t *s = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, &n);
-    if (!s) return NULL;
-    if ((uint64_t)n >= 0xFFFFFFF0ull) {
-        PyErr_SetString(PyExc_ValueError, "text longer than 4 GiB");
-        return NULL;
-    }
-    PyObject *fast = PySequence_Fast(cutso, "cuts must be a sequence of int");
-    if (!fast) return NULL;
-    size_t ncut = (size_t)PySequence_Fast_GET_SIZE(fast), np = ncut + 1;
-    size_t *b = (size_t *)malloc((np + 1) * sizeof(size_t));
     enc_state *st = (enc_state *)calloc(np, sizeof(enc_state));
     PyObject ***ptrs = (PyObject ***)calloc(np, sizeof(PyObject **));
     int *rc = (int *)calloc(np, sizeof(int));
@@ -1700,29 +1679,9 @@ static PyObject *Model_encode_cuts(ModelObject *self, PyObject *args) {
     size_t nref = 0, total = 0;
     int started = 0, failed = 0;
     pthread_t th[256];
-    if (!b || !st || !ptrs || !rc || !done) {
+    if (!st || !ptrs || !rc || !done) {
         PyErr_NoMemory();
         goto cleanup;
-    }
-    {
-        const Py_ssize_t nch = PyUnicode_GET_LENGTH(text);
-        const int ascii = PyUnicode_IS_ASCII(text);
-        size_t pos = 0, cnt = 0;
-        long long prev = 0;
-        b[0] = 0;
-        for (size_t k = 0; k < ncut; k++) {
-            long long c = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)k));
-            if (c == -1 && PyErr_Occurred()) goto cleanup;
-            if (c <= prev || c >= nch) {
-                PyErr_Format(PyExc_ValueError, "encode_cuts: cut %lld is not increasing inside the text", c);
-                goto cleanup;
-            }
-            pos = ascii ? (size_t)c : utf8_seek(s, (size_t)n, pos, cnt, (size_t)c);
-            cnt = (size_t)c;
-            b[k + 1] = pos;
-            prev = c;
-        }
-        b[np] = (size_t)n;
     }
     cuts_job job;
     job.self = self;
@@ -1799,8 +1758,237 @@ cleanup:
         for (size_t i = 0; i < np; i++) enc_free(&st[i]);
     if (ptrs)
         for (size_t i = 0; i < np; i++) free(ptrs[i]);
-    free(b), free(st), free(ptrs), free(rc), free(done);
+    free(st), free(ptrs), free(rc), free(done);
+    return result;
+}
+
+static const uint8_t *text_utf8(PyObject *text, Py_ssize_t *n) {
+    if (!PyUnicode_Check(text)) {
+        PyErr_SetString(PyExc_TypeError, "text must be str");
+        return NULL;
+    }
+    const uint8_t *s = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, n);
+    if (s && (uint64_t)*n >= 0xFFFFFFF0ull) {
+        PyErr_SetString(PyExc_ValueError, "text longer than 4 GiB");
+        return NULL;
+    }
+    return s;
+}
+
+/* encode_cuts(text: str, cuts: list[int] (code point offsets, increasing, inside the text), specials,
+ * num_threads, sp2=None) -> list[int]; lone surrogates raise UnicodeEncodeError (the caller repairs) */
+static PyObject *Model_encode_cuts(ModelObject *self, PyObject *args) {
+    PyObject *text, *cutso, *spo, *sp2o = Py_None;
+    int nthreads = 1;
+    if (!PyArg_ParseTuple(args, "OOOi|O", &text, &cutso, &spo, &nthreads, &sp2o)) return NULL;
+    if (self->pt_mode < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
+        return NULL;
+    }
+    Py_ssize_t n;
+    const uint8_t *s = text_utf8(text, &n);
+    if (!s) return NULL;
+    PyObject *fast = PySequence_Fast(cutso, "cuts must be a sequence of int");
+    if (!fast) return NULL;
+    size_t ncut = (size_t)PySequence_Fast_GET_SIZE(fast), np = ncut + 1;
+    size_t *b = (size_t *)malloc((np + 1) * sizeof(size_t));
+    PyObject *result = NULL;
+    if (!b) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    {
+        const Py_ssize_t nch = PyUnicode_GET_LENGTH(text);
+        const int ascii = PyUnicode_IS_ASCII(text);
+        size_t pos = 0, cnt = 0;
+        long long prev = 0;
+        b[0] = 0;
+        for (size_t k = 0; k < ncut; k++) {
+            long long c = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, (Py_ssize_t)k));
+            if (c == -1 && PyErr_Occurred()) goto out;
+            if (c <= prev || c >= nch) {
+                PyErr_Format(PyExc_ValueError, "encode_cuts: cut %lld is not increasing inside the text", c);
+                goto out;
+            }
+            pos = ascii ? (size_t)c : utf8_seek(s, (size_t)n, pos, cnt, (size_t)c);
+            cnt = (size_t)c;
+            b[k + 1] = pos;
+            prev = c;
+        }
+        b[np] = (size_t)n;
+    }
+    result = run_bounds(self, s, b, np, spo, sp2o, nthreads);
+out:
+    free(b);
     Py_DECREF(fast);
+    return result;
+}
+
+/* Proven pre-tokenizer boundaries found in C (fstok/compile/safe_split.py builds the tables):
+ * cls[cp] is the character class of code point cp, ok[K * c + d] says a position between a class-c and
+ * a class-d character is a piece boundary in every parse.  A cut never falls inside an occurrence of a
+ * guard string (special and added tokens): the special-token split of each piece is the whole text's. */
+static uint32_t utf8_decode_at(const uint8_t *s, size_t i, size_t n, size_t *len) {
+    uint8_t c = s[i];
+    if (c < 0x80 || i + 1 >= n) { *len = 1; return c; }
+    if (c < 0xE0) { *len = 2; return ((uint32_t)(c & 0x1F) << 6) | (s[i + 1] & 0x3F); }
+    if (c < 0xF0 || i + 3 >= n) {
+        *len = 3;
+        return i + 2 < n ? ((uint32_t)(c & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F) : 0xFFFD;
+    }
+    *len = 4;
+    return ((uint32_t)(c & 0x07) << 18) | ((uint32_t)(s[i + 1] & 0x3F) << 12) | ((uint32_t)(s[i + 2] & 0x3F) << 6) |
+           (s[i + 3] & 0x3F);
+}
+
+typedef struct {
+    const uint16_t *cls;
+    size_t ncls; /* entries of cls */
+    const uint8_t *ok;
+    size_t K;
+    const char **g;
+    Py_ssize_t *glen;
+    size_t ng;
+} proven_ctx;
+
+static inline size_t cls_of(const proven_ctx *c, uint32_t cp) {
+    size_t k = cp < c->ncls ? c->cls[cp] : c->K - 1;
+    return k < c->K ? k : c->K - 1; /* a table from elsewhere can never index past ok */
+}
+
+static int guarded(const proven_ctx *c, const uint8_t *s, size_t n, size_t p) {
+    for (size_t k = 0; k < c->ng; k++) {
+        size_t L = (size_t)c->glen[k];
+        if (L < 2) continue;
+        size_t lo = p >= L - 1 ? p - (L - 1) : 0, hi = p + L - 1 < n ? p + L - 1 : n; /* window [lo, hi) */
+        if (hi - lo < L) continue;
+        const uint8_t *w = s + lo, *e = s + hi;
+        while (w + L <= e) {
+            const uint8_t *f = (const uint8_t *)memchr(w, (uint8_t)c->g[k][0], (size_t)(e - w) - L + 1);
+            if (!f) break;
+            if (!memcmp(f, c->g[k], L) && f < s + p && f + L > s + p) return 1;
+            w = f + 1;
+        }
+    }
+    return 0;
+}
+
+/* first proven boundary at a character start in [from, to), or (size_t)-1 */
+static size_t proven_forward(const proven_ctx *c, const uint8_t *s, size_t n, size_t from, size_t to) {
+    while (from < n && (s[from] & 0xC0) == 0x80) from++;
+    if (from == 0 || from >= n) return (size_t)-1;
+    size_t q = from - 1, len;
+    while (q > 0 && (s[q] & 0xC0) == 0x80) q--;
+    size_t prev = cls_of(c, utf8_decode_at(s, q, n, &len));
+    for (size_t p = from; p < to && p < n;) {
+        size_t cur = cls_of(c, utf8_decode_at(s, p, n, &len));
+        if (c->ok[prev * c->K + cur] && !guarded(c, s, n, p)) return p;
+        prev = cur;
+        p += len;
+    }
+    return (size_t)-1;
+}
+
+/* last proven boundary at a character start in (lo, hi), or (size_t)-1 */
+static size_t proven_backward(const proven_ctx *c, const uint8_t *s, size_t n, size_t lo, size_t hi) {
+    size_t best = (size_t)-1;
+    /* scan forward in blocks ending at hi, keep the last hit (the text is UTF-8: no backward decoding) */
+    size_t step = 256;
+    size_t end = hi;
+    while (end > lo + 1) {
+        size_t start = end > lo + step ? end - step : lo + 1;
+        size_t p = start, last = (size_t)-1;
+        while (p < end) {
+            size_t f = proven_forward(c, s, n, p, end);
+            if (f == (size_t)-1) break;
+            last = f;
+            p = f + 1;
+        }
+        if (last != (size_t)-1) return last;
+        end = start;
+        step *= 4;
+    }
+    return best;
+}
+
+/* encode_proven(text, cls uint16[], ok uint8[K*K], K, guards list[bytes], parts, specials, num_threads,
+ * sp2=None, search=16384) -> list[int]: cut near every k*len/parts byte at the nearest proven boundary
+ * (forward first, then backward, within `search` bytes), encode the pieces as encode_cuts does. */
+static PyObject *Model_encode_proven(ModelObject *self, PyObject *args) {
+    PyObject *text, *clso, *oko, *guardso, *spo, *sp2o = Py_None;
+    Py_ssize_t K, search = 16384;
+    int parts, nthreads;
+    if (!PyArg_ParseTuple(args, "OOOnOiOi|On", &text, &clso, &oko, &K, &guardso, &parts, &spo, &nthreads, &sp2o,
+                          &search))
+        return NULL;
+    if (self->pt_mode < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
+        return NULL;
+    }
+    Py_ssize_t n;
+    const uint8_t *s = text_utf8(text, &n);
+    if (!s) return NULL;
+    Py_buffer cb = {0}, ob = {0};
+    PyObject *gfast = NULL, *result = NULL;
+    size_t *b = NULL;
+    proven_ctx ctx = {0};
+    if (PyObject_GetBuffer(clso, &cb, PyBUF_C_CONTIGUOUS) < 0) goto out;
+    if (PyObject_GetBuffer(oko, &ob, PyBUF_C_CONTIGUOUS) < 0) goto out;
+    if (K < 1 || cb.len % 2 || ob.len != K * K) {
+        PyErr_SetString(PyExc_ValueError, "encode_proven: class table / ok matrix sizes disagree");
+        goto out;
+    }
+    ctx.cls = (const uint16_t *)cb.buf;
+    ctx.ncls = (size_t)cb.len / 2;
+    ctx.ok = (const uint8_t *)ob.buf;
+    ctx.K = (size_t)K;
+    gfast = PySequence_Fast(guardso, "guards must be a sequence of bytes");
+    if (!gfast) goto out;
+    ctx.ng = (size_t)PySequence_Fast_GET_SIZE(gfast);
+    ctx.g = (const char **)calloc(ctx.ng + 1, sizeof(char *));
+    ctx.glen = (Py_ssize_t *)calloc(ctx.ng + 1, sizeof(Py_ssize_t));
+    if (!ctx.g || !ctx.glen) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (size_t k = 0; k < ctx.ng; k++) {
+        PyObject *o = PySequence_Fast_GET_ITEM(gfast, (Py_ssize_t)k);
+        char *gp;
+        if (PyBytes_AsStringAndSize(o, &gp, &ctx.glen[k]) < 0) goto out;
+        ctx.g[k] = gp;
+    }
+    if (parts < 1) parts = 1;
+    if (parts > 65536) parts = 65536;
+    b = (size_t *)malloc(((size_t)parts + 2) * sizeof(size_t));
+    if (!b) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    size_t np;
+    {
+        const size_t N = (size_t)n, S = search > 0 ? (size_t)search : 1;
+        size_t last = 0, nb = 0;
+        b[nb++] = 0;
+        Py_BEGIN_ALLOW_THREADS
+        for (int k = 1; k < parts; k++) {
+            size_t t = (size_t)((unsigned long long)N * (unsigned)k / (unsigned)parts);
+            if (t <= last) continue;
+            size_t p = proven_forward(&ctx, s, N, t, t + S < N ? t + S : N);
+            if (p == (size_t)-1) p = proven_backward(&ctx, s, N, t > S && t - S > last ? t - S : last, t);
+            if (p != (size_t)-1 && p > last && p < N) b[nb++] = last = p;
+        }
+        Py_END_ALLOW_THREADS
+        b[nb] = N;
+        np = nb;
+    }
+    result = run_bounds(self, s, b, np, spo, sp2o, nthreads);
+out:
+    if (cb.obj) PyBuffer_Release(&cb);
+    if (ob.obj) PyBuffer_Release(&ob);
+    Py_XDECREF(gfast);
+    free(ctx.g);
+    free(ctx.glen);
+    free(b);
     return result;
 }
 
@@ -1914,6 +2102,8 @@ static PyMethodDef Model_methods[] = {
     {"encode", (PyCFunction)Model_encode, METH_VARARGS, "encode a text (str or UTF-8 bytes)"},
     {"encode_segments", (PyCFunction)Model_encode_segments, METH_VARARGS, "encode (start, end, literal) segments"},
     {"encode_batch", (PyCFunction)Model_encode_batch, METH_VARARGS, "encode a list of str on threads"},
+    {"encode_proven", (PyCFunction)Model_encode_proven, METH_VARARGS,
+     "encode_proven(text, cls, ok, K, guards, parts, specials, num_threads, sp2=None, search=16384)"},
     {"encode_cuts", (PyCFunction)Model_encode_cuts, METH_VARARGS,
      "encode_cuts(text, cuts, specials, num_threads, sp2=None): pieces between code point cuts on threads, one list"},
     {"_profile", (PyCFunction)Model_profile, METH_VARARGS, "cost breakdown (benchmarks)"},
