@@ -619,6 +619,17 @@ def _safe_bpe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encod
         parts = max(1, -(-n // chunk))
     kw = {"allowed_special": encode_kwargs.get("allowed_special", set()),
           "disallowed_special": encode_kwargs.get("disallowed_special", ())}
+    enc_split = getattr(tok, "_encode_split", None)
+    if enc_split is not None and chunk is None and num_threads > 1 and _PIECES_MODE is None:
+        # native: the same proven boundaries searched in C on the UTF-8, pieces on pthreads
+        allowed, disallowed = tok._resolve_special(kw["allowed_special"], kw["disallowed_special"])
+        tok._check_disallowed(text, disallowed)
+        ids = enc_split(text, num_threads, allowed)
+        if ids is not None:
+            if stats is not None:
+                stats.strategy = "safe"
+                stats.rounds, stats.chunk_chars, stats.overlap_chars, stats.num_chunks = 1, 0, 0, parts
+            return ids
     cuts = bpe_splitter(tok).split_points(text, parts) if parts > 1 else []
     if not cuts and parts > 1 and fallback:
         return None
