@@ -1055,11 +1055,27 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
     return result;
 }
 
-/* One long text on threads: cut the UTF-8 at ASCII whitespace near parts equal slices (a word
- * boundary whatever the normalization flags: the piece on the right starts with the whitespace,
- * exactly as fstok.parallel.safe_split_points cuts), encode the pieces in parallel, concatenate.
+/* May a long text be cut right before byte q?  Yes before a character that BERT's pipeline always
+ * splits at: whitespace, punctuation and CJK characters (KIND_SPACE / KIND_ISO; they have combining
+ * class 0, so canonical reordering never moves a mark across them).  Not before a deleted character
+ * (control/format: "ab\u200bcd" is one word) or a mapped one. */
+static inline int wp_cut_ok(const wp_tables *t, const uint8_t *s, size_t q) {
+    uint8_t c = s[q];
+    if ((c & 0xC0) == 0x80) return 0; /* inside a character */
+    uint32_t cp = c;
+    if (c >= 0x80) {
+        int L;
+        cp = utf8_next(s, q, &L);
+    }
+    uint32_t e = t->norm2[((size_t)t->norm1[cp >> 8] << 8) | (cp & 0xFF)] & 7;
+    return e == KIND_SPACE || e == KIND_ISO;
+}
+
+/* One long text on threads: cut the UTF-8 near parts equal slices right before a whitespace,
+ * punctuation or CJK character (wp_cut_ok: a word boundary under every normalization flag; the
+ * piece on the right starts with that character), encode the pieces in parallel, concatenate.
  * The text's UTF-8 is computed once (and cached in the str, as for encode), not per piece. */
-#define SPLIT_SEARCH 16384 /* bytes searched around a target cut for whitespace */
+#define SPLIT_SEARCH 16384 /* bytes searched around a target cut for a cut point */
 static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
     PyObject *text;
     int nthreads = 1, parts = 0, mode = 0;
@@ -1091,15 +1107,13 @@ static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
             if (t <= last) continue;
             size_t hi = t + SPLIT_SEARCH < N ? t + SPLIT_SEARCH : N;
             for (size_t q = t; q < hi; q++) {
-                char c = s[q];
-                if (c == ' ' || c == '\n' || c == '\t' || c == '\r') { best = q; break; }
+                if (wp_cut_ok(&self->t, (const uint8_t *)s, q)) { best = q; break; }
             }
             if (!best) {
                 size_t lo = t > SPLIT_SEARCH ? t - SPLIT_SEARCH : 0;
                 if (lo <= last) lo = last + 1;
                 for (size_t q = t; q-- > lo;) {
-                    char c = s[q];
-                    if (c == ' ' || c == '\n' || c == '\t' || c == '\r') { best = q; break; }
+                    if (wp_cut_ok(&self->t, (const uint8_t *)s, q)) { best = q; break; }
                 }
             }
             if (best > last && best < N) cut[nc++] = last = best;
