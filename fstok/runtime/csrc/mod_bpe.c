@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "bpe.h"
+#include "pyids.h"
 #include "dfa.h"
 
 #define MAX_LEVELS 16
@@ -800,13 +801,13 @@ static PyObject *Model_encode_spans(ModelObject *self, PyObject *args) {
     return res;
 }
 
-/* encode_piece(data, mode=0): 0 runtime choice (whole-span lookup first), 1 short, 2 backtrack, 3 heap
- * (1-3 skip the whole-span lookup). Returns external ids. */
+/* encode_piece(data, mode=0): 0 runtime choice (whole-span lookup first), 1 short, 2 backtrack, 3 heap,
+ * 4 bucket queue (1-4 skip the whole-span lookup). Returns external ids. */
 static PyObject *Model_encode_piece(ModelObject *self, PyObject *args) {
     Py_buffer data;
     int mode = 0;
     if (!PyArg_ParseTuple(args, "y*|i", &data, &mode)) return NULL;
-    if (mode == 2 && !self->m.backtrack_ok) {
+    if ((mode == 2 || mode == 4) && !self->m.backtrack_ok) {
         PyBuffer_Release(&data);
         PyErr_SetString(PyExc_ValueError, "backtracking encoder is not valid for this vocabulary");
         return NULL;
@@ -820,6 +821,7 @@ static PyObject *Model_encode_piece(ModelObject *self, PyObject *args) {
     else {
         rc = mode == 1 ? bpe_encode_short(&self->m, s, n, &v)
            : mode == 2 ? bpe_encode_backtrack(&self->m, s, n, &v)
+           : mode == 4 ? bpe_encode_bucket(&self->m, s, n, &v)
                        : bpe_encode_heap(&self->m, s, n, &v);
         if (!rc)
             for (size_t i = 0; i < v.len; i++) v.ids[i] = self->m.int_ext[v.ids[i]];
@@ -1625,15 +1627,7 @@ static void *cuts_worker(void *arg) {
         int rc = encode_text(j->self, j->sp, j->sp2, j->s + j->b[i], j->b[i + 1] - j->b[i], &local);
         local.memo = NULL;
         PyObject **pp = NULL;
-        if (!rc) {
-            pp = (PyObject **)malloc((local.ids.len ? local.ids.len : 1) * sizeof(PyObject *));
-            if (!pp) rc = -1;
-            else
-                for (size_t k = 0; k < local.ids.len; k++) {
-                    uint32_t id = local.ids.ids[k];
-                    pp[k] = id < n_ext ? ints[id] : NULL;
-                }
-        }
+        if (!rc && !(pp = pyids_borrow(ints, n_ext, local.ids.ids, local.ids.len))) rc = -1;
         j->ptrs[i] = pp;
         j->rc[i] = rc;
         j->st[i] = local;
@@ -1675,11 +1669,12 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     PyObject ***ptrs = (PyObject ***)calloc(np, sizeof(PyObject **));
     int *rc = (int *)calloc(np, sizeof(int));
     atomic_int *done = (atomic_int *)calloc(np, sizeof(atomic_int));
+    size_t *lens = (size_t *)calloc(np, sizeof(size_t));
     PyObject *result = NULL;
-    size_t nref = 0, total = 0;
+    size_t nref = 0;
     int started = 0, failed = 0;
     pthread_t th[256];
-    if (!st || !ptrs || !rc || !done) {
+    if (!st || !ptrs || !rc || !done || !lens) {
         PyErr_NoMemory();
         goto cleanup;
     }
@@ -1713,52 +1708,25 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
             while (!atomic_load_explicit(&done[k], memory_order_acquire)) sched_yield();
             Py_END_ALLOW_THREADS
         }
-        PyObject **pp = ptrs[k];
-        size_t m = st[k].ids.len;
-        if (rc[k] || !pp) {
+        if (rc[k] || !ptrs[k] || pyids_take_block(ptrs[k], st[k].ids.ids, st[k].ids.len) < 0) {
             failed = 1;
             break;
         }
-        for (size_t q = 0; q < m; q++) {
-            if (q + 16 < m && pp[q + 16]) __builtin_prefetch(pp[q + 16], 1);
-            PyObject *v = pp[q];
-            if (v) {
-                Py_INCREF(v);
-            } else if (!(v = PyLong_FromUnsignedLong(st[k].ids.ids[q]))) {
-                for (size_t r = 0; r < q; r++) Py_DECREF(pp[r]);
-                failed = 1;
-                break;
-            } else {
-                pp[q] = v;
-            }
-        }
-        if (failed) break;
         nref = k + 1;
-        total += m;
     }
     Py_BEGIN_ALLOW_THREADS
     for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
     Py_END_ALLOW_THREADS
     Py_DECREF(spo);
     Py_DECREF(sp2o);
-    if (!failed) result = PyList_New((Py_ssize_t)total);
-    if (result) {
-        PyObject **dst = ((PyListObject *)result)->ob_item;
-        for (size_t k = 0; k < np; k++) {
-            if (st[k].ids.len) memcpy(dst, ptrs[k], st[k].ids.len * sizeof(PyObject *));
-            dst += st[k].ids.len;
-        }
-    } else {
-        for (size_t k = 0; k < nref; k++)
-            for (size_t q = 0; q < st[k].ids.len; q++) Py_DECREF(ptrs[k][q]);
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-    }
+    for (size_t k = 0; k < np; k++) lens[k] = st[k].ids.len;
+    result = pyids_list(ptrs, lens, np, nref, !failed);
 cleanup:
     if (st)
         for (size_t i = 0; i < np; i++) enc_free(&st[i]);
     if (ptrs)
         for (size_t i = 0; i < np; i++) free(ptrs[i]);
-    free(st), free(ptrs), free(rc), free(done);
+    free(st), free(ptrs), free(rc), free(done), free(lens);
     return result;
 }
 

@@ -23,6 +23,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "pyids.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -965,13 +967,7 @@ static void *split_worker(void *arg) {
         if (i >= j->count) break;
         outbuf local = j->outs[i]; /* on this stack: no false sharing with neighbouring pieces */
         wp_encode_e2e(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &local);
-        PyObject **pp = (PyObject **)malloc((local.n ? local.n : 1) * sizeof(PyObject *));
-        if (pp)
-            for (size_t k = 0; k < local.n; k++) {
-                uint32_t id = local.ids[k];
-                pp[k] = id < j->n_ids ? j->cache[id] : NULL;
-            }
-        j->ptrs[i] = pp;
+        j->ptrs[i] = pyids_borrow(j->cache, j->n_ids, local.ids, local.n);
         j->outs[i] = local;
         atomic_store_explicit(&j->done[i], 1, memory_order_release);
     }
@@ -982,12 +978,14 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
                                  int nthreads) {
     atomic_int *done = (atomic_int *)calloc(npieces, sizeof(atomic_int));
     PyObject ***ptrs = (PyObject ***)calloc(npieces, sizeof(PyObject **));
-    size_t total = 0, nref = 0; /* nref: pieces whose items hold references */
+    size_t *lens = (size_t *)calloc(npieces, sizeof(size_t));
+    size_t nref = 0; /* pieces whose items hold references */
     pthread_t th[256];
     int started = 0, failed = 0;
-    if (!done || !ptrs) {
+    if (!done || !ptrs || !lens) {
         free(done);
         free(ptrs);
+        free(lens);
         return PyErr_NoMemory();
     }
     split_job job;
@@ -1015,41 +1013,16 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
         outbuf *o = &outs[k];
         PyObject **pp = ptrs[k];
         if (o->oom || !pp) { failed = 1; break; }
-        size_t m = o->n;
-        for (size_t q = 0; q < m; q++) {
-            if (q + 16 < m && pp[q + 16]) __builtin_prefetch(pp[q + 16], 1);
-            PyObject *v = pp[q];
-            if (v) {
-                Py_INCREF(v);
-            } else if (!(v = PyLong_FromUnsignedLong(o->ids[q]))) {
-                for (size_t r = 0; r < q; r++) Py_DECREF(pp[r]);
-                failed = 1;
-                break;
-            } else {
-                pp[q] = v;
-            }
-        }
-        if (failed) break;
+        if (pyids_take_block(pp, o->ids, o->n) < 0) { failed = 1; break; }
         nref = k + 1;
-        total += m;
     }
     Py_BEGIN_ALLOW_THREADS
     for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
     Py_END_ALLOW_THREADS
-    PyObject *result = NULL;
-    if (!failed) result = PyList_New((Py_ssize_t)total);
-    if (result) {
-        PyObject **dst = ((PyListObject *)result)->ob_item;
-        for (size_t k = 0; k < npieces; k++) {
-            if (outs[k].n) memcpy(dst, ptrs[k], outs[k].n * sizeof(PyObject *));
-            dst += outs[k].n;
-        }
-    } else {
-        for (size_t k = 0; k < nref; k++)
-            for (size_t q = 0; q < outs[k].n; q++) Py_DECREF(ptrs[k][q]);
-        if (!PyErr_Occurred()) PyErr_NoMemory();
-    }
+    for (size_t k = 0; k < npieces; k++) lens[k] = outs[k].n;
+    PyObject *result = pyids_list(ptrs, lens, npieces, nref, !failed);
     for (size_t k = 0; k < npieces; k++) free(ptrs[k]);
+    free(lens);
     free(ptrs);
     free(done);
     return result;

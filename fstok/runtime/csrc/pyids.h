@@ -1,0 +1,58 @@
+/* Building one Python list of token ids from pieces encoded on worker threads (shared by the
+ * WordPiece and BPE long-text paths).
+ *
+ * Workers turn each piece's ids into *borrowed* pointers to the model's cached int objects (reading
+ * that table needs no GIL); the GIL-holding thread then takes the reference of every item
+ * (pyids_take_block, as pieces finish, so it overlaps the workers) and finally moves the pointer
+ * blocks into one list (pyids_list).  A NULL pointer means "no cached int": an int is created. */
+#ifndef FSTOK_PYIDS_H
+#define FSTOK_PYIDS_H
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ids -> borrowed cached pointers (no GIL needed); returns the malloc'd block or NULL */
+static inline PyObject **pyids_borrow(PyObject *const *cache, size_t n_cache, const uint32_t *ids, size_t m) {
+    PyObject **pp = (PyObject **)malloc((m ? m : 1) * sizeof(PyObject *));
+    if (pp)
+        for (size_t k = 0; k < m; k++) pp[k] = ids[k] < n_cache ? cache[ids[k]] : NULL;
+    return pp;
+}
+
+/* with the GIL: own every item of the block; on failure nothing of the block is owned, returns -1 */
+static inline int pyids_take_block(PyObject **pp, const uint32_t *ids, size_t m) {
+    for (size_t q = 0; q < m; q++) {
+        if (q + 16 < m && pp[q + 16]) __builtin_prefetch(pp[q + 16], 1);
+        PyObject *v = pp[q];
+        if (v) {
+            Py_INCREF(v);
+        } else if (!(v = PyLong_FromUnsignedLong(ids[q]))) {
+            for (size_t r = 0; r < q; r++) Py_DECREF(pp[r]);
+            return -1;
+        } else {
+            pp[q] = v;
+        }
+    }
+    return 0;
+}
+
+/* with the GIL: the list of blocks[0..np) (lens[k] items each, all owned when ok), or NULL with the
+ * references of the first `owned` blocks released */
+static inline PyObject *pyids_list(PyObject ***blocks, const size_t *lens, size_t np, size_t owned, int ok) {
+    size_t total = 0;
+    for (size_t k = 0; k < np; k++) total += lens[k];
+    PyObject *result = ok ? PyList_New((Py_ssize_t)total) : NULL;
+    if (result) {
+        PyObject **dst = ((PyListObject *)result)->ob_item;
+        for (size_t k = 0; k < np; k++) {
+            if (lens[k]) memcpy(dst, blocks[k], lens[k] * sizeof(PyObject *));
+            dst += lens[k];
+        }
+    } else {
+        for (size_t k = 0; k < owned; k++)
+            for (size_t q = 0; q < lens[k]; q++) Py_DECREF(blocks[k][q]);
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+    }
+    return result;
+}
+#endif
