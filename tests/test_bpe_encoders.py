@@ -22,7 +22,7 @@ from fstok.runtime import _bpe
 
 pytestmark = needs_shared
 
-SHORT, BACKTRACK, HEAP = 1, 2, 3
+SHORT, BACKTRACK, HEAP, BUCKET = 1, 2, 3, 4
 
 
 def _pieces(tok, seed: int, n: int = 300) -> list[bytes]:
@@ -44,7 +44,7 @@ def _pieces(tok, seed: int, n: int = 300) -> list[bytes]:
 def test_span_encoders_match_reference(name):
     tok = fstok_encoding(name)
     ranks = read_tiktoken_ranks(tiktoken_path(name))
-    modes = (SHORT, BACKTRACK, HEAP)
+    modes = (SHORT, BACKTRACK, HEAP, BUCKET)
     for piece in _pieces(tok, seed=len(name)):
         want = merge_ranks(piece, ranks)
         for mode in modes:
@@ -93,7 +93,7 @@ def test_merge_list_semantics_small():
     for _ in range(500):
         s = "".join(rnd.choice("abc") for _ in range(rnd.randint(1, 30)))
         want = merge_rules(s.encode(), tokens, rules)
-        for mode in (SHORT, HEAP) + ((BACKTRACK,) if tok._meta["backtrack_ok"] else ()):
+        for mode in (SHORT, HEAP) + ((BACKTRACK, BUCKET) if tok._meta["backtrack_ok"] else ()):
             assert tok._model.encode_piece(s.encode(), mode) == want, (s, mode)
         assert tok.encode_ordinary(s) == want
 
@@ -133,6 +133,8 @@ def test_non_monotone_vocabulary_uses_heap():
     assert not tok._meta["backtrack_ok"] and tok._meta["n_unreachable"] > 0
     with pytest.raises(ValueError):
         tok._model.encode_piece(b"abc", BACKTRACK)
+    with pytest.raises(ValueError):
+        tok._model.encode_piece(b"abc", BUCKET)
     ref = tiktoken.Encoding("llama3", pat_str=LLAMA3_PAT, mergeable_ranks=ranks, special_tokens={})
     text = read_corpus("multilingual")
     assert tok.encode_ordinary(text) == ref.encode_ordinary(text)
@@ -257,3 +259,38 @@ def test_whole_span_lookup_finds_every_entry(name):
         b = bytes(rnd.randint(0, 255) for _ in range(rnd.randint(2, 12)))
         got = tok._model.span_lookup(b)
         assert got is None or tok.decode_single_token_bytes(got) == b
+
+
+def _long_pieces(seed: int) -> list[bytes]:
+    """Long single pre-tokens: digit runs (the backtracking encoder hands them to the bucket queue), runs
+    of one or two repeated units (overlapping occurrences of one pair), random bytes and letters."""
+    rnd = random.Random(seed)
+    out = [
+        "".join(rnd.choice("0123456789") for _ in range(rnd.choice((9000, 20_000)))).encode(),
+        ("0" * 5000 + "1" * 4000 + "12" * 3000 + "9").encode(),
+        "".join(rnd.choice("01") for _ in range(12_000)).encode(),
+        ("ab" * 6000 + "a").encode(),
+        ("aab" * 4000).encode(),
+        bytes(rnd.randint(0, 255) for _ in range(10_000)),
+        "".join(rnd.choice("aé中🙂") for _ in range(4000)).encode(),
+    ]
+    return out
+
+
+@pytest.mark.parametrize("name", ["r50k_base", "o200k_base"])
+def test_long_spans_bucket_queue(name):
+    """The bucket-queue encoder (and the backtracking encoder's switch to it) on long adversarial spans,
+    against the heap encoder, tiktoken on whole texts, and the reference on shorter cuts."""
+    tok = fstok_encoding(name)
+    ranks = read_tiktoken_ranks(tiktoken_path(name))
+    for piece in _long_pieces(len(name)):
+        want = tok._model.encode_piece(piece, HEAP)
+        assert tok._model.encode_piece(piece, BUCKET) == want
+        assert tok._model.encode_piece(piece, BACKTRACK) == want
+        cut = piece[:1500]
+        assert tok._model.encode_piece(cut, BUCKET) == merge_ranks(cut, ranks)
+    ref = tiktoken_encoding(name)
+    rnd = random.Random(11)
+    digits = "".join(rnd.choice("0123456789") for _ in range(30_000))
+    for text in (digits, "x" + digits + " y", "1" * 20_000 + "2" * 9000):
+        assert tok.encode_ordinary(text) == ref.encode_ordinary(text)

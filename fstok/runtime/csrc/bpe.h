@@ -12,6 +12,8 @@
  *                        monotone bitfield (van Antwerpen & Neubeck, rust-gems `bpe`); needs ranks
  *                        that increase along merges (`backtrack_ok`, checked at compile time)
  *   bpe_encode_heap      O(n log n) binary heap + linked list (long spans when backtracking is not valid)
+ *   bpe_encode_bucket    O(n + V/64) one bucket per rank + two-level bitmap, monotone ranks only: taken by
+ *                        the backtracking encoder for long spans that keep backtracking (digit runs)
  */
 #ifndef FSTOK_BPE_H
 #define FSTOK_BPE_H
@@ -262,5 +264,7 @@ int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
 int bpe_encode_short(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
 int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
 int bpe_encode_heap(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
+/* needs backtrack_ok (monotone ranks) */
+int bpe_encode_bucket(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
 
 #endif

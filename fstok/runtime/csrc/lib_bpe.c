@@ -152,6 +152,118 @@ int bpe_encode_heap(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out
     return rc;
 }
 
+/* ---------------------------------------------------------------- long spans: bucket queue, O(n + V/64) */
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Merges taken in rank order from one bucket per rank (a two-level bitmap finds the next non-empty one).
+ * Needs monotone ranks (backtrack_ok): a merge of rank r only creates pairs of rank > r, so a bucket is
+ * complete when it is reached and the scan never goes back.  An entry (position i, rank r) is live iff the
+ * tokens at i and after it are still r's canonical pair.  Occurrences of one pair overlap only when its
+ * two halves are equal (x x x): those buckets are sorted so the leftmost merges first. */
+int bpe_encode_bucket(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
+    if (n == 0) return 0;
+    if (n >= 0x7FFFFFFFu / 4) return bpe_encode_heap(m, s, n, out);
+    size_t R = m->n_int, W1 = (R + 63) / 64, W2 = (W1 + 63) / 64, cap = 3 * n + 1;
+    uint32_t *tok = (uint32_t *)malloc(n * sizeof(uint32_t));
+    uint32_t *nxt = (uint32_t *)malloc(n * sizeof(uint32_t));
+    uint32_t *prv = (uint32_t *)malloc(n * sizeof(uint32_t));
+    uint32_t *head = (uint32_t *)calloc(R, sizeof(uint32_t));        /* entry index + 1, 0 = empty */
+    uint32_t *ent = (uint32_t *)malloc(2 * cap * sizeof(uint32_t));  /* (position, next entry + 1) */
+    uint64_t *b1 = (uint64_t *)calloc(W1, 8), *b2 = (uint64_t *)calloc(W2, 8);
+    uint32_t *tmp = NULL;
+    size_t tmp_cap = 0, ne = 0;
+    int rc = -1;
+    if (!tok || !nxt || !prv || !head || !ent || !b1 || !b2) goto done;
+#define BQ_PUSH(r, i)                                                                                              \
+    do {                                                                                                           \
+        uint32_t r_ = (r);                                                                                         \
+        ent[2 * ne] = (uint32_t)(i);                                                                               \
+        ent[2 * ne + 1] = head[r_];                                                                                \
+        head[r_] = (uint32_t)(++ne);                                                                               \
+        b1[r_ >> 6] |= 1ull << (r_ & 63);                                                                          \
+        b2[r_ >> 12] |= 1ull << ((r_ >> 6) & 63);                                                                  \
+    } while (0)
+    for (size_t i = 0; i < n; i++) {
+        tok[i] = m->byte_tok[s[i]];
+        nxt[i] = (i + 1 < n) ? (uint32_t)(i + 1) : BPE_NONE;
+        prv[i] = i ? (uint32_t)(i - 1) : BPE_NONE;
+    }
+    for (size_t i = n - 1; i-- > 0;) { /* pushed right to left: each list starts leftmost */
+        uint32_t r = m->byte_pair[((uint32_t)s[i] << 8) | s[i + 1]];
+        if (r != BPE_NONE) BQ_PUSH(r, i);
+    }
+    for (size_t w2 = 0; w2 < W2; w2++) {
+        while (b2[w2]) {
+            size_t w1 = (w2 << 6) | (size_t)__builtin_ctzll(b2[w2]);
+            if (!b1[w1]) {
+                b2[w2] &= b2[w2] - 1;
+                continue;
+            }
+            uint32_t r = (uint32_t)((w1 << 6) | (size_t)__builtin_ctzll(b1[w1]));
+            b1[w1] &= b1[w1] - 1;
+            if (!b1[w1]) b2[w2] &= ~(1ull << (w1 & 63));
+            uint32_t L = BPE_SPLIT_L(m, r), Rt = BPE_SPLIT_R(m, r);
+            uint32_t e = head[r];
+            head[r] = 0;
+            size_t k = 0;
+            if (L == Rt) { /* overlapping occurrences possible: leftmost first */
+                for (uint32_t x = e; x; x = ent[2 * (x - 1) + 1]) k++;
+                if (k > tmp_cap) {
+                    free(tmp);
+                    tmp_cap = 2 * k;
+                    tmp = (uint32_t *)malloc(tmp_cap * sizeof(uint32_t));
+                    if (!tmp) goto done;
+                }
+                k = 0;
+                for (uint32_t x = e; x; x = ent[2 * (x - 1) + 1]) tmp[k++] = ent[2 * (x - 1)];
+                qsort(tmp, k, sizeof(uint32_t), cmp_u32);
+            }
+            for (size_t q = 0;; q++) {
+                uint32_t i;
+                if (L == Rt) {
+                    if (q >= k) break;
+                    i = tmp[q];
+                } else {
+                    if (!e) break;
+                    i = ent[2 * (e - 1)];
+                    e = ent[2 * (e - 1) + 1];
+                }
+                uint32_t j = nxt[i];
+                if (tok[i] != L || j == BPE_NONE || tok[j] != Rt) continue; /* stale */
+                tok[i] = r;
+                tok[j] = BPE_NONE;
+                uint32_t k2 = nxt[j];
+                nxt[i] = k2;
+                if (k2 != BPE_NONE) {
+                    prv[k2] = i;
+                    uint32_t r2 = bpe_pair_get(m, r, tok[k2]);
+                    if (r2 != BPE_NONE) BQ_PUSH(r2, i);
+                }
+                uint32_t p = prv[i];
+                if (p != BPE_NONE) {
+                    uint32_t r3 = bpe_pair_get(m, tok[p], r);
+                    if (r3 != BPE_NONE) BQ_PUSH(r3, p);
+                }
+            }
+        }
+    }
+#undef BQ_PUSH
+    {
+        size_t cnt = 0;
+        for (uint32_t i = 0; i != BPE_NONE; i = nxt[i]) cnt++;
+        rc = bpe_vec_reserve(out, cnt);
+        if (rc == 0)
+            for (uint32_t i = 0; i != BPE_NONE; i = nxt[i]) out->ids[out->len++] = tok[i];
+    }
+done:
+    free(tok), free(nxt), free(prv), free(head), free(ent), free(b1), free(b2), free(tmp);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- long spans: backtracking, O(n) */
 
 static inline uint32_t longest_match(const bpe_model *m, const uint8_t *s, size_t n) {
@@ -193,6 +305,11 @@ static inline int valid_pair(const bpe_model *m, uint32_t t1, uint32_t t2) {
     }
 }
 
+/* spans of at least BT_SWITCH_MIN bytes that undid more than one token per 8 bytes over their first
+ * BT_PROBE_LEN bytes go to the bucket queue instead (same result, no backtracking) */
+#define BT_SWITCH_MIN 8192
+#define BT_PROBE_LEN 2048
+
 int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
     if (n == 0) return 0;
     size_t words = (n + 1 + 63) / 64;
@@ -200,9 +317,19 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
     uint64_t *bits = words <= 16 ? bits_s : (uint64_t *)malloc(words * sizeof(uint64_t));
     if (!bits) return -1;
     memset(bits, 0xFF, words * sizeof(uint64_t));
-    size_t base = out->len, pos = 0;
+    size_t base = out->len, pos = 0, pops = 0;
+    int probe = n >= BT_SWITCH_MIN;
     uint32_t next = longest_match(m, s, n);
     while (next != BPE_NONE) {
+        if (probe && pos >= BT_PROBE_LEN) {
+            /* long span that keeps undoing tokens (digit runs): the bucket queue does not backtrack */
+            probe = 0;
+            if (8 * pops > pos) {
+                if (bits != bits_s) free(bits);
+                out->len = base;
+                return bpe_encode_bucket(m, s, n, out);
+            }
+        }
         uint32_t token = next;
         uint32_t last = out->len > base ? out->ids[out->len - 1] : BPE_NONE;
         for (;;) {
@@ -222,6 +349,7 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
                 bits[pos >> 6] &= ~(1ull << (pos & 63));
                 if (last != BPE_NONE) {
                     /* retry `last` from its start: the cleared bit makes it move on to its prefixes */
+                    pops++;
                     out->len--;
                     pos -= BPE_LEN(m, last);
                     next = last;
