@@ -219,8 +219,13 @@ int bpe_encode_bucket(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *o
                     if (!tmp) goto done;
                 }
                 k = 0;
-                for (uint32_t x = e; x; x = ent[2 * (x - 1) + 1]) tmp[k++] = ent[2 * (x - 1)];
-                qsort(tmp, k, sizeof(uint32_t), cmp_u32);
+                int sorted = 1;
+                for (uint32_t x = e; x; x = ent[2 * (x - 1) + 1]) {
+                    tmp[k] = ent[2 * (x - 1)];
+                    sorted &= k == 0 || tmp[k - 1] < tmp[k];
+                    k++;
+                }
+                if (!sorted) qsort(tmp, k, sizeof(uint32_t), cmp_u32);
             }
             for (size_t q = 0;; q++) {
                 uint32_t i;
