@@ -18,7 +18,8 @@ Timing:
   * per-call: each call of the Python API is timed on its own (time.perf_counter_ns around one call,
     tight loop, gc disabled); every item's time is the median over --repeats passes; the passes of the
     systems are interleaved so that load from other processes hits all of them alike, and each timed
-    pass follows an untimed warm-up pass of the same system (the paper's "after warming up": otherwise
+    pass follows untimed warm-up passes of the same system for --warm-up seconds (at least 2; the
+    paper's "after warming up": otherwise
     every system starts its turn with the previous system's tables in the caches).
     All per-call numbers include the Python -> native call (see the "floor" line).
   * TF Text is a TensorFlow op: one eager call costs ~50 us of dispatch whatever the input, so timing
@@ -106,6 +107,8 @@ def parse_args(argv=None):
     p.add_argument("--hf-max-call", type=float, default=None,
                    help="plot: stop HF at lengths where one call would exceed this many seconds (default 3, quick 0.4)")
     p.add_argument("--pin", type=int, default=None, metavar="CPU", help="pin the process to this CPU (sched_setaffinity)")
+    p.add_argument("--warm-up", type=float, default=0.3, metavar="S",
+                   help="seconds of untimed passes of a system before each of its timed passes (default 0.3, >= 2 passes)")
     a = p.parse_args(argv)
     a.repeats = a.repeats or (3 if a.quick else 7)
     a.english_lines = a.english_lines or (3000 if a.quick else 20000)
@@ -335,6 +338,21 @@ class TFGroups:
         return out
 
 
+def warm_up(one_pass, seconds: float) -> None:
+    """Untimed passes of one system until `seconds` have passed (at least 2 passes).  One pass was not
+    enough: on this VM a table-driven tokenizer keeps speeding up for ~5 passes after another system
+    ran (fstok mBERT 5 -> 2.3 us/line over ~100 ms; HF, compute-bound, barely moves), so a single
+    warm-up pass measured the caches the previous system left, not the tokenizer."""
+    t0 = time.perf_counter()
+    k = 0
+    while k < 2 or time.perf_counter() - t0 < seconds:
+        one_pass()
+        k += 1
+
+
+args_warm_s = 0.3  # set from --warm-up
+
+
 def run_workload(systems: list[System], items: list[str], reps: int, tf_groups: TFGroups | None) -> None:
     live = [s for s in systems if not s.error]
     # warm-up (and a first check that every system runs)
@@ -354,10 +372,10 @@ def run_workload(systems: list[System], items: list[str], reps: int, tf_groups: 
                 # Warm up right before each timed pass (the paper: "after warming up"): the systems take
                 # turns, and each turn otherwise starts with the previous system's data in the caches.
                 if s.call is not None:
-                    percall_pass(s.call, items)
+                    warm_up(lambda: percall_pass(s.call, items), args_warm_s)
                     s.runs.append(percall_pass(s.call, items))
                 else:
-                    tf_groups.run(s.tf_batch)
+                    warm_up(lambda: tf_groups.run(s.tf_batch), args_warm_s)
                     s.runs.append(tf_groups.run(s.tf_batch))
             gc.collect()
     finally:
@@ -368,19 +386,22 @@ def run_workload(systems: list[System], items: list[str], reps: int, tf_groups: 
         if s.batch is not None:
             # gc off as in the per-call passes: a batch returning 10^5 Python lists otherwise spends most of
             # its time in the cyclic collector (fstok and HF batch calls went from ~1 to ~15 MB/s).
+            # (one collection before the warm-up, none between the warm-up and the timed calls: a full
+            # collection walks every object of the process -- TensorFlow's many -- and left the next call
+            # with cold caches, 1.1x for HF but 2.8x for fstok's mBERT batch)
             try:
-                s.batch(items[: min(len(items), 200)])  # warm-up
+                gc.collect()
+                gc.disable()
                 times = []
-                for _ in range(3):
-                    gc.collect()
-                    gc.disable()
-                    try:
+                try:
+                    warm_up(lambda: s.batch(items), args_warm_s)
+                    for _ in range(3):
                         t0 = CPU()
                         out = s.batch(items)
                         times.append((CPU() - t0) / 1e9)
-                    finally:
-                        gc.enable()
-                    del out
+                        del out
+                finally:
+                    gc.enable()
                 s.batch_s = statistics.median(times)
             except Exception as e:  # noqa: BLE001
                 s.batch_api += f" (failed: {type(e).__name__}: {e})"
@@ -849,6 +870,8 @@ def compile_part(args, fstok_mod, mbert_path: str, build_times: dict, md: list[s
 
 def main(argv=None):
     args = parse_args(argv)
+    global args_warm_s
+    args_warm_s = args.warm_up
     if args.pin is not None:
         os.sched_setaffinity(0, {args.pin})
     shared = args.shared
