@@ -154,6 +154,10 @@ HOT void emit_slice(wstate *w, uint32_t packed) {
     emit_slice_slow(w, packed);
 }
 
+#ifdef __SSE2__
+static __m128i KEYS[256]; /* KEYS[b]: b in every byte; filled at module init */
+#endif
+
 /* Trie child of sparse node u (record r) on byte b, or NONE32.  Labels are sorted; the padded
  * copy label_pad makes a 16-byte load at any edge index safe (the loader checks start + count). */
 HOT uint32_t trie_child(const wp_tables *t, uint64_t r, uint32_t u, uint32_t b) {
@@ -163,8 +167,7 @@ HOT uint32_t trie_child(const wp_tables *t, uint64_t r, uint32_t u, uint32_t b) 
      * which is predictable inside a word (a "first child?" test mispredicted ~3x more often). */
     (void)u;
     uint32_t s = (uint32_t)r;
-    /* broadcast b: movq + punpcklqdq (set1_epi8 without SSSE3 is a longer shuffle sequence) */
-    const __m128i key = _mm_set1_epi64x((long long)((uint64_t)b * 0x0101010101010101ULL));
+    const __m128i key = _mm_load_si128(&KEYS[b]); /* b in all 16 lanes (SSE2 has no byte broadcast) */
     uint32_t m = (uint32_t)_mm_movemask_epi8(
         _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(t->label_pad + s)), key));
     m &= t->lowmask[nc]; /* the first min(nc, 16) labels */
@@ -438,6 +441,8 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
     uint32_t ci = 0;
     size_t i = 0;
     while (i < n) {
+        int L;
+        uint32_t cp;
         uint8_t c0 = s[i];
         if (c0 < 0x80 && !w.npend) {
             /* ASCII fast path: one table read, bytes straight into the trie */
@@ -445,33 +450,8 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
             w.prev_orig = ci;
             if (e == KIND_REG) {
                 if (!offs) {
-                    /* a run of plain word characters: state in registers */
-                    size_t j = i;
-                    if (!w.in_word) word_begin(&w, ci);
-                    uint32_t u = w.u, nch = w.nchars;
-                    int failed = w.failed;
-                    for (;;) {
-                        nch++;
-                        if (!failed) {
-                            if (nch > maxc) failed = 1;
-                            else {
-                                u = wp_step(&w, u, s[j]);
-                                if (u == NONE32) failed = 1;
-                            }
-                        }
-                        j++;
-                        if (j >= n || !wordbyte[s[j]]) break;
-                    }
-                    w.u = u;
-                    w.nchars = nch;
-                    w.failed = failed;
-                    w.wbytes += j - i;
-                    ci += (uint32_t)(j - i);
-                    w.last_orig = ci - 1;
-                    w.prev_orig = ci - 1;
-                    i = j;
-                    if (w.out->n + 8 > w.out->cap) out_reserve(w.out, 8);
-                    continue;
+                    L = 1;
+                    goto reg_run; /* a run of word characters: classified first, then walked */
                 }
                 feed(&w, s + i, 1, ci, offs);
             } else if (e == KIND_SPACE) {
@@ -487,9 +467,8 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
             i++;
             continue;
         }
-    general:;
-        int L;
-        uint32_t cp = utf8_next(s, i, &L);
+    general:
+        cp = utf8_next(s, i, &L);
         uint32_t e = t->norm2[((size_t)t->norm1[cp >> 8] << 8) | (cp & 0xFF)];
         switch (e & 7) {
         case KIND_REG:
@@ -499,6 +478,7 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
             if (!offs) {
                 /* A run of word characters that normalize to themselves (one script, usually): find
                  * its end first, then walk the trie over its bytes in one tight loop. */
+            reg_run:;
                 size_t j = i + (size_t)L;
                 uint32_t nch = 1;
                 while (j < n) {
@@ -1226,6 +1206,9 @@ static PyTypeObject ModelType = {
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_wordpiece", "fstok WordPiece runtime", -1, NULL};
 
 PyMODINIT_FUNC PyInit__wordpiece(void) {
+#ifdef __SSE2__
+    for (int b = 0; b < 256; b++) KEYS[b] = _mm_set1_epi8((char)b);
+#endif
     if (PyType_Ready(&ModelType) < 0) return NULL;
     PyObject *m = PyModule_Create(&moddef);
     if (!m) return NULL;
