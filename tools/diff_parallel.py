@@ -8,8 +8,9 @@ For every (encoding, document):
   1. pre-token spans of the whole document == the spans of the pieces cut at *every* proven boundary
      (fstok.compile.safe_split), shifted back (a difference with the `regex` module's spans is reported,
      not counted: its Unicode tables differ from rust-regex's on a few code points of `stress`);
-  2. encode_long(strategy="safe") == encode_ordinary for random thread counts / chunk lengths, and with
-     specials inserted at random places, encode_long(..., allowed_special="all") == encode(..., "all").
+  2. encode_long(strategy="safe") and encode_ordinary(num_threads=N) == encode_ordinary for random thread
+     counts / chunk lengths, and with specials inserted at random places, encode_long(...,
+     allowed_special="all") and encode(..., "all", num_threads=N) == encode(..., "all").
 Encodings: r50k_base, cl100k_base, o200k_base (bundled), llama3 (tokenizer.model + Llama-3 pattern),
 llama3-hf (hf-derived tokenizer.json, Split + ByteLevel), qwen (qwen.tiktoken + Qwen2 pattern).
 """
@@ -93,6 +94,7 @@ def main():
                 nt = rng.randint(2, 16)
                 chunk = rng.choice([None, rng.randint(1, 100), rng.randint(100, 100_000)])
                 res.append(encode_long(tok, text, num_threads=nt, chunk_chars=chunk, strategy="safe") == ref)
+                res.append(tok.encode_ordinary(text, num_threads=nt) == ref)  # native cut search (encode_proven)
             if specials:
                 parts, i = [], 0
                 sub = text[:300_000]
@@ -101,8 +103,10 @@ def main():
                     parts += [sub[i:i + k], rng.choice(specials)]
                     i += k
                 st = "".join(parts)
+                want = tok.encode(st, allowed_special="all")
                 res.append(encode_long(tok, st, num_threads=rng.randint(2, 8), chunk_chars=rng.randint(1, 3000),
-                                       allowed_special="all") == tok.encode(st, allowed_special="all"))
+                                       allowed_special="all") == want)
+                res.append(tok.encode(st, allowed_special="all", num_threads=rng.randint(2, 16)) == want)
             status = "ok" if all(res) else f"MISMATCH {res}"
             bad += not all(res)
             print(f"{name:<12}{doc:<14}{len(text):>10,} chars {npos:>9,} proven  {status}  "
