@@ -43,6 +43,11 @@ def _as_text(text, what: str = "text") -> str:
     raise TypeError(f"{what} must be str or UTF-8 bytes, not {type(text).__name__}")
 
 
+def _check_threads(num_threads) -> None:
+    if not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
+        raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+
+
 def _check_surrogates(text: str, what: str = "text") -> None:
     try:
         text.encode("utf-8")
@@ -368,6 +373,8 @@ class WordPieceTokenizer:
         With `num_threads` > 1 a long text (>= PARALLEL_THRESHOLD characters) is split at
         whitespace into pieces encoded on native threads (fstok.parallel); the result is the same.
         """
+        if num_threads is not None:
+            _check_threads(num_threads)
         if num_threads is not None and num_threads > 1 and isinstance(text, str) and len(text) >= self.PARALLEL_THRESHOLD:
             if not allowed_special:
                 ids = self._encode_split_native(text, num_threads)
@@ -408,6 +415,8 @@ class WordPieceTokenizer:
         """Ids as a uint32 array; with num_threads > 1 a long text is split across threads (same ids)."""
         text = _as_text(text)
         _check_surrogates(text)
+        if num_threads is not None:
+            _check_threads(num_threads)
         if num_threads is not None and num_threads > 1 and len(text) >= self.PARALLEL_THRESHOLD:
             return np.frombuffer(self._model.encode_split(text, int(num_threads), 0, 2), dtype=np.uint32)
         return np.frombuffer(self._model.encode(text, 2), dtype=np.uint32)
@@ -439,8 +448,7 @@ class WordPieceTokenizer:
         texts = list(texts)
         if num_threads is None:
             num_threads = os.cpu_count() or 1
-        if not isinstance(num_threads, int) or num_threads < 1:
-            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+        _check_threads(num_threads)
         texts = [t if isinstance(t, str) else _as_text(t, f"texts[{i}]") for i, t in enumerate(texts)]
         if allowed_special:
             return [self._encode_one(t, with_offsets, allowed_special, add_special_tokens) for t in texts]

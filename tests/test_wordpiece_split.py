@@ -67,3 +67,14 @@ def test_encode_to_numpy_threads():
     t = tok("bert-base-multilingual-cased")
     text = read_corpus("stress")[:300_000]
     assert t.encode_to_numpy(text, num_threads=3).tolist() == t.encode(text)
+
+
+@pytest.mark.parametrize("bad", ["2", 2.5, 0, -1, True])
+def test_num_threads_validated(bad):
+    t = tok("bert-base-uncased")
+    with pytest.raises(ValueError, match="num_threads"):
+        t.encode("hello world", num_threads=bad)
+    with pytest.raises(ValueError, match="num_threads"):
+        t.encode_to_numpy("hello world", num_threads=bad)
+    with pytest.raises(ValueError, match="num_threads"):
+        t.encode_batch(["hello world"], num_threads=bad)
