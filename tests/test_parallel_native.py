@@ -80,3 +80,30 @@ def test_encode_split_native_all_kinds(name, corpus, start, length, threads, spe
     want = tok.encode(text, allowed_special=allowed, disallowed_special=())
     got = tok._encode_split(text, threads, allowed)
     assert got is None or got == want
+
+
+def test_boundary_table_disk_cache(tmp_path, monkeypatch):
+    import numpy as np
+
+    from fstok.compile import safe_split
+    from fstok.pretokenize import CompiledPattern
+
+    monkeypatch.setenv("FSTOK_CACHE_DIR", str(tmp_path))
+    tok = enc("r50k_base")
+
+    def fresh():
+        safe_split._cache.clear()
+        cp = CompiledPattern.from_sections(tok._art, "dfa.")
+        return safe_split.boundary_table(cp.levels[0], cp.mode)
+
+    built = fresh()
+    files = list(tmp_path.glob("boundary-*.npz"))
+    assert len(files) == 1 and built.view is not None
+    loaded = fresh()
+    assert loaded.view is None  # came from disk
+    assert np.array_equal(loaded.ok, built.ok) and np.array_equal(loaded.cp_class, built.cp_class)
+    text = "Hello world, 12345 times!\n  indented code();"
+    assert loaded.positions(text).tolist() == built.positions(text).tolist()
+    files[0].write_bytes(b"not an npz")  # a damaged file is recomputed, never trusted
+    again = fresh()
+    assert again.view is not None and np.array_equal(again.ok, built.ok)

@@ -43,6 +43,7 @@ surrogate pair is one character for tiktoken's repair, a lone one becomes U+FFFD
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from typing import Optional
 
@@ -273,8 +274,64 @@ def boundary_table(tables, mode: str = "find") -> BoundaryTable:
     with _cache_lock:
         bt = _cache.get(key)
     if bt is None:
-        bt = BoundaryTable(tables, mode)
+        bt = _disk_load(key)
+        if bt is None:
+            bt = BoundaryTable(tables, mode)
+            _disk_store(key, bt)
         with _cache_lock:
             bt = _cache.setdefault(key, bt)
     tables.__dict__["_fstok_boundary_" + mode] = bt
     return bt
+
+
+# ------------------------------------------------------------------------------ disk cache
+# Building a table takes 0.3-0.5 s (numpy over every code point and DFA state); a process that encodes
+# one long text with num_threads would pay it each time.  Tables are cached next to the compiled
+# encodings, keyed by the DFA's content and by this module's source (a changed proof never reuses old
+# tables), and validated on load; any problem means "recompute".
+def _disk_path(key) -> Optional[str]:
+    try:
+        from ..registry import cache_dir
+
+        with open(__file__, "rb") as f:
+            src = hashlib.sha1(f.read()).hexdigest()[:16]
+        name = hashlib.sha1(repr((key, src)).encode()).hexdigest()[:32]
+        return os.path.join(cache_dir(), f"boundary-{name}.npz")
+    except Exception:  # noqa: BLE001 - no cache dir: no disk cache
+        return None
+
+
+def _disk_load(key) -> Optional["BoundaryTable"]:
+    path = _disk_path(key)
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            cp_class, ok = z["cp_class"], z["ok"]
+            mode = str(z["mode"])
+            K1 = ok.shape[0]
+            if (cp_class.dtype != np.uint16 or cp_class.shape != (MAX_CP,) or ok.dtype != bool
+                    or ok.shape != (K1, K1) or int(cp_class.max()) >= K1 or mode != key[-1]):
+                return None
+            bt = BoundaryTable.__new__(BoundaryTable)
+            bt.mode, bt.cp_class, bt.ok, bt.n_classes = mode, cp_class, ok, K1
+            bt.maps, bt.class_len, bt.reachable = z["maps"], z["class_len"], z["reachable"]
+            bt.view = None  # (only the construction needs the DFA view)
+            return bt
+    except Exception:  # noqa: BLE001 - unreadable or foreign file: recompute
+        return None
+
+
+def _disk_store(key, bt: "BoundaryTable") -> None:
+    path = _disk_path(key)
+    if not path:
+        return
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.tmp{os.getpid()}.{threading.get_ident()}"
+        with open(tmp, "wb") as f:
+            np.savez_compressed(f, cp_class=bt.cp_class, ok=bt.ok, mode=np.array(bt.mode), maps=bt.maps,
+                                class_len=bt.class_len, reachable=bt.reachable)
+        os.replace(tmp, path)
+    except Exception:  # noqa: BLE001 - read-only cache dir: keep it in memory only
+        pass
