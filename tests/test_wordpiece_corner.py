@@ -166,3 +166,21 @@ def test_e2e_equals_reference_pipeline(text):
     expected = [t2i[p] for w in words for p in original_maxmatch(w, t2i, "[UNK]", "##", 100)]
     assert tok.encode(text) == expected
     assert TableExecutor(tok).encode(text) == expected
+
+
+def test_long_failure_pops_vs_maxmatch(tmp_path):
+    """Failure-pop slices of 120-140 tokens (a 200-byte token sharing a long prefix of 'a's): the runtime
+    tags inlined one-token pops with the low byte 0x81, which a 129-token slice also has."""
+    import fstok
+
+    toks = ["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]", "a", "##a", "c", "##c", "a" * 200 + "b"]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(toks) + "\n", encoding="utf-8")
+    tok = fstok.compile(str(path), lowercase=False, max_input_chars_per_word=400)
+    vocab = {t: i for i, t in enumerate(toks)}
+    for k in range(120, 140):
+        w = "a" * k + "c"
+        want = [vocab[p] for p in original_maxmatch(w, vocab, "[UNK]", "##", 400)]
+        assert tok.encode(w) == want, k
+        assert tok.encode_word(w) == want, k
+        assert tok.encode_with_offsets(w)[0] == want, k

@@ -146,7 +146,8 @@ static void emit_slice_slow(wstate *w, uint32_t packed) {
 /* Pops are almost always one id: append it inline; everything else goes the slow way. */
 HOT void emit_slice(wstate *w, uint32_t packed) {
     outbuf *o = w->out;
-    if ((packed & 0xFF) == 0x81 && !o->want_offs && o->n < o->cap) {
+    /* 0x81 means "one inlined id" only in derived tables: a 129-token slice has the same low byte */
+    if ((packed & 0xFF) == 0x81 && w->t->inline_pops && !o->want_offs && o->n < o->cap) {
         o->ids[o->n++] = packed >> 8;
         w->first_tok = 0;
         return;
@@ -318,7 +319,7 @@ HOT void word_end(wstate *w) {
     if (!w->failed && !o->want_offs && u != t->suffix_root) { /* u is a valid state only if not failed */
         uint64_t fp = t->failpops[u];
         uint32_t p = (uint32_t)(fp >> 32);
-        if ((uint32_t)fp == t->suffix_root && (p & 0xFF) == 0x81 && o->n < o->cap) {
+        if ((uint32_t)fp == t->suffix_root && (p & 0xFF) == 0x81 && t->inline_pops && o->n < o->cap) {
             o->ids[o->n++] = p >> 8;
             w->in_word = 0;
             return;
