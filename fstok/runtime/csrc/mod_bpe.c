@@ -11,7 +11,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -1609,7 +1608,7 @@ typedef struct {
     PyObject ***ptrs;
     int *rc;
     atomic_size_t next;
-    atomic_int *done;
+    pyids_sync *sync;
 } cuts_job;
 
 static void *cuts_worker(void *arg) {
@@ -1631,7 +1630,7 @@ static void *cuts_worker(void *arg) {
         j->ptrs[i] = pp;
         j->rc[i] = rc;
         j->st[i] = local;
-        atomic_store_explicit(&j->done[i], 1, memory_order_release);
+        pyids_sync_mark(j->sync, i);
     }
     memo_return(self, memo);
     return NULL;
@@ -1668,13 +1667,13 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     enc_state *st = (enc_state *)calloc(np, sizeof(enc_state));
     PyObject ***ptrs = (PyObject ***)calloc(np, sizeof(PyObject **));
     int *rc = (int *)calloc(np, sizeof(int));
-    atomic_int *done = (atomic_int *)calloc(np, sizeof(atomic_int));
+    pyids_sync sync = {0};
     size_t *lens = (size_t *)calloc(np, sizeof(size_t));
     PyObject *result = NULL;
     size_t nref = 0;
     int started = 0, failed = 0;
     pthread_t th[256];
-    if (!st || !ptrs || !rc || !done || !lens) {
+    if (!st || !ptrs || !rc || pyids_sync_init(&sync, np) < 0 || !lens) {
         PyErr_NoMemory();
         goto cleanup;
     }
@@ -1689,8 +1688,7 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     job.ptrs = ptrs;
     job.rc = rc;
     atomic_init(&job.next, 0);
-    job.done = done;
-    for (size_t i = 0; i < np; i++) atomic_init(&done[i], 0);
+    job.sync = &sync;
     Py_INCREF(spo);
     Py_INCREF(sp2o);
     if (nthreads > 256) nthreads = 256;
@@ -1703,9 +1701,9 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
         Py_END_ALLOW_THREADS
     }
     for (size_t k = 0; k < np && !failed; k++) {
-        if (!atomic_load_explicit(&done[k], memory_order_acquire)) {
+        if (!pyids_sync_ready(&sync, k)) {
             Py_BEGIN_ALLOW_THREADS
-            while (!atomic_load_explicit(&done[k], memory_order_acquire)) sched_yield();
+            pyids_sync_wait(&sync, k);
             Py_END_ALLOW_THREADS
         }
         if (rc[k] || !ptrs[k] || pyids_take_block(ptrs[k], st[k].ids.ids, st[k].ids.len) < 0) {
@@ -1726,7 +1724,8 @@ cleanup:
         for (size_t i = 0; i < np; i++) enc_free(&st[i]);
     if (ptrs)
         for (size_t i = 0; i < np; i++) free(ptrs[i]);
-    free(st), free(ptrs), free(rc), free(done), free(lens);
+    free(st), free(ptrs), free(rc), free(lens);
+    pyids_sync_free(&sync);
     return result;
 }
 

@@ -18,7 +18,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -938,7 +937,7 @@ typedef struct {
     PyObject ***ptrs; /* per piece: borrowed pointers, NULL entries where no cached int exists */
     size_t count;
     atomic_size_t next;
-    atomic_int *done;
+    pyids_sync *sync;
 } split_job;
 
 static void *split_worker(void *arg) {
@@ -950,21 +949,21 @@ static void *split_worker(void *arg) {
         wp_encode_e2e(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &local);
         j->ptrs[i] = pyids_borrow(j->cache, j->n_ids, local.ids, local.n);
         j->outs[i] = local;
-        atomic_store_explicit(&j->done[i], 1, memory_order_release);
+        pyids_sync_mark(j->sync, i);
     }
     return NULL;
 }
 
 static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t *pn, outbuf *outs, size_t npieces,
                                  int nthreads) {
-    atomic_int *done = (atomic_int *)calloc(npieces, sizeof(atomic_int));
+    pyids_sync sync = {0};
     PyObject ***ptrs = (PyObject ***)calloc(npieces, sizeof(PyObject **));
     size_t *lens = (size_t *)calloc(npieces, sizeof(size_t));
     size_t nref = 0; /* pieces whose items hold references */
     pthread_t th[256];
     int started = 0, failed = 0;
-    if (!done || !ptrs || !lens) {
-        free(done);
+    if (pyids_sync_init(&sync, npieces) < 0 || !ptrs || !lens) {
+        pyids_sync_free(&sync);
         free(ptrs);
         free(lens);
         return PyErr_NoMemory();
@@ -979,16 +978,15 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
     job.ptrs = ptrs;
     job.count = npieces;
     atomic_init(&job.next, 0);
-    job.done = done;
-    for (size_t i = 0; i < npieces; i++) atomic_init(&done[i], 0);
+    job.sync = &sync;
     if (nthreads > 256) nthreads = 256;
     for (int k = 0; k < nthreads; k++)
         if (pthread_create(&th[started], NULL, split_worker, &job) == 0) started++;
     if (!started) split_worker(&job); /* no thread could be started: encode here */
     for (size_t k = 0; k < npieces && !failed; k++) {
-        if (!atomic_load_explicit(&done[k], memory_order_acquire)) {
+        if (!pyids_sync_ready(&sync, k)) {
             Py_BEGIN_ALLOW_THREADS
-            while (!atomic_load_explicit(&done[k], memory_order_acquire)) sched_yield();
+            pyids_sync_wait(&sync, k);
             Py_END_ALLOW_THREADS
         }
         outbuf *o = &outs[k];
@@ -1005,7 +1003,7 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
     for (size_t k = 0; k < npieces; k++) free(ptrs[k]);
     free(lens);
     free(ptrs);
-    free(done);
+    pyids_sync_free(&sync);
     return result;
 }
 

@@ -8,8 +8,54 @@
 #ifndef FSTOK_PYIDS_H
 #define FSTOK_PYIDS_H
 #include <Python.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
+
+/* "piece i is done" flags with a condition variable: the thread that builds the list sleeps until the
+ * piece it needs next is done, instead of spinning (a spinning waiter took CPU from the workers when
+ * there were no more cores than threads). */
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    atomic_int *done;
+} pyids_sync;
+
+static inline int pyids_sync_init(pyids_sync *y, size_t n) {
+    y->done = (atomic_int *)calloc(n ? n : 1, sizeof(atomic_int));
+    if (!y->done) return -1;
+    for (size_t i = 0; i < n; i++) atomic_init(&y->done[i], 0);
+    pthread_mutex_init(&y->mu, NULL);
+    pthread_cond_init(&y->cv, NULL);
+    return 0;
+}
+
+static inline void pyids_sync_free(pyids_sync *y) {
+    if (!y->done) return;
+    pthread_mutex_destroy(&y->mu);
+    pthread_cond_destroy(&y->cv);
+    free(y->done);
+    y->done = NULL;
+}
+
+static inline void pyids_sync_mark(pyids_sync *y, size_t i) {
+    atomic_store_explicit(&y->done[i], 1, memory_order_release);
+    pthread_mutex_lock(&y->mu); /* (the waiter checks the flag under the mutex: no lost wake-up) */
+    pthread_cond_broadcast(&y->cv);
+    pthread_mutex_unlock(&y->mu);
+}
+
+static inline int pyids_sync_ready(pyids_sync *y, size_t i) {
+    return atomic_load_explicit(&y->done[i], memory_order_acquire);
+}
+
+/* blocks: call without the GIL */
+static inline void pyids_sync_wait(pyids_sync *y, size_t i) {
+    pthread_mutex_lock(&y->mu);
+    while (!atomic_load_explicit(&y->done[i], memory_order_acquire)) pthread_cond_wait(&y->cv, &y->mu);
+    pthread_mutex_unlock(&y->mu);
+}
 
 /* ids -> borrowed cached pointers (no GIL needed); returns the malloc'd block or NULL */
 static inline PyObject **pyids_borrow(PyObject *const *cache, size_t n_cache, const uint32_t *ids, size_t m) {
