@@ -701,22 +701,7 @@ static int ensure_ints(ModelObject *self) {
 
 static PyObject *ids_to_list(ModelObject *self, const uint32_t *ids, size_t n) {
     if (ensure_ints(self) < 0) return NULL;
-    PyObject *list = PyList_New((Py_ssize_t)n);
-    if (!list) return NULL;
-    for (size_t i = 0; i < n; i++) {
-        PyObject *o = ids[i] < self->m.n_ext ? self->ints[ids[i]] : NULL;
-        if (o) {
-            Py_INCREF(o);
-        } else {
-            o = PyLong_FromUnsignedLong(ids[i]);
-            if (!o) {
-                Py_DECREF(list);
-                return NULL;
-            }
-        }
-        PyList_SET_ITEM(list, (Py_ssize_t)i, o);
-    }
-    return list;
+    return pyids_list_from_ids(self->ints, self->m.n_ext, ids, n);
 }
 
 enum { OUT_LIST = 0, OUT_BYTES = 1, OUT_COUNT = 2 };

@@ -724,22 +724,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *ids_to_list(ModelObject *self, const outbuf *o) {
-    PyObject *l = PyList_New((Py_ssize_t)o->n);
-    if (!l) return NULL;
-    PyObject **cache = self ? self->idcache : NULL;
-    for (size_t i = 0; i < o->n; i++) {
-        uint32_t id = o->ids[i];
-        PyObject *v;
-        if (cache && id < self->n_ids) {
-            v = cache[id];
-            Py_INCREF(v);
-        } else {
-            v = PyLong_FromUnsignedLong(id);
-            if (!v) { Py_DECREF(l); return NULL; }
-        }
-        PyList_SET_ITEM(l, (Py_ssize_t)i, v);
-    }
-    return l;
+    return pyids_list_from_ids(self ? self->idcache : NULL, self && self->idcache ? self->n_ids : 0, o->ids, o->n);
 }
 
 static int build_idcache(ModelObject *self) {
