@@ -684,7 +684,7 @@ class BPETokenizer:
     def _encode_split(self, text: str, num_threads: int, allowed: frozenset) -> Optional[list[int]]:
         """A long text cut at proven pre-tokenizer boundaries (fstok.parallel.ProvenSplitter, about 4
         pieces per thread), the pieces encoded on native threads as texts of their own, one result list
-        (Model.encode_cuts).  None where that does not apply (no compiled DFA, an HF normalizer or prefix
+        (Model.encode_proven).  None where that does not apply (no compiled DFA, an HF normalizer or prefix
         space, no proven boundary, lone surrogates): the caller encodes another way."""
         if not self._native or self._python_text_path():
             return None
@@ -693,32 +693,23 @@ class BPETokenizer:
         sp = bpe_splitter(self)
         if sp is None:
             return None
-        if hasattr(self._model, "encode_proven"):
-            # the cut search in C on the UTF-8 (the same rule as ProvenSplitter.split_points, in bytes)
+        # the cut search runs in C on the UTF-8 (ProvenSplitter.split_points' rule, in bytes)
+        args = self.__dict__.get("_proven_args")
+        if args is None:
             tab = sp.table
-            args = self.__dict__.get("_proven_args")
-            if args is None:
-                args = (np.ascontiguousarray(tab.cp_class, dtype=np.uint16),
-                        np.ascontiguousarray(tab.ok, dtype=np.uint8), int(tab.ok.shape[0]),
-                        [g.encode("utf-8") for g in sp.guards])
-                self.__dict__["_proven_args"] = args
-            sp1, sp2 = self._matchers(allowed)
-            try:
-                return self._model.encode_proven(text, args[0], args[1], args[2], args[3], 4 * num_threads, sp1,
-                                                 int(num_threads), sp2)
-            except UnicodeEncodeError:
-                return None
-        cuts = sp.split_points(text, 4 * num_threads)
-        if not cuts:
+            args = (np.ascontiguousarray(tab.cp_class, dtype=np.uint16), np.ascontiguousarray(tab.ok, dtype=np.uint8),
+                    int(tab.ok.shape[0]), [g.encode("utf-8") for g in sp.guards])
+            self.__dict__["_proven_args"] = args
+        sp1, sp2 = self._matchers(allowed)
+        try:
+            return self._model.encode_proven(text, *args, 4 * num_threads, sp1, int(num_threads), sp2)
+        except UnicodeEncodeError:
             return None
-        return self._encode_cuts(text, cuts, num_threads, allowed)
 
     def _encode_cuts(self, text: str, cuts: list[int], num_threads: int, allowed: frozenset) -> Optional[list[int]]:
         """Ids of `text` encoded as the pieces between `cuts` (code point offsets that are proven piece
         boundaries and outside every special-token occurrence; the caller's responsibility) on native threads.
         None for text with lone surrogates (the caller repairs it the tiktoken way)."""
-        if not hasattr(self._model, "encode_cuts"):
-            return None
         sp1, sp2 = self._matchers(allowed)
         try:
             return self._model.encode_cuts(text, cuts, sp1, int(num_threads), sp2)

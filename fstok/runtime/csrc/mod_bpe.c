@@ -1714,7 +1714,12 @@ cleanup:
     return result;
 }
 
-static const uint8_t *text_utf8(PyObject *text, Py_ssize_t *n) {
+/* The UTF-8 of a str to encode with this model's compiled pre-tokenizer (NULL + exception otherwise). */
+static const uint8_t *model_text(const ModelObject *self, PyObject *text, Py_ssize_t *n) {
+    if (self->pt_mode < 0) {
+        PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
+        return NULL;
+    }
     if (!PyUnicode_Check(text)) {
         PyErr_SetString(PyExc_TypeError, "text must be str");
         return NULL;
@@ -1733,12 +1738,8 @@ static PyObject *Model_encode_cuts(ModelObject *self, PyObject *args) {
     PyObject *text, *cutso, *spo, *sp2o = Py_None;
     int nthreads = 1;
     if (!PyArg_ParseTuple(args, "OOOi|O", &text, &cutso, &spo, &nthreads, &sp2o)) return NULL;
-    if (self->pt_mode < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
-        return NULL;
-    }
     Py_ssize_t n;
-    const uint8_t *s = text_utf8(text, &n);
+    const uint8_t *s = model_text(self, text, &n);
     if (!s) return NULL;
     PyObject *fast = PySequence_Fast(cutso, "cuts must be a sequence of int");
     if (!fast) return NULL;
@@ -1873,12 +1874,8 @@ static PyObject *Model_encode_proven(ModelObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "OOOnOiOi|On", &text, &clso, &oko, &K, &guardso, &parts, &spo, &nthreads, &sp2o,
                           &search))
         return NULL;
-    if (self->pt_mode < 0) {
-        PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
-        return NULL;
-    }
     Py_ssize_t n;
-    const uint8_t *s = text_utf8(text, &n);
+    const uint8_t *s = model_text(self, text, &n);
     if (!s) return NULL;
     Py_buffer cb = {0}, ob = {0};
     PyObject *gfast = NULL, *result = NULL;
