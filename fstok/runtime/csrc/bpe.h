@@ -230,8 +230,21 @@ typedef struct {
     uint16_t len;      /* key length */
     uint16_t ntok;
 } bpe_lmemo_slot;
+/* Piece cache: the first level, probed before anything else for pre-tokens of <= 16 bytes that encode
+ * to <= 3 tokens (~90% of the pieces of English text or code): direct mapped, 32-byte entries, small
+ * enough to stay in L2 (a hit costs one hash of the two head words and one compare). */
+#define BPE_PC_BITS 14
+#define BPE_PC_N (1u << BPE_PC_BITS)
+#define BPE_PC_MAXLEN 16
+#define BPE_PC_MAXTOK 3
+typedef struct {
+    uint64_t k0, k1;  /* the piece's bytes, zero padded */
+    uint32_t tag;     /* gen << 16 | ntok << 8 | len; gen 0 = empty */
+    uint32_t ids[BPE_PC_MAXTOK];
+} bpe_pc_entry;
 typedef struct {
     bpe_memo_entry e[BPE_MEMO_N];   /* first: the memo is allocated 64-byte aligned (bpe_memo_new) */
+    bpe_pc_entry pc[BPE_PC_N];      /* piece cache (generation: gen) */
     bpe_lmemo_slot ls[BPE_LMEMO_SLOTS];
     uint64_t serial, epoch; /* the model it belongs to, and that model's cache epoch when filled */
     uint32_t gen, lgen;     /* generations: emptying a part bumps its counter instead of clearing it (gen < 2^16) */

@@ -398,6 +398,7 @@ static void lmemo_reset(bpe_memo *memo) {
 void bpe_memo_clear(bpe_memo *memo) {
     if (++memo->gen == 0x10000) {
         memset(memo->e, 0, sizeof memo->e);
+        memset(memo->pc, 0, sizeof memo->pc);
         memo->gen = 1;
     }
     lmemo_reset(memo);

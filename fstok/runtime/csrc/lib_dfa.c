@@ -139,6 +139,52 @@ size_t fstok_dfa_find_all(const fstok_dfa *d, const uint8_t *s, size_t n, size_t
     return k;
 }
 
+size_t fstok_dfa_find_ends(const fstok_dfa *d, const uint8_t *s, size_t n, size_t *pos, size_t *ends, size_t cap) {
+    const uint32_t *T = d->trans;
+    const uint8_t *C = d->classes;
+    const uint32_t nb = d->live - (1u << d->shift); /* boundary states are the ids in (0, nb] */
+    size_t k = 0, p = *pos;
+    while (k < cap && p < n) {
+        /* A byte ends at most one piece, so a window of cap - k bytes cannot overflow ends[]; a death
+         * at byte i leaves k <= k0 + (i - p) < cap, room for the piece found by the anchored match. */
+        size_t k0 = k, i = p;
+        size_t lim = (n - p <= cap - k) ? n : p + (cap - k);
+        uint32_t st = d->start;
+        for (; i < lim; i++) {
+            st = T[st + C[s[i]]];
+            ends[k] = i;                            /* kept only if a piece ended before byte i */
+            k += (uint32_t)(st - 1u) < nb;
+            if (FSTOK_UNLIKELY(st == 0)) break;
+        }
+        size_t tok = k > k0 ? ends[k - 1] : p;      /* start of the unfinished piece */
+        if (i < lim || lim == n) {                  /* dead, or end of text: its match, anchored */
+            size_t e = fstok_dfa_match(d, s, n, tok);
+            if (e == FSTOK_DFA_NOMATCH) {
+                p = tok;                            /* no match starts here: the caller skips */
+                break;
+            }
+            ends[k++] = e;
+            p = e;
+            continue;
+        }
+        /* window full: resume at the unfinished piece (a piece longer than the window: match it) */
+        if (k == k0) {
+            size_t e = fstok_dfa_match(d, s, n, tok);
+            if (e == FSTOK_DFA_NOMATCH) {
+                p = tok;
+                break;
+            }
+            ends[k++] = e;
+            p = e;
+            continue;
+        }
+        p = tok;
+        break;
+    }
+    *pos = p;
+    return k;
+}
+
 static int grow(size_t **ends, size_t *cap, size_t need) {
     size_t nc = *cap ? *cap : 256;
     while (nc < need) nc *= 2;

@@ -234,6 +234,41 @@ static Py_ssize_t run_spans(SpannerObject *self, const uint8_t *s, size_t n, siz
     return (Py_ssize_t)(2 * len);
 }
 
+/* The same pairs from fstok_dfa_find_ends with a window of `wcap` ends (tests compare the two bulk
+ * functions; small windows exercise the resume logic). */
+static Py_ssize_t run_spans_ends(const fstok_dfa *d, const uint8_t *s, size_t n, size_t wcap, size_t **out) {
+    size_t cap = n / 2 + 16, len = 0, pos = 0;
+    size_t *buf = (size_t *)malloc(cap * 2 * sizeof(size_t));
+    size_t *ends = (size_t *)malloc(wcap * sizeof(size_t));
+    if (!buf || !ends) goto oom;
+    while (pos < n) {
+        size_t from = pos, got = fstok_dfa_find_ends(d, s, n, &pos, ends, wcap);
+        if (len + got + 1 > cap) { /* cannot happen: a piece has at least one byte */
+            goto oom;
+        }
+        for (size_t j = 0; j < got; j++) {
+            buf[2 * len] = j ? ends[j - 1] : from;
+            buf[2 * len + 1] = ends[j];
+            len++;
+        }
+        if (got == 0) {
+            size_t b, e = fstok_dfa_next_span(d, s, n, pos, &b);
+            if (e == FSTOK_DFA_NOMATCH) break;
+            buf[2 * len] = b;
+            buf[2 * len + 1] = e;
+            len++;
+            pos = e;
+        }
+    }
+    free(ends);
+    *out = buf;
+    return (Py_ssize_t)(2 * len);
+oom:
+    free(buf);
+    free(ends);
+    return -1;
+}
+
 static Py_ssize_t spans_nogil(SpannerObject *self, const uint8_t *s, size_t n, size_t **out) {
     Py_ssize_t r;
     if (n > 4096) {
@@ -348,8 +383,17 @@ static PyObject *Spanner_count(SpannerObject *self, PyObject *text) {
     int failed = 0;
     Py_BEGIN_ALLOW_THREADS
     if (self->mode == MODE_FIND) {
-        size_t p = 0, buf[2 * 512];
-        while (p < n) count += (Py_ssize_t)fstok_dfa_find_all(&self->levels[0], s, n, &p, buf, 512);
+        size_t p = 0, buf[512];
+        while (p < n) {
+            size_t got = fstok_dfa_find_ends(&self->levels[0], s, n, &p, buf, 512);
+            count += (Py_ssize_t)got;
+            if (got == 0) {
+                size_t b, e = fstok_dfa_next_span(&self->levels[0], s, n, p, &b);
+                if (e == FSTOK_DFA_NOMATCH) break;
+                count++;
+                p = e;
+            }
+        }
     } else {
         size_t *ends = NULL, len = 0, cap = 0;
         if (fstok_dfa_split_isolated(self->levels, self->n_levels, s, n, &ends, &len, &cap) != 0) failed = 1;
@@ -380,7 +424,38 @@ static PyObject *Spanner_match(SpannerObject *self, PyObject *args) {
     return PyLong_FromSsize_t(e == FSTOK_DFA_NOMATCH ? -1 : (Py_ssize_t)e);
 }
 
+/* _byte_spans_ends(text, window) -> like byte_spans (find mode), computed with fstok_dfa_find_ends */
+static PyObject *Spanner_byte_spans_ends(SpannerObject *self, PyObject *args) {
+    if (!spanner_ready(self)) return NULL;
+    PyObject *text;
+    Py_ssize_t wcap;
+    if (!PyArg_ParseTuple(args, "On", &text, &wcap)) return NULL;
+    if (self->mode != MODE_FIND) {
+        PyErr_SetString(PyExc_ValueError, "_byte_spans_ends needs a find-mode spanner");
+        return NULL;
+    }
+    if (wcap < 1 || wcap > (1 << 20)) {
+        PyErr_Format(PyExc_ValueError, "window %zd out of range [1, 2^20]", wcap);
+        return NULL;
+    }
+    TextIn ti;
+    if (text_in(text, &ti, 1) < 0) return NULL;
+    size_t *v = NULL;
+    Py_ssize_t k = run_spans_ends(&self->levels[0], ti.s, (size_t)ti.n, (size_t)wcap, &v);
+    text_release(&ti);
+    if (k < 0) return PyErr_NoMemory();
+    PyObject *res = PyBytes_FromStringAndSize(NULL, k * (Py_ssize_t)sizeof(uint64_t));
+    if (res) {
+        uint64_t *dst = (uint64_t *)PyBytes_AS_STRING(res);
+        for (Py_ssize_t i = 0; i < k; i++) dst[i] = (uint64_t)v[i];
+    }
+    free(v);
+    return res;
+}
+
 static PyMethodDef Spanner_methods[] = {
+    {"_byte_spans_ends", (PyCFunction)Spanner_byte_spans_ends, METH_VARARGS,
+     "_byte_spans_ends(text, window) -> byte_spans computed with the consecutive-ends bulk function (tests)"},
     {"spans", (PyCFunction)Spanner_spans, METH_O,
      "spans(text) -> list of (start, end): character offsets for str, byte offsets for bytes.\n"
      "Find mode: the matches (regex finditer); split mode: all pieces (HF Split 'Isolated')."},
