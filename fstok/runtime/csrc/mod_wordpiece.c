@@ -9,9 +9,10 @@
  * Performance notes:
  *  - one normalization-table read per code point; word chars that normalize to themselves
  *    (KIND_REG) feed their original bytes straight into the trie;
- *  - hub states have full delta'/sigma' rows (one read per byte); other states one 8-byte
- *    record, first child = u + 1 (DFS preorder), so walking down a word reads consecutive memory;
- *  - sparse states scan their sorted labels, then follow f(v) (usually to a hub);
+ *  - the walk reads one array, the blob derived at load: each state's header, f, F and either its
+ *    labels + targets (sparse) or its full delta'/sigma' row (hub) are adjacent, in DFS preorder,
+ *    so a transition touches one place and walking down a word reads forward in memory;
+ *  - sparse states compare their sorted labels with SIMD, then follow f(v) (usually to a hub);
  *  - offsets are computed only when asked for (a separate instantiation of the loop);
  *  - the GIL is released around every encode; encode_batch runs on pthreads.
  */
@@ -42,7 +43,6 @@
 typedef struct {
     const uint64_t *node; /* first edge | #children << 32 | first label << 40 | dense row << 48 */
     const uint8_t *edge_label;
-    uint8_t *label_pad; /* copy of edge_label with 32 zero bytes after it: 16-byte SIMD loads stay inside */
     const uint32_t *edge_target;
     const uint64_t *failpops; /* f(u) | F(u) << 32 */
     const uint32_t *pool;
@@ -58,9 +58,16 @@ typedef struct {
     int strip_mode;
     uint8_t wordbyte[256]; /* 1 for ASCII bytes that are plain word characters (built at load) */
     uint16_t lowmask[256]; /* (1 << min(n, 16)) - 1 */
-    uint64_t *derived_fp, *derived_dense; /* owned copies of failpops / dense with pops inlined */
-    int inline_pops;
+    int inline_pops; /* one-token pops are stored inline in the blob (tag 0x81) */
+    /* The walk's layout, derived at load (build_blob): every state is a run of 32-bit words
+     * [header, f, F, then labels and targets (sparse) or 256 (delta', sigma') pairs (hub)],
+     * and a state is its word index.  One transition reads one place instead of four arrays. */
+    uint32_t *blob;
+    uint32_t broot, bsroot; /* r and r# as blob indices */
 } wp_tables;
+
+#define BLOB_HUB 0x80000000u
+#define BLOB_LAB 3 /* labels start at word 3 of a sparse state; a hub's pairs at word 3 (8-byte aligned) */
 
 /* ---------------------------------------------------------------- output */
 typedef struct {
@@ -120,7 +127,7 @@ typedef struct {
 static void emit_slice_slow(wstate *w, uint32_t packed) {
     const wp_tables *t = w->t;
     uint32_t len = packed & 0xFF, off = packed >> 8;
-    const uint32_t inl = t->inline_pops && (len & 0x80); /* one id stored inline (see derive_inline_pops) */
+    const uint32_t inl = t->inline_pops && (len & 0x80); /* one id stored inline (see scan_inline_pops) */
     if (inl) len = 1;
     outbuf *o = w->out;
     if (!out_reserve(o, len)) return;
@@ -145,7 +152,7 @@ static void emit_slice_slow(wstate *w, uint32_t packed) {
 /* Pops are almost always one id: append it inline; everything else goes the slow way. */
 HOT void emit_slice(wstate *w, uint32_t packed) {
     outbuf *o = w->out;
-    /* 0x81 means "one inlined id" only in derived tables: a 129-token slice has the same low byte */
+    /* 0x81 means "one inlined id" only when inline_pops: a 129-token slice has the same low byte */
     if ((packed & 0xFF) == 0x81 && w->t->inline_pops && !o->want_offs && o->n < o->cap) {
         o->ids[o->n++] = packed >> 8;
         w->first_tok = 0;
@@ -158,34 +165,29 @@ HOT void emit_slice(wstate *w, uint32_t packed) {
 static __m128i KEYS[256]; /* KEYS[b]: b in every byte; filled at module init */
 #endif
 
-/* Trie child of sparse node u (record r) on byte b, or NONE32.  Labels are sorted; the padded
- * copy label_pad makes a 16-byte load at any edge index safe (the loader checks start + count). */
-HOT uint32_t trie_child(const wp_tables *t, uint64_t r, uint32_t u, uint32_t b) {
-    uint32_t nc = (uint32_t)(r >> 32) & 0xFF;
+/* Child of sparse state u (header h) on byte b, or NONE32: labels at word u + 3 (nc bytes,
+ * sorted), then nc targets from word u + 3 + ceil(nc / 4).  A 16-byte load at the labels may read
+ * the following words (masked off; the blob has padding at its end). */
+HOT uint32_t blob_child(const wp_tables *t, const uint32_t *B, uint32_t u, uint32_t h, uint32_t b) {
+    uint32_t nc = h & 0xFF;
+    const uint8_t *lab = (const uint8_t *)(B + u + BLOB_LAB);
+    const uint32_t *tg = B + u + BLOB_LAB + ((nc + 3) >> 2);
 #ifdef __SSE2__
-    /* All labels, the first too, compared 16 at a time: the only branch left is found / not found,
-     * which is predictable inside a word (a "first child?" test mispredicted ~3x more often). */
-    (void)u;
-    uint32_t s = (uint32_t)r;
     const __m128i key = _mm_load_si128(&KEYS[b]); /* b in all 16 lanes (SSE2 has no byte broadcast) */
-    uint32_t m = (uint32_t)_mm_movemask_epi8(
-        _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(t->label_pad + s)), key));
+    uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)lab), key));
     m &= t->lowmask[nc]; /* the first min(nc, 16) labels */
-    if (__builtin_expect(m != 0, 1)) return t->edge_target[s + (uint32_t)__builtin_ctz(m)];
+    if (__builtin_expect(m != 0, 1)) return tg[__builtin_ctz(m)];
     for (uint32_t k = 16; k < nc; k += 16) {
-        m = (uint32_t)_mm_movemask_epi8(
-            _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(t->label_pad + s + k)), key));
+        m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(lab + k)), key));
         uint32_t left = nc - k;
         if (left < 16) m &= (1u << left) - 1;
-        if (m) return t->edge_target[s + k + (uint32_t)__builtin_ctz(m)];
+        if (m) return tg[k + (uint32_t)__builtin_ctz(m)];
     }
     return NONE32;
 #else
-    /* DFS preorder: the first child (smallest label) is u + 1 */
-    if (((r >> 40) & 0xFF) == b && nc) return u + 1;
-    const uint8_t *lab = t->edge_label;
-    for (uint32_t i = (uint32_t)r + 1, e = (uint32_t)r + nc; i < e && lab[i] <= b; i++)
-        if (lab[i] == b) return t->edge_target[i];
+    (void)t;
+    for (uint32_t i = 0; i < nc && lab[i] <= b; i++)
+        if (lab[i] == b) return tg[i];
     return NONE32;
 #endif
 }
@@ -193,34 +195,34 @@ HOT uint32_t trie_child(const wp_tables *t, uint64_t r, uint32_t u, uint32_t b) 
 /* One transition: delta'/sigma' for hubs, trie edge or failure link otherwise. */
 HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
     const wp_tables *t = w->t;
-    uint64_t r = t->node[u];
-    uint32_t row = (uint32_t)(r >> 48);
-    if (row != 0xFFFF) {
-        uint64_t d = t->dense[(size_t)row * 256 + b];
+    const uint32_t *B = t->blob;
+    uint32_t h = B[u];
+    if (h & BLOB_HUB) {
+        uint64_t d;
+        memcpy(&d, B + u + BLOB_LAB + 2 * b, 8);
         uint32_t p = (uint32_t)(d >> 32);
         if (p) emit_slice(w, p);
         return (uint32_t)d;
     }
-    uint32_t c = trie_child(t, r, u, b);
+    uint32_t c = blob_child(t, B, u, h, b);
     if (__builtin_expect(c != NONE32, 1)) return c;
     /* Failure transitions, peeled off the step above: their targets are nearly always hubs (r#),
      * and a separate branch site predicts that well (one shared test mispredicted at every token
      * boundary inside a word). */
     for (;;) {
-        uint64_t fp = t->failpops[u];
-        uint32_t f = (uint32_t)fp, p = (uint32_t)(fp >> 32);
+        uint32_t f = B[u + 1], p = B[u + 2];
         if (f == NONE32) return NONE32;
         if (p) emit_slice(w, p);
         u = f;
-        r = t->node[u];
-        row = (uint32_t)(r >> 48);
-        if (__builtin_expect(row != 0xFFFF, 1)) {
-            uint64_t d = t->dense[(size_t)row * 256 + b];
+        h = B[u];
+        if (__builtin_expect((h & BLOB_HUB) != 0, 1)) {
+            uint64_t d;
+            memcpy(&d, B + u + BLOB_LAB + 2 * b, 8);
             p = (uint32_t)(d >> 32);
             if (p) emit_slice(w, p);
             return (uint32_t)d;
         }
-        c = trie_child(t, r, u, b);
+        c = blob_child(t, B, u, h, b);
         if (c != NONE32) return c;
     }
 }
@@ -240,7 +242,7 @@ static inline void word_begin(wstate *w, uint32_t orig) {
     w->in_word = 1;
     w->failed = 0;
     w->first_tok = 1;
-    w->u = w->t->root;
+    w->u = w->t->broot;
     w->word_out_start = w->out->n;
     w->nchars = 0;
     w->wbytes = 0;
@@ -272,15 +274,16 @@ static void word_end_slow(wstate *w) {
     outbuf *o = w->out;
     if (!w->failed) {
         uint32_t u = w->u;
+        const uint32_t *B = t->blob;
         for (;;) {
-            uint64_t fp = t->failpops[u];
-            if ((uint32_t)fp == NONE32) break;
-            if (fp >> 32) emit_slice(w, (uint32_t)(fp >> 32));
-            u = (uint32_t)fp;
+            uint32_t f = B[u + 1], p = B[u + 2];
+            if (f == NONE32) break;
+            if (p) emit_slice(w, p);
+            u = f;
         }
-        if (u != t->root && u != t->suffix_root) {
+        if (u != t->broot && u != t->bsroot) {
             w->failed = 1;
-        } else if (u == t->suffix_root && o->n == w->word_out_start && w->wbytes > 0) {
+        } else if (u == t->bsroot && o->n == w->word_out_start && w->wbytes > 0) {
             /* the word is the suffix indicator itself: precomputed original WordPiece result */
             if (t->n_suffix_word == 0) {
                 w->failed = 1;
@@ -315,10 +318,9 @@ HOT void word_end(wstate *w) {
     const wp_tables *t = w->t;
     uint32_t u = w->u;
     outbuf *o = w->out;
-    if (!w->failed && !o->want_offs && u != t->suffix_root) { /* u is a valid state only if not failed */
-        uint64_t fp = t->failpops[u];
-        uint32_t p = (uint32_t)(fp >> 32);
-        if ((uint32_t)fp == t->suffix_root && (p & 0xFF) == 0x81 && t->inline_pops && o->n < o->cap) {
+    if (!w->failed && !o->want_offs && u != t->bsroot) { /* u is a valid state only if not failed */
+        uint32_t f = t->blob[u + 1], p = t->blob[u + 2];
+        if (f == t->bsroot && (p & 0xFF) == 0x81 && t->inline_pops && o->n < o->cap) {
             o->ids[o->n++] = p >> 8;
             w->in_word = 0;
             return;
@@ -601,9 +603,7 @@ typedef struct {
 static int build_idcache(ModelObject *self);
 
 static void Model_dealloc(ModelObject *self) {
-    free(self->t.label_pad);
-    free(self->t.derived_fp);
-    free(self->t.derived_dense);
+    free(self->t.blob);
     if (self->idcache) {
         for (size_t i = 0; i < self->n_ids; i++) Py_XDECREF(self->idcache[i]);
         free(self->idcache);
@@ -626,44 +626,83 @@ static int get_buf(ModelObject *self, PyObject *obj, Py_ssize_t itemsize, const 
 
 /* Nearly every failure pop (F(u), sigma'(row, b)) is one token: the artifact stores it as a slice
  * of the pool (length | offset << 8), which costs a second dependent cache miss per emitted token.
- * At load, derive private copies of failpops and dense in which a one-token slice becomes the id
- * itself, tagged 0x81 (a slice length never reaches 0x80 in those copies: if one does, nothing is
- * derived and every pop takes the pool path).  mBERT: +3.2 MB, ~1 ms at load, -14% L1 misses. */
-static int derive_inline_pops(ModelObject *self) {
+ * The blob (build_blob) stores a one-token slice as the id itself, tagged 0x81, when no slice length
+ * reaches 0x80 (otherwise nothing is inlined and every pop takes the pool path).  -14% L1 misses. */
+static void scan_inline_pops(ModelObject *self) {
     wp_tables *t = &self->t;
-    size_t nn = t->n_nodes, nd = (size_t)t->n_dense * 256, npool = (size_t)self->bufs[4].len / 4;
-    for (int pass = 0; pass < 2; pass++) {
-        const uint64_t *src = pass ? t->dense : t->failpops;
-        size_t cnt = pass ? nd : nn;
-        for (size_t i = 0; i < cnt; i++)
-            if (((src[i] >> 32) & 0xFF) >= 0x80) return 0;
+    size_t nn = t->n_nodes, nd = (size_t)t->n_dense * 256;
+    t->inline_pops = 0;
+    for (size_t i = 0; i < nn; i++)
+        if (((t->failpops[i] >> 32) & 0xFF) >= 0x80) return;
+    for (size_t i = 0; i < nd; i++)
+        if (((t->dense[i] >> 32) & 0xFF) >= 0x80) return;
+    t->inline_pops = 1;
+}
+
+static inline uint32_t inline_pop(const wp_tables *t, size_t npool, uint32_t p) {
+    if (t->inline_pops && (p & 0xFF) == 1 && (p >> 8) < npool) {
+        uint32_t id = t->pool[p >> 8];
+        if (id < (1u << 24)) return 0x81u | (id << 8);
     }
-    uint64_t *fp2 = (uint64_t *)malloc((nn ? nn : 1) * 8), *d2 = (uint64_t *)malloc((nd ? nd : 1) * 8);
-    if (!fp2 || !d2) {
-        free(fp2);
-        free(d2);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (int pass = 0; pass < 2; pass++) {
-        const uint64_t *src = pass ? t->dense : t->failpops;
-        uint64_t *dst = pass ? d2 : fp2;
-        size_t cnt = pass ? nd : nn;
-        for (size_t i = 0; i < cnt; i++) {
-            uint64_t v = src[i];
-            uint32_t p = (uint32_t)(v >> 32);
-            if ((p & 0xFF) == 1 && (p >> 8) < npool) {
-                uint32_t id = t->pool[p >> 8];
-                if (id < (1u << 24)) v = (v & 0xFFFFFFFFull) | ((uint64_t)(0x81u | (id << 8)) << 32);
-            }
-            dst[i] = v;
+    return p;
+}
+
+/* The walk's layout (see wp_tables.blob), from the validated arrays (pops inlined): states in
+ * the same (DFS pre-)order, so walking down a word still reads forward in memory, but a state's
+ * header, failure link, pops, labels and targets are now adjacent (a sparse transition used to read
+ * node, label_pad and edge_target, three places).  Hubs keep their 256 (target, pops) pairs inline,
+ * 8-byte aligned.  ~2 ms for mBERT. */
+static int build_blob(wp_tables *t, size_t npool) {
+    size_t n = t->n_nodes;
+    uint32_t *pos = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t));
+    if (!pos) { PyErr_NoMemory(); return -1; }
+    size_t W = 0;
+    for (size_t u = 0; u < n; u++) {
+        uint64_t r = t->node[u];
+        uint32_t row = (uint32_t)(r >> 48), nc = (uint32_t)(r >> 32) & 0xFF;
+        if (row != 0xFFFF) {
+            if ((W + BLOB_LAB) & 1) W++; /* pairs 8-byte aligned */
+            pos[u] = (uint32_t)W;
+            W += BLOB_LAB + 512;
+        } else {
+            pos[u] = (uint32_t)W;
+            W += BLOB_LAB + ((nc + 3) >> 2) + nc;
+        }
+        if (W >= 0xFFFFFF00u) {
+            free(pos);
+            PyErr_SetString(PyExc_ValueError, "WordPiece tables too large for the runtime layout");
+            return -1;
         }
     }
-    t->failpops = fp2;
-    t->dense = d2;
-    t->derived_fp = fp2;
-    t->derived_dense = d2;
-    t->inline_pops = 1;
+    uint32_t *B = (uint32_t *)calloc(W + 8, sizeof(uint32_t)); /* + padding for 16-byte label loads */
+    if (!B) { free(pos); PyErr_NoMemory(); return -1; }
+#define BPOS(x) ((x) == NONE32 ? NONE32 : pos[(x)])
+    for (size_t u = 0; u < n; u++) {
+        uint64_t r = t->node[u];
+        uint32_t row = (uint32_t)(r >> 48), nc = (uint32_t)(r >> 32) & 0xFF, es = (uint32_t)r;
+        uint32_t P = pos[u];
+        uint64_t fp = t->failpops[u];
+        B[P + 1] = BPOS((uint32_t)fp);
+        B[P + 2] = inline_pop(t, npool, (uint32_t)(fp >> 32));
+        if (row != 0xFFFF) {
+            B[P] = BLOB_HUB;
+            const uint64_t *d = t->dense + (size_t)row * 256;
+            for (int b = 0; b < 256; b++) {
+                B[P + BLOB_LAB + 2 * b] = BPOS((uint32_t)d[b]);
+                B[P + BLOB_LAB + 2 * b + 1] = inline_pop(t, npool, (uint32_t)(d[b] >> 32));
+            }
+        } else {
+            B[P] = nc;
+            memcpy((uint8_t *)(B + P + BLOB_LAB), t->edge_label + es, nc);
+            uint32_t *tg = B + P + BLOB_LAB + ((nc + 3) >> 2);
+            for (uint32_t k = 0; k < nc; k++) tg[k] = pos[t->edge_target[es + k]];
+        }
+    }
+#undef BPOS
+    t->blob = B;
+    t->broot = pos[t->root];
+    t->bsroot = pos[t->suffix_root];
+    free(pos);
     return 0;
 }
 
@@ -709,16 +748,11 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     t->max_chars = max_chars;
     t->strip_mode = strip_mode;
     {
-        size_t ne = (size_t)self->bufs[1].len;
-        t->label_pad = (uint8_t *)calloc(ne + 32, 1);
-        if (!t->label_pad) { PyErr_NoMemory(); return -1; }
-        memcpy(t->label_pad, t->edge_label, ne);
-    }
-    {
         const uint32_t *ascii = t->norm2 + ((size_t)t->norm1[0] << 8);
         for (int b = 0; b < 256; b++) t->wordbyte[b] = b < 0x80 && (ascii[b] & 7) == KIND_REG;
         for (int k = 0; k < 256; k++) t->lowmask[k] = (uint16_t)((1u << (k < 16 ? k : 16)) - 1);
-        if (derive_inline_pops(self) < 0) return -1;
+        scan_inline_pops(self);
+        if (build_blob(t, (size_t)self->bufs[4].len / 4) < 0) return -1;
     }
     return build_idcache(self); /* ~1-2 ms for 120k ids: first encode pays nothing */
 }
