@@ -494,8 +494,6 @@ static inline int encode_multi(const bpe_model *m, const uint8_t *s, size_t n, b
 }
 
 int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, size_t avail, bpe_vec *out) {
-    size_t base = out->len;
-    int rc;
     if (n <= m->hash_max || !m->backtrack_ok || !m->trie_has_spans) {
         uint32_t id = bpe_span_get_w(m, s, n, bpe_head8_fast(s, n, avail));
         if (id != BPE_NONE) {
@@ -504,6 +502,12 @@ int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
             return 0;
         }
     }
+    return bpe_encode_span_multi(m, memo, s, n, out);
+}
+
+int bpe_encode_span_multi(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, bpe_vec *out) {
+    size_t base = out->len;
+    int rc;
     if (!memo) return encode_multi(m, s, n, out);
     if (n <= BPE_MEMO_MAXLEN) {
         uint64_t k[3];

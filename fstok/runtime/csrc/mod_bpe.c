@@ -1142,49 +1142,57 @@ static void pc_init_masks(void) {
     }
 }
 
-static inline bpe_pc_entry *pc_slot(bpe_memo *memo, uint64_t w0, uint64_t w1, size_t n) {
-    uint64_t h = (w0 ^ (w1 * 0xD6E8FEB86659FD93ull) ^ n) * 0x9E3779B97F4A7C15ull;
-    return &memo->pc[h >> (64 - BPE_PC_BITS)];
+
+/* A piece of <= 16 bytes with >= 16 readable bytes: its two head words (zero padded) and the span
+ * table's hash of it (bpe_hash_w / bpe_hash_bytes), whose top bits also index the piece cache. */
+typedef struct {
+    uint64_t w0, w1, h;
+} piece_key;
+
+static inline void piece_key_of(const uint8_t *p, size_t len, piece_key *k) {
+    k->w0 = bpe_rd64(p) & PC_MASK0[len];
+    k->w1 = bpe_rd64(p + 8) & PC_MASK1[len];
+    k->h = len <= 8 ? bpe_hash_w(k->w0, len) : bpe_hash_bytes(p, len);
 }
 
-/* One piece s[pb, pb + len) of base: the piece cache, else the full path (whole-span lookup, memo,
- * encoders), whose result goes into the cache when it is short.  The caller keeps room for
- * BPE_PC_MAXTOK ids in st->ids (a hit writes 3 and keeps ntok); after a miss it is restored here. */
-static inline int piece_emit(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *base, size_t pb,
-                             size_t len, size_t avail_end, size_t room, enc_state *st) {
-    if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN && avail_end - pb >= 16)) {
-        uint64_t w0 = bpe_rd64(base + pb) & PC_MASK0[len], w1 = bpe_rd64(base + pb + 8) & PC_MASK1[len];
-        bpe_pc_entry *e = pc_slot(memo, w0, w1, len);
-        if (FSTOK_LIKELY(e->k0 == w0 && e->k1 == w1 && (e->tag & 0xFFFF00FFu) == (gen | (uint32_t)len))) {
-            uint32_t *o = st->ids.ids + st->ids.len;
-            o[0] = e->ids[0];
-            o[1] = e->ids[1];
-            o[2] = e->ids[2];
-            st->ids.len += (e->tag >> 8) & 0xFF;
-            return 0;
-        }
-        size_t before = st->ids.len;
-        if (bpe_encode_span_avail(m, memo, base + pb, len, avail_end - pb, &st->ids)) return -1;
-        size_t nt = st->ids.len - before;
-        if (nt <= BPE_PC_MAXTOK) {
-            const uint32_t *r = st->ids.ids + before;
-            e->k0 = w0;
-            e->k1 = w1;
-            e->tag = gen | (uint32_t)(nt << 8) | (uint32_t)len;
-            e->ids[0] = r[0];
-            e->ids[1] = nt > 1 ? r[1] : 0;
-            e->ids[2] = nt > 2 ? r[2] : 0;
-        }
-    } else if (bpe_encode_span_avail(m, memo, base + pb, len, avail_end - pb, &st->ids)) {
+static inline bpe_pc_entry *pc_slot(bpe_memo *memo, uint64_t h) { return &memo->pc[((h >> 32) * BPE_PC_N) >> 32]; }
+
+/* One short piece s[pb, pb + len) of base (key computed): the piece cache, else the span table (one
+ * token), else the memo and the encoders; a result of <= 3 tokens goes into the cache.  The caller
+ * keeps room for BPE_PC_MAXTOK ids in st->ids (a hit writes 3, keeps ntok); restored here after a miss. */
+static inline int piece_emit(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *p, size_t len,
+                             const piece_key *k, size_t room, enc_state *st) {
+    bpe_pc_entry *e = pc_slot(memo, k->h);
+    if (FSTOK_LIKELY(e->k0 == k->w0 && e->k1 == k->w1 && (e->tag & 0xFFFF00FFu) == (gen | (uint32_t)len))) {
+        memcpy(st->ids.ids + st->ids.len, e->ids, sizeof e->ids); /* all slots: no branch on ntok */
+        st->ids.len += (e->tag >> 8) & 0xFF;
+        return 0;
+    }
+    size_t before = st->ids.len;
+    uint32_t id = len <= m->max_span_len ? bpe_span_probe(m, m->span_tab, m->span_mask, k->h, k->w0, p, len) : BPE_NONE;
+    if (id != BPE_NONE)
+        st->ids.ids[st->ids.len++] = id;
+    else if (bpe_encode_span_multi(m, memo, p, len, &st->ids))
         return -1;
+    size_t nt = st->ids.len - before;
+    if (nt <= BPE_PC_MAXTOK) {
+        e->k0 = k->w0;
+        e->k1 = k->w1;
+        e->tag = gen | (uint32_t)(nt << 8) | (uint32_t)len;
+        memcpy(e->ids, st->ids.ids + before, nt * sizeof(uint32_t));
     }
     return st->ids.cap - st->ids.len >= room ? 0 : bpe_vec_reserve(&st->ids, room);
 }
 
+#define PC_AHEAD 8 /* pieces: keys are computed and their cache / span-table lines prefetched this far ahead */
+
 /* The hot loop of whole-text encoding (find-mode patterns such as tiktoken's, pieces back to back):
  * DFA piece ends in chunks (fstok_dfa_find_ends: one transition, one store, one add per byte), then
- * each piece through piece_emit.  Fusing the two loops (4 DFA bytes, then one piece, so the core could
- * overlap the DFA's chain of dependent loads with the piece work) measured 5-10% slower.
+ * each piece: short ones (<= 16 bytes, ~90% of English or code) through piece_emit, with their keys
+ * computed and their cache and span-table lines prefetched PC_AHEAD pieces ahead (a cache miss then
+ * finds the span-table line loaded: the misses of consecutive pieces overlap instead of queueing);
+ * long ones through bpe_encode_span_avail.  Fusing the two loops (4 DFA bytes, then one piece, so the
+ * core could overlap the DFA's chain of dependent loads with the piece work) measured 5-10% slower.
  * Needs a memo and plain id output (no offsets, no planning). */
 static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_t a, size_t b, enc_state *st) {
     const bpe_model *m = &self->m;
@@ -1193,25 +1201,49 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
     const uint32_t gen = memo->gen << 16;
     const size_t n = b - a;
     const uint8_t *base = s + a;
-    const size_t avail_end = st->text_len - a;
+    const size_t avail_end = st->text_len - a; /* bytes readable from base */
     const size_t room = BPE_PC_MAXTOK * (SPAN_CHUNK + 2);
-    size_t ends[SPAN_CHUNK];
+    size_t ends[SPAN_CHUNK + 1];
+    piece_key keys[PC_AHEAD];
     size_t pos = 0;
     while (pos < n) {
-        size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends, SPAN_CHUNK);
-        if (k == 0) {
+        size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends + 1, SPAN_CHUNK);
+        if (k == 0) { /* no match starts at pos: skip to the next one (text no match covers is dropped) */
             size_t mb, me = fstok_dfa_next_span(d, base, n, pos, &mb);
             if (me == FSTOK_DFA_NOMATCH) break;
             if (emit_span(m, s, a + mb, a + me, st)) return -1;
             pos = me;
             continue;
         }
+        ends[0] = from; /* piece j is [ends[j], ends[j + 1]) */
         if (st->ids.cap - st->ids.len < room && bpe_vec_reserve(&st->ids, room)) return -1;
-        size_t prev = from;
+        /* a piece's key is computed PC_AHEAD pieces early; len > 16 or too near the end: none */
+#define PC_AHEAD_KEY(jj)                                                                    \
+    do {                                                                                    \
+        size_t pb_ = ends[jj], len_ = ends[(jj) + 1] - pb_;                                 \
+        if (len_ <= BPE_PC_MAXLEN && avail_end - pb_ >= 16) {                               \
+            piece_key *k_ = &keys[(jj) % PC_AHEAD];                                         \
+            piece_key_of(base + pb_, len_, k_);                                             \
+            __builtin_prefetch(pc_slot(memo, k_->h));                                       \
+            __builtin_prefetch(m->span_tab + 2 * (k_->h & m->span_mask));                   \
+        }                                                                                   \
+    } while (0)
+        for (size_t j = 0; j < k && j < PC_AHEAD; j++) PC_AHEAD_KEY(j);
         for (size_t j = 0; j < k; j++) {
-            if (piece_emit(m, memo, gen, base, prev, ends[j] - prev, avail_end, room, st)) return -1;
-            prev = ends[j];
+            size_t pb = ends[j], len = ends[j + 1] - pb;
+            int rc;
+            if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN && avail_end - pb >= 16)) {
+                piece_key key = keys[j % PC_AHEAD];
+                if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
+                rc = piece_emit(m, memo, gen, base + pb, len, &key, room, st);
+            } else {
+                if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
+                rc = bpe_encode_span_avail(m, memo, base + pb, len, avail_end - pb, &st->ids);
+                if (!rc && st->ids.cap - st->ids.len < room) rc = bpe_vec_reserve(&st->ids, room);
+            }
+            if (rc) return -1;
         }
+#undef PC_AHEAD_KEY
         count_flush(st);
     }
     return 0;
