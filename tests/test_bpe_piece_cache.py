@@ -74,7 +74,7 @@ def test_piece_cache_cold_warm_and_colliding(name):
     assert enc.encode_ordinary(text) == want  # cold
     assert enc.encode_ordinary(text) == want  # warm
     assert enc.count(text) == len(want)
-    # pieces that end near the end of the text (fewer than 16 readable bytes: no cache)
+    # pieces that end near the end of the text (fewer than 16 readable bytes: keys from a padded copy)
     for w in words[:300]:
         assert enc.encode_ordinary(w) == ref.encode_ordinary(w)
         assert enc.encode_ordinary(" " + w) == ref.encode_ordinary(" " + w)

@@ -1143,15 +1143,23 @@ static void pc_init_masks(void) {
 }
 
 
-/* A piece of <= 16 bytes with >= 16 readable bytes: its two head words (zero padded) and the span
- * table's hash of it (bpe_hash_w / bpe_hash_bytes), whose top bits also index the piece cache. */
+/* A piece of <= 16 bytes: its two head words (zero padded) and the span table's hash of it
+ * (bpe_hash_w / bpe_hash_bytes), whose top bits also index the piece cache.  `avail` >= len bytes are
+ * readable at p; near the end of the text (avail < 16) the words come from a zero-padded copy. */
 typedef struct {
     uint64_t w0, w1, h;
 } piece_key;
 
-static inline void piece_key_of(const uint8_t *p, size_t len, piece_key *k) {
-    k->w0 = bpe_rd64(p) & PC_MASK0[len];
-    k->w1 = bpe_rd64(p + 8) & PC_MASK1[len];
+static inline void piece_key_of(const uint8_t *p, size_t len, size_t avail, piece_key *k) {
+    if (FSTOK_LIKELY(avail >= 16)) {
+        k->w0 = bpe_rd64(p) & PC_MASK0[len];
+        k->w1 = bpe_rd64(p + 8) & PC_MASK1[len];
+    } else {
+        uint8_t t[16] = {0};
+        memcpy(t, p, len);
+        k->w0 = bpe_rd64(t);
+        k->w1 = bpe_rd64(t + 8);
+    }
     k->h = len <= 8 ? bpe_hash_w(k->w0, len) : bpe_hash_bytes(p, len);
 }
 
@@ -1221,9 +1229,9 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
 #define PC_AHEAD_KEY(jj)                                                                    \
     do {                                                                                    \
         size_t pb_ = ends[jj], len_ = ends[(jj) + 1] - pb_;                                 \
-        if (len_ <= BPE_PC_MAXLEN && avail_end - pb_ >= 16) {                               \
+        if (len_ <= BPE_PC_MAXLEN) {                                                        \
             piece_key *k_ = &keys[(jj) % PC_AHEAD];                                         \
-            piece_key_of(base + pb_, len_, k_);                                             \
+            piece_key_of(base + pb_, len_, avail_end - pb_, k_);                            \
             __builtin_prefetch(pc_slot(memo, k_->h));                                       \
             __builtin_prefetch(m->span_tab + 2 * (k_->h & m->span_mask));                   \
         }                                                                                   \
@@ -1232,7 +1240,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
         for (size_t j = 0; j < k; j++) {
             size_t pb = ends[j], len = ends[j + 1] - pb;
             int rc;
-            if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN && avail_end - pb >= 16)) {
+            if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN)) {
                 piece_key key = keys[j % PC_AHEAD];
                 if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
                 rc = piece_emit(m, memo, gen, base + pb, len, &key, room, st);
