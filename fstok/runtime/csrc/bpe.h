@@ -206,7 +206,7 @@ extern unsigned long bpe_backtrack_fallbacks;
  *    spaces, spans of many tokens): an open-addressing table of (hash, arena offset, length, token count)
  *    over an arena holding the key bytes then the ids; when the arena or the table is full, the long
  *    part is emptied and refilled. */
-#define BPE_MEMO_BITS 15
+#define BPE_MEMO_BITS 16
 #define BPE_MEMO_N (1u << BPE_MEMO_BITS)
 #define BPE_MEMO_MAXLEN 24
 #define BPE_MEMO_MAXTOK 8
