@@ -1,0 +1,81 @@
+"""The runtime's state layout (the "blob" derived at load in mod_wordpiece.c): every state is
+[f, F, header with the labels, targets of children 1..nc-1] or a hub's 256 pairs; the first child is
+implicit (the next state in DFS preorder).  These tests build tables whose shapes reach every branch
+of that layout: sparse states with more than 16 and 32 children (the chunked label compare and the
+explicit targets past the first chunk), hubs that are first children (their pairs are re-aligned),
+long one-child chains, pops that are not inlined, and compare the C runtime with the original
+MaxMatch and with the pure-Python executor of the same tables."""
+import random
+
+import pytest
+
+import fstok.compile.wordpiece as cw
+from fstok.reference.wordpiece import TableExecutor, original_maxmatch
+from test_wordpiece_corner import make, words_of
+
+ALPHA = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789αβγδεζηθ"  # 70 labels, 2-byte too
+
+
+def _vocab(seed=7):
+    rnd = random.Random(seed)
+    toks = ["[UNK]"] + list(ALPHA) + ["##" + c for c in ALPHA]
+    # a wide second level under "q" (70 children: three 16-label chunks and more) and under "##x"
+    toks += ["q" + c for c in ALPHA] + ["##x" + c for c in ALPHA]
+    # long single-child chains (one child per state: implicit targets all the way down)
+    toks += ["chainlongtokenabcdefghij", "##suffixchainlongabcdefg", "漢字の長いトークン"]
+    # random pieces of 2-6 characters, word-initial and suffix
+    for _ in range(400):
+        w = "".join(rnd.choice(ALPHA) for _ in range(rnd.randint(2, 6)))
+        toks.append(w if rnd.random() < 0.5 else "##" + w)
+    return list(dict.fromkeys(toks))
+
+
+@pytest.fixture(params=[10**6, 24, 2], ids=["r-only-dense", "default", "dense>=2"])
+def tok(request, monkeypatch):
+    monkeypatch.setattr(cw.build_tables, "__defaults__", (request.param,))
+    return make(_vocab())
+
+
+def _words(seed, n=400):
+    rnd = random.Random(seed)
+    out = ["q" + c for c in ALPHA] + ["qx" + c + c for c in ALPHA[::-1]]
+    out += ["chainlongtokenabcdefghijsuffixchainlongabcdefg", "chainlongtokenabcdefghi", "漢字の長いトークン漢字"]
+    for _ in range(n):
+        out.append("".join(rnd.choice(ALPHA + "漢字のトー") for _ in range(rnd.randint(1, 14))))
+    return out
+
+
+def test_words_match_original_maxmatch(tok):
+    vocab = _vocab()
+    t2i = {t: i for i, t in enumerate(vocab)}
+    ex = TableExecutor(tok)
+    for w in _words(1):
+        want = original_maxmatch(w, t2i, "[UNK]", "##", 100)
+        assert words_of(tok, tok.encode_word(w)) == want, w
+        assert words_of(tok, ex.word(w.encode(), len(w))) == want, w
+
+
+def test_end_to_end_same_under_every_layout(monkeypatch):
+    words = _words(2)
+    rnd = random.Random(3)
+    texts = [" ".join(rnd.sample(words, rnd.randint(1, 30))) + rnd.choice(["", ".", " !q?"]) for _ in range(60)]
+    got = {}
+    for th in (10**6, 24, 2):
+        monkeypatch.setattr(cw.build_tables, "__defaults__", (th,))
+        t = make(_vocab())
+        got[th] = ([t.encode(x) for x in texts], [t.encode_with_offsets(x) for x in texts])
+        ex = TableExecutor(t)
+        for x, ids in zip(texts[:20], got[th][0][:20]):
+            assert ex.encode(x) == ids, x
+    assert got[10**6] == got[24] == got[2]
+
+
+def test_layout_has_wide_sparse_and_hub_states(monkeypatch):
+    """Guards the test's purpose: the vocabulary really has the shapes described above."""
+    monkeypatch.setattr(cw.build_tables, "__defaults__", (10**6,))
+    t = make(_vocab())
+    nc = (t._tables["wp.node"] >> 32) & 0xFF
+    assert int(nc.max()) > 32
+    monkeypatch.setattr(cw.build_tables, "__defaults__", (2,))
+    t = make(_vocab())
+    assert t._art.meta["n_dense"] > 50
