@@ -42,6 +42,15 @@ extern "C" {
 
 #define FSTOK_DFA_NOMATCH ((size_t)-1)
 
+/* branch hints for the hot loops of the runtimes that include this header */
+#if defined(__GNUC__)
+#define FSTOK_LIKELY(x) __builtin_expect(!!(x), 1)
+#define FSTOK_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define FSTOK_LIKELY(x) (x)
+#define FSTOK_UNLIKELY(x) (x)
+#endif
+
 typedef struct fstok_dfa {
     const uint32_t *trans;   /* [n_states << shift] premultiplied next states */
     const uint8_t *classes;  /* [256] */

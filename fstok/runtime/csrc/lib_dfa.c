@@ -6,13 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__)
-#define FSTOK_LIKELY(x) __builtin_expect(!!(x), 1)
-#define FSTOK_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#define FSTOK_LIKELY(x) (x)
-#define FSTOK_UNLIKELY(x) (x)
-#endif
 
 int fstok_dfa_check(const fstok_dfa *d, char *err, size_t errlen) {
 #define FAIL(...)                                  \

@@ -1124,13 +1124,6 @@ static inline void count_flush(enc_state *st) {
     }
 }
 
-#if defined(__GNUC__)
-#define FSTOK_LIKELY(x) __builtin_expect(!!(x), 1)
-#define FSTOK_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#define FSTOK_LIKELY(x) (x)
-#define FSTOK_UNLIKELY(x) (x)
-#endif
 
 /* zero-padding masks of the piece cache's two key words, by piece length 0..16 */
 static uint64_t PC_MASK0[BPE_PC_MAXLEN + 1], PC_MASK1[BPE_PC_MAXLEN + 1];

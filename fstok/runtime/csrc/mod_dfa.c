@@ -354,6 +354,17 @@ static PyObject *Spanner_spans(SpannerObject *self, PyObject *text) {
     return list;
 }
 
+/* bytes of native uint64 values from k offsets; frees v */
+static PyObject *offsets_to_bytes(size_t *v, Py_ssize_t k) {
+    PyObject *res = PyBytes_FromStringAndSize(NULL, k * (Py_ssize_t)sizeof(uint64_t));
+    if (res) {
+        uint64_t *dst = (uint64_t *)PyBytes_AS_STRING(res);
+        for (Py_ssize_t i = 0; i < k; i++) dst[i] = (uint64_t)v[i];
+    }
+    free(v);
+    return res;
+}
+
 /* byte_spans(text) -> bytes of native uint64 values: find mode (start, end) pairs, split mode ends */
 static PyObject *Spanner_byte_spans(SpannerObject *self, PyObject *text) {
     if (!spanner_ready(self)) return NULL;
@@ -363,13 +374,7 @@ static PyObject *Spanner_byte_spans(SpannerObject *self, PyObject *text) {
     Py_ssize_t k = spans_nogil(self, ti.s, (size_t)ti.n, &v);
     text_release(&ti);
     if (k < 0) return NULL;
-    PyObject *res = PyBytes_FromStringAndSize(NULL, k * (Py_ssize_t)sizeof(uint64_t));
-    if (res) {
-        uint64_t *dst = (uint64_t *)PyBytes_AS_STRING(res);
-        for (Py_ssize_t i = 0; i < k; i++) dst[i] = (uint64_t)v[i];
-    }
-    free(v);
-    return res;
+    return offsets_to_bytes(v, k);
 }
 
 /* count(text) -> number of pieces; spanning cost only (benchmarks) */
@@ -444,13 +449,7 @@ static PyObject *Spanner_byte_spans_ends(SpannerObject *self, PyObject *args) {
     Py_ssize_t k = run_spans_ends(&self->levels[0], ti.s, (size_t)ti.n, (size_t)wcap, &v);
     text_release(&ti);
     if (k < 0) return PyErr_NoMemory();
-    PyObject *res = PyBytes_FromStringAndSize(NULL, k * (Py_ssize_t)sizeof(uint64_t));
-    if (res) {
-        uint64_t *dst = (uint64_t *)PyBytes_AS_STRING(res);
-        for (Py_ssize_t i = 0; i < k; i++) dst[i] = (uint64_t)v[i];
-    }
-    free(v);
-    return res;
+    return offsets_to_bytes(v, k);
 }
 
 static PyMethodDef Spanner_methods[] = {
