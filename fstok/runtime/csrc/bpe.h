@@ -130,26 +130,30 @@ static inline uint64_t bpe_pair_slot(uint64_t key, int shift) { return (key * 0x
 
 static inline uint64_t bpe_bloom_bit(uint64_t key, int shift) { return ((key ^ (key >> 29)) * 0xD6E8FEB86659FD93ull) >> shift; }
 
-/* merged internal id of the canonical pair (a, b), or BPE_NONE */
-static inline uint32_t bpe_pair_get(const bpe_model *m, uint32_t a, uint32_t b) {
+/* merged id of pair `key` in one open-addressing pair table, or BPE_NONE */
+static inline uint32_t bpe_pair_probe(const uint64_t *tab, uint64_t mask, int shift, uint64_t key) {
+    uint64_t i = bpe_pair_slot(key, shift);
+    for (;;) {
+        uint64_t k = tab[i];
+        if ((k >> 22) == key) return (uint32_t)(k & 0x3FFFFF);
+        if (k == BPE_EMPTY_KEY) return BPE_NONE;
+        i = (i + 1) & mask;
+    }
+}
+
+/* merged internal id of the canonical pair (a, b), or BPE_NONE; hot: probe the small table first */
+static inline uint32_t bpe_pair_lookup(const bpe_model *m, uint32_t a, uint32_t b, int hot) {
     uint64_t key = ((uint64_t)a << BPE_PAIR_ID_BITS) | b;
     uint64_t bit = bpe_bloom_bit(key, m->bloom_shift);
     if (!((m->pair_bloom[bit >> 6] >> (bit & 63)) & 1)) return BPE_NONE;
-    uint64_t j = bpe_pair_slot(key, m->pair_hot_shift);
-    for (;;) {
-        uint64_t k = m->pair_hot[j];
-        if ((k >> 22) == key) return (uint32_t)(k & 0x3FFFFF);
-        if (k == BPE_EMPTY_KEY) break;
-        j = (j + 1) & m->pair_hot_mask;
+    if (hot) {
+        uint32_t r = bpe_pair_probe(m->pair_hot, m->pair_hot_mask, m->pair_hot_shift, key);
+        if (r != BPE_NONE) return r;
     }
-    uint64_t i = bpe_pair_slot(key, m->pair_shift);
-    for (;;) {
-        uint64_t k = m->pair_tab[i];
-        if ((k >> 22) == key) return (uint32_t)(k & 0x3FFFFF);
-        if (k == BPE_EMPTY_KEY) return BPE_NONE;
-        i = (i + 1) & m->pair_mask;
-    }
+    return bpe_pair_probe(m->pair_tab, m->pair_mask, m->pair_shift, key);
 }
+
+static inline uint32_t bpe_pair_get(const bpe_model *m, uint32_t a, uint32_t b) { return bpe_pair_lookup(m, a, b, 1); }
 
 static inline uint32_t bpe_span_probe(const bpe_model *m, const uint64_t *tab, uint64_t mask, uint64_t h, uint64_t w,
                                       const uint8_t *s, size_t n) {

@@ -382,18 +382,7 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
 #define WPOS_NONE 0xFFu
 
 /* bpe_pair_get without the hot table (a window's pairs are few and stay in cache) */
-static inline uint32_t win_pair(const bpe_model *m, uint32_t a, uint32_t b) {
-    uint64_t key = ((uint64_t)a << BPE_PAIR_ID_BITS) | b;
-    uint64_t bit = bpe_bloom_bit(key, m->bloom_shift);
-    if (!((m->pair_bloom[bit >> 6] >> (bit & 63)) & 1)) return BPE_NONE;
-    uint64_t i = bpe_pair_slot(key, m->pair_shift);
-    for (;;) {
-        uint64_t k = m->pair_tab[i];
-        if ((k >> 22) == key) return (uint32_t)(k & 0x3FFFFF);
-        if (k == BPE_EMPTY_KEY) return BPE_NONE;
-        i = (i + 1) & m->pair_mask;
-    }
-}
+static inline uint32_t win_pair(const bpe_model *m, uint32_t a, uint32_t b) { return bpe_pair_lookup(m, a, b, 0); }
 
 static inline uint32_t win_key(uint32_t rank, size_t i) { return rank == BPE_NONE ? WKEY_NONE : (rank << 8) | (uint32_t)i; }
 
