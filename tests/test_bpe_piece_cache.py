@@ -1,9 +1,14 @@
 """The whole-text hot path of the BPE runtime: consecutive piece ends from the DFA
 (`fstok_dfa_find_ends`, checked against `fstok_dfa_find_all`) and the piece cache in front of the
-span encoders (checked against tiktoken, cold and warm, with many colliding pieces)."""
+span encoders (checked against tiktoken, cold and warm, with many colliding pieces; in a subprocess with
+$FSTOK_BPE_PC_LINES the cache has 1-3 lines, so every piece collides and slot 1, the swap to slot 0 and
+wide entries replacing slots and back all run)."""
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -65,7 +70,7 @@ def test_find_ends_hypothesis(s):
 def test_piece_cache_cold_warm_and_colliding(name):
     enc, ref = fstok_encoding(name), tiktoken_encoding(name)
     rnd = random.Random(7)
-    # > 2^14 distinct short pieces: every cache slot is overwritten many times
+    # 40k distinct short pieces of 1-11 tokens: slots and wide entries of the same lines replace each other
     words = ["".join(rnd.choice("abcdefghijklmnopqrstuvwxyzéü中'1 ") for _ in range(rnd.randint(1, 17)))
              for _ in range(40_000)]
     text = " ".join(words)
@@ -107,3 +112,38 @@ def test_piece_cache_with_specials_and_offsets():
         assert enc.encode(text, allowed_special="all") == want
         ids, offs = enc.encode_with_offsets(text)  # offsets take the uncached path: same ids
         assert ids == ref.encode_ordinary(text) and len(offs) == len(ids)
+
+
+_FEW_LINES_SCRIPT = r"""
+import random, sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+from bpe_helpers import fstok_encoding, tiktoken_encoding
+rnd = random.Random(5)
+# pieces of 1 token (' the'), 2-3 tokens (slots), 4-11 tokens (wide entries: CJK, accented, digits mixes)
+alpha = "abcdefghijklmnopqrstuvwxyzéü中文Жß'1 "
+for name in ("r50k_base", "cl100k_base", "o200k_base"):
+    enc, ref = fstok_encoding(name), tiktoken_encoding(name)
+    words = [" the", " of", "中文字符", " étéüß", "xqЖz"]
+    words += ["".join(rnd.choice(alpha) for _ in range(rnd.randint(1, 16))) for _ in range(3000)]
+    # same length, same first 8 bytes: only the second key word tells them apart (slot 0 and slot 1)
+    words += [" question" + "".join(rnd.choice("abcdefgh") for _ in range(3)) for _ in range(300)]
+    for rounds in range(3):
+        text = " ".join(rnd.choice(words) for _ in range(20000))
+        want = ref.encode_ordinary(text)
+        assert enc.encode_ordinary(text) == want, name
+        assert enc.encode_ordinary(text) == want, name  # warm: hits in slot 0, slot 1 and wide entries
+        enc.clear_cache()  # a new generation: stale wide entries must not make slot 1 look valid
+        for w in words[:200]:
+            assert enc.encode_ordinary(w + w) == ref.encode_ordinary(w + w), (name, w)
+print("ok")
+"""
+
+
+@needs_shared
+@pytest.mark.parametrize("lines", ["1", "3"])
+def test_piece_cache_with_few_lines(lines):
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, FSTOK_BPE_PC_LINES=lines)
+    p = subprocess.run([sys.executable, "-c", _FEW_LINES_SCRIPT, here, os.path.dirname(here)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stdout + p.stderr

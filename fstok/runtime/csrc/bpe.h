@@ -234,26 +234,38 @@ typedef struct {
     uint16_t len;      /* key length */
     uint16_t ntok;
 } bpe_lmemo_slot;
-/* Piece cache: the first level, probed before anything else for pre-tokens of <= 16 bytes that encode
- * to <= 7 tokens (~90% of the pieces of English text or code, 93% of multilingual.txt under cl100k):
- * direct mapped, 48-byte entries, 576 KiB (stays in a 1 MiB L2).  A hit costs one hash of the two head
- * words (the span table's hash: a miss reuses it) and one compare.  Measured (CPU time per encode,
- * /tmp A/B builds): 12288 x 7 ids beat 16384 x 3 ids by 3-9% and 8192/32768 x 3 ids by 10-30%. */
-#ifndef BPE_PC_N
-#define BPE_PC_N 12288u
+/* Piece cache: the first level, probed before anything else for pre-tokens of <= 16 bytes (~90% of the
+ * pieces of English text or code, 93% of multilingual.txt under cl100k).  BPE_PC_LINES cache lines of
+ * 64 bytes (8 MiB), each either two 32-byte slots (2-way set: a piece of <= 3 tokens, the most recently
+ * used in slot 0) or one wide entry (a piece of 4..11 tokens: its ids run on over slot 1).  A hit reads
+ * one line: the span table's hash of the two head words picks it, one compare (two for slot 1) checks it.
+ * Sized on the whole corpora (tools/bench bpe encodes whole files of 5-6 MB with ~60k distinct pieces):
+ * 8 MiB made whole-document encoding 1.3-1.5x faster than the first 576 KiB direct-mapped version (see
+ * docs/bpe.md, stop 10). */
+#ifndef BPE_PC_LINES
+#define BPE_PC_LINES 131072u
 #endif
 #define BPE_PC_MAXLEN 16
-#ifndef BPE_PC_MAXTOK
-#define BPE_PC_MAXTOK 7
-#endif
+#define BPE_PC_SLOTTOK 3   /* ids of a slot */
+#define BPE_PC_MAXTOK 11   /* ids of a wide entry: slot 0's 3 and slot 1's 32 bytes */
 typedef struct {
     uint64_t k0, k1;  /* the piece's bytes, zero padded */
-    uint32_t tag;     /* gen << 16 | ntok << 8 | len; gen 0 = empty */
-    uint32_t ids[BPE_PC_MAXTOK];
-} bpe_pc_entry;
+    uint32_t tag;     /* gen << 16 | ntok << 8 | len; gen 0 = empty.  Slot 1 is a slot only while slot 0's
+                         ntok (whatever its gen) is <= BPE_PC_SLOTTOK; otherwise it holds slot 0's ids */
+    uint32_t ids[BPE_PC_SLOTTOK];
+} bpe_pc_slot;
+typedef union {
+    bpe_pc_slot s[2];
+    struct {
+        uint64_t k0, k1;
+        uint32_t tag;
+        uint32_t ids[BPE_PC_MAXTOK];
+    } wide;
+} bpe_pc_line;
+_Static_assert(sizeof(bpe_pc_line) == 64, "a piece-cache line is one cache line");
 typedef struct {
     bpe_memo_entry e[BPE_MEMO_N];   /* first: the memo is allocated 64-byte aligned (bpe_memo_new) */
-    bpe_pc_entry pc[BPE_PC_N];      /* piece cache (generation: gen) */
+    bpe_pc_line pc[BPE_PC_LINES];   /* piece cache (generation: gen), 64-byte aligned */
     bpe_lmemo_slot ls[BPE_LMEMO_SLOTS];
     uint64_t serial, epoch; /* the model it belongs to, and that model's cache epoch when filled */
     uint32_t gen, lgen;     /* generations: emptying a part bumps its counter instead of clearing it (gen < 2^16) */

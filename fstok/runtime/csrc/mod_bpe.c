@@ -1156,17 +1156,58 @@ static inline void piece_key_of(const uint8_t *p, size_t len, size_t avail, piec
     k->h = len <= 8 ? bpe_hash_w(k->w0, len) : bpe_hash_bytes(p, len);
 }
 
-static inline bpe_pc_entry *pc_slot(bpe_memo *memo, uint64_t h) { return &memo->pc[((h >> 32) * BPE_PC_N) >> 32]; }
+/* lines in use: BPE_PC_LINES, or fewer from $FSTOK_BPE_PC_LINES read at import (tests: 1-3 lines make every
+ * piece collide, so slot 1, the swap and wide entries replacing slots and back all run) */
+static uint64_t pc_nlines = BPE_PC_LINES;
+
+static void pc_init_lines(void) {
+    const char *e = getenv("FSTOK_BPE_PC_LINES");
+    long v = e ? atol(e) : 0;
+    if (v >= 1 && v <= (long)BPE_PC_LINES) pc_nlines = (uint64_t)v;
+}
+
+static inline bpe_pc_line *pc_line(bpe_memo *memo, uint64_t h) { return &memo->pc[((h >> 32) * pc_nlines) >> 32]; }
+
+#define PC_NTOK(tag) (((tag) >> 8) & 0xFFu)
+
+/* store piece (key k, nt ids) in its line: a wide entry takes the line; a slot entry goes to slot 0 and the
+ * old slot 0 moves to slot 1 (dropped if it was wide: slot 1 was its ids) */
+static inline void pc_store(bpe_pc_line *l, const piece_key *k, uint32_t tag, const uint32_t *ids, size_t nt) {
+    if (nt <= BPE_PC_SLOTTOK) {
+        if (PC_NTOK(l->s[0].tag) <= BPE_PC_SLOTTOK) l->s[1] = l->s[0];
+        else l->s[1].tag = 0;
+        l->s[0].k0 = k->w0;
+        l->s[0].k1 = k->w1;
+        l->s[0].tag = tag;
+        memcpy(l->s[0].ids, ids, nt * sizeof(uint32_t));
+    } else {
+        l->wide.k0 = k->w0;
+        l->wide.k1 = k->w1;
+        l->wide.tag = tag;
+        memcpy(l->wide.ids, ids, nt * sizeof(uint32_t));
+    }
+}
 
 /* One short piece s[pb, pb + len) of base (key computed): the piece cache, else the span table (one
- * token), else the memo and the encoders; a result of <= 3 tokens goes into the cache.  The caller
- * keeps room for BPE_PC_MAXTOK ids in st->ids (a hit writes 3, keeps ntok); restored here after a miss. */
+ * token), else the memo and the encoders; a result of <= BPE_PC_MAXTOK tokens goes into the cache.  The
+ * caller keeps room for BPE_PC_MAXTOK ids in st->ids (a hit in slot 0 writes that many, keeps ntok). */
 static inline int piece_emit(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *p, size_t len,
                              const piece_key *k, size_t room, enc_state *st) {
-    bpe_pc_entry *e = pc_slot(memo, k->h);
-    if (FSTOK_LIKELY(e->k0 == k->w0 && e->k1 == k->w1 && (e->tag & 0xFFFF00FFu) == (gen | (uint32_t)len))) {
-        memcpy(st->ids.ids + st->ids.len, e->ids, sizeof e->ids); /* all slots: no branch on ntok */
-        st->ids.len += (e->tag >> 8) & 0xFF;
+    bpe_pc_line *l = pc_line(memo, k->h);
+    const uint32_t want = gen | (uint32_t)len;
+    uint32_t t0 = l->s[0].tag;
+    if (FSTOK_LIKELY(l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (t0 & 0xFFFF00FFu) == want)) {
+        memcpy(st->ids.ids + st->ids.len, l->wide.ids, sizeof l->wide.ids); /* all: no branch on ntok */
+        st->ids.len += PC_NTOK(t0);
+        return 0;
+    }
+    if (PC_NTOK(t0) <= BPE_PC_SLOTTOK && l->s[1].k0 == k->w0 && l->s[1].k1 == k->w1 &&
+        (l->s[1].tag & 0xFFFF00FFu) == want) {
+        bpe_pc_slot hit = l->s[1]; /* most recently used to slot 0 */
+        l->s[1] = l->s[0];
+        l->s[0] = hit;
+        memcpy(st->ids.ids + st->ids.len, hit.ids, sizeof hit.ids);
+        st->ids.len += PC_NTOK(hit.tag);
         return 0;
     }
     size_t before = st->ids.len;
@@ -1176,12 +1217,7 @@ static inline int piece_emit(const bpe_model *m, bpe_memo *memo, uint32_t gen, c
     else if (bpe_encode_span_multi(m, memo, p, len, &st->ids))
         return -1;
     size_t nt = st->ids.len - before;
-    if (nt <= BPE_PC_MAXTOK) {
-        e->k0 = k->w0;
-        e->k1 = k->w1;
-        e->tag = gen | (uint32_t)(nt << 8) | (uint32_t)len;
-        memcpy(e->ids, st->ids.ids + before, nt * sizeof(uint32_t));
-    }
+    if (nt <= BPE_PC_MAXTOK) pc_store(l, k, want | (uint32_t)(nt << 8), st->ids.ids + before, nt);
     return st->ids.cap - st->ids.len >= room ? 0 : bpe_vec_reserve(&st->ids, room);
 }
 
@@ -1225,7 +1261,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
         if (len_ <= BPE_PC_MAXLEN) {                                                        \
             piece_key *k_ = &keys[(jj) % PC_AHEAD];                                         \
             piece_key_of(base + pb_, len_, avail_end - pb_, k_);                            \
-            __builtin_prefetch(pc_slot(memo, k_->h));                                       \
+            __builtin_prefetch(pc_line(memo, k_->h));                                          \
             __builtin_prefetch(m->span_tab + 2 * (k_->h & m->span_mask));                   \
         }                                                                                   \
     } while (0)
@@ -2219,6 +2255,7 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_bpe", "fstok byt
 
 PyMODINIT_FUNC PyInit__bpe(void) {
     pc_init_masks();
+    pc_init_lines();
     if (PyType_Ready(&ModelType) < 0) return NULL;
     if (PyType_Ready(&SpecialsType) < 0) return NULL;
     PyObject *mod = PyModule_Create(&moduledef);
