@@ -28,6 +28,9 @@ def _extensions():
             Extension(
                 f"fstok.runtime._{name}",
                 sources=sources,
+                # every header: build_ext rebuilds only when a listed file changed, and a change to a
+                # shared header alone (a table size in bpe.h) used to leave a stale module behind
+                depends=sorted(glob.glob(os.path.join(CSRC, "*.h"))),
                 include_dirs=[CSRC],
                 extra_compile_args=["-O3", "-std=c11", "-fvisibility=hidden", "-Wall", "-Wno-unused-function"],
                 extra_link_args=["-pthread"],
