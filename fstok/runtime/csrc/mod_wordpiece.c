@@ -78,14 +78,23 @@ typedef struct {
     size_t n, cap;
     int want_offs;
     int oom;
+    int borrowed; /* ids is the caller's buffer (encode_utf8's stack), not malloc'd: copied on the first growth */
 } outbuf;
 
 static int out_reserve(outbuf *o, size_t extra) {
     if (o->n + extra <= o->cap) return 1;
     size_t nc = o->cap ? o->cap * 2 : 16; /* small first: a batch of 10^5 words must not touch 10^5 KB */
     while (nc < o->n + extra) nc *= 2;
-    uint32_t *ni = (uint32_t *)realloc(o->ids, nc * sizeof(uint32_t));
-    if (!ni) { o->oom = 1; return 0; }
+    uint32_t *ni;
+    if (o->borrowed) {
+        ni = (uint32_t *)malloc(nc * sizeof(uint32_t));
+        if (!ni) { o->oom = 1; return 0; }
+        if (o->n) memcpy(ni, o->ids, o->n * sizeof(uint32_t));
+        o->borrowed = 0;
+    } else {
+        ni = (uint32_t *)realloc(o->ids, nc * sizeof(uint32_t));
+        if (!ni) { o->oom = 1; return 0; }
+    }
     o->ids = ni;
     if (o->want_offs) {
         uint32_t *no = (uint32_t *)realloc(o->offs, nc * 2 * sizeof(uint32_t));
@@ -97,7 +106,8 @@ static int out_reserve(outbuf *o, size_t extra) {
 }
 
 static void out_free(outbuf *o) {
-    free(o->ids);
+    if (!o->borrowed) free(o->ids);
+    o->borrowed = 0;
     free(o->offs);
     o->ids = o->offs = NULL;
     o->n = o->cap = 0;
@@ -607,7 +617,7 @@ typedef struct {
     wp_tables t;
     Py_buffer bufs[N_BUFS];
     int nbufs;
-    PyObject **idcache; /* one int object per token id: building result lists is then INCREFs */
+    PyObject **idcache; /* per token id its int object, created on first use (see id_int) */
     size_t n_ids;
 } ModelObject;
 
@@ -781,25 +791,52 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         scan_inline_pops(self);
         if (build_blob(t, (size_t)self->bufs[4].len / 4) < 0) return -1;
     }
-    return build_idcache(self); /* ~1-2 ms for 120k ids: first encode pays nothing */
+    return build_idcache(self);
+}
+
+/* The int object of token id `id` (a new reference), with the GIL.  The model's int objects are
+ * created on first use, not at load: they then lie in memory in the order the text first needed them
+ * (the ids of one language's common tokens side by side) instead of spread over the whole vocabulary
+ * (120k ints = 3.8 MB for mBERT; one multilingual pass touched 13k of their cache lines, which the
+ * walk's blob evicted again: an INCREF was a cache miss for ~2/3 of the ids; see
+ * docs/wordpiece-tables.md).  Entries only go from NULL to an int, under the GIL; threads without the
+ * GIL read them with an atomic load (split_borrow). */
+HOT PyObject *id_int(ModelObject *self, uint32_t id) {
+    PyObject *v;
+    if (id < self->n_ids) {
+        v = self->idcache[id];
+        if (__builtin_expect(v != NULL, 1)) {
+            Py_INCREF(v);
+            return v;
+        }
+        v = PyLong_FromLong((long)id);
+        if (!v) return NULL;
+        Py_INCREF(v); /* the cache's reference */
+        __atomic_store_n(&self->idcache[id], v, __ATOMIC_RELEASE);
+        return v;
+    }
+    return PyLong_FromUnsignedLong(id);
 }
 
 static PyObject *ids_to_list(ModelObject *self, const outbuf *o) {
-    return pyids_list_from_ids(self ? self->idcache : NULL, self && self->idcache ? self->n_ids : 0, o->ids, o->n);
+    PyObject *l = PyList_New((Py_ssize_t)o->n);
+    if (!l) return NULL;
+    PyObject **dst = ((PyListObject *)l)->ob_item;
+    for (size_t i = 0; i < o->n; i++) {
+        PyObject *v = id_int(self, o->ids[i]);
+        if (!v) {
+            Py_DECREF(l); /* (the items not yet set are NULL) */
+            return NULL;
+        }
+        dst[i] = v;
+    }
+    return l;
 }
 
 static int build_idcache(ModelObject *self) {
     size_t n = (size_t)(self->bufs[6].len / 4); /* tok_len has one entry per id */
-    PyObject **c = (PyObject **)calloc(n ? n : 1, sizeof(PyObject *));
+    PyObject **c = (PyObject **)calloc(n ? n : 1, sizeof(PyObject *)); /* filled by id_int */
     if (!c) { PyErr_NoMemory(); return -1; }
-    for (size_t i = 0; i < n; i++) {
-        c[i] = PyLong_FromSize_t(i);
-        if (!c[i]) {
-            for (size_t k = 0; k < i; k++) Py_DECREF(c[k]);
-            free(c);
-            return -1;
-        }
-    }
     self->idcache = c;
     self->n_ids = n;
     return 0;
@@ -850,10 +887,17 @@ static int text_bytes(PyObject *text, const char **s, Py_ssize_t *n) {
     return -1;
 }
 
+#define STACK_IDS 512
 static PyObject *encode_utf8(ModelObject *self, const char *s, Py_ssize_t n, int mode, int word) {
     outbuf o;
+    uint32_t stack_ids[STACK_IDS]; /* a sentence's ids: no malloc / realloc / free per call */
     memset(&o, 0, sizeof(o));
     o.want_offs = (mode & 1);
+    if (!o.want_offs) {
+        o.ids = stack_ids;
+        o.cap = STACK_IDS;
+        o.borrowed = 1;
+    }
     if (n < 4096) { /* releasing the GIL costs more than encoding a short text */
         if (word) wp_encode_word(&self->t, (const uint8_t *)s, (size_t)n, &o);
         else wp_encode_e2e(&self->t, (const uint8_t *)s, (size_t)n, &o);
@@ -978,13 +1022,22 @@ typedef struct {
     const char **s;
     Py_ssize_t *n;
     outbuf *outs;
-    PyObject **cache;
+    PyObject **cache; /* read without the GIL: atomic loads only (split_borrow) */
     size_t n_ids;
     PyObject ***ptrs; /* per piece: borrowed pointers, NULL entries where no cached int exists */
     size_t count;
     atomic_size_t next;
     pyids_sync *sync;
 } split_job;
+
+/* pyids_borrow for the lazily filled cache: ids -> borrowed cached pointers (NULL: not created yet;
+ * pyids_take_block then makes an int), read atomically since a GIL holder may be filling entries. */
+static PyObject **split_borrow(PyObject **cache, size_t n_cache, const uint32_t *ids, size_t m) {
+    PyObject **pp = (PyObject **)malloc((m ? m : 1) * sizeof(PyObject *));
+    if (pp)
+        for (size_t k = 0; k < m; k++) pp[k] = ids[k] < n_cache ? __atomic_load_n(&cache[ids[k]], __ATOMIC_ACQUIRE) : NULL;
+    return pp;
+}
 
 static void *split_worker(void *arg) {
     split_job *j = (split_job *)arg;
@@ -993,7 +1046,7 @@ static void *split_worker(void *arg) {
         if (i >= j->count) break;
         outbuf local = j->outs[i]; /* on this stack: no false sharing with neighbouring pieces */
         wp_encode_e2e(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &local);
-        j->ptrs[i] = pyids_borrow(j->cache, j->n_ids, local.ids, local.n);
+        j->ptrs[i] = split_borrow(j->cache, j->n_ids, local.ids, local.n);
         j->outs[i] = local;
         pyids_sync_mark(j->sync, i);
     }
@@ -1148,12 +1201,8 @@ static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
             Py_ssize_t k = 0;
             for (size_t i = 0; i < npieces; i++) {
                 for (size_t j = 0; j < outs[i].n; j++) {
-                    uint32_t id = outs[i].ids[j];
-                    PyObject *v;
-                    if (id < self->n_ids) {
-                        v = self->idcache[id];
-                        Py_INCREF(v);
-                    } else if (!(v = PyLong_FromUnsignedLong(id))) {
+                    PyObject *v = id_int(self, outs[i].ids[j]);
+                    if (!v) {
                         Py_CLEAR(result);
                         goto done;
                     }
