@@ -313,6 +313,7 @@ static inline int valid_pair(const bpe_model *m, uint32_t t1, uint32_t t2) {
 /* spans of at least BT_SWITCH_MIN bytes that undid more than one token per 8 bytes over their first
  * BT_PROBE_LEN bytes go to the bucket queue instead (same result, no backtracking) */
 #define BT_SWITCH_MIN 8192
+static int encode_window(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
 #define BT_PROBE_LEN 2048
 
 int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
@@ -332,7 +333,7 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
             if (8 * pops > pos) {
                 if (bits != bits_s) free(bits);
                 out->len = base;
-                return bpe_encode_bucket(m, s, n, out);
+                return encode_window(m, s, n, out);
             }
         }
         uint32_t token = next;
@@ -438,6 +439,257 @@ static size_t win_encode(const bpe_model *m, const uint8_t *s, size_t n, uint32_
     return c;
 }
 
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define WIN_X2 1
+#include <immintrin.h>
+
+/* ---- long spans on AVX2 machines: two stitched lanes whose windows are encoded in lockstep.
+ * One window's merges form a chain of dependent steps (scan for the minimum, merge, two pair probes, key stores
+ * that the next scan reads): ~100 cycles per merge at an IPC near 1.  Two independent windows interleaved let the
+ * core overlap the two chains.  The span is cut in two lanes, s[0:mid+X2_OVERLAP) and s[mid:n); each lane is
+ * stitched exactly like encode_stitched (same keep/advance rule, junction check and repairs); the lanes are joined
+ * at a token boundary c both share within [mid+16, mid+X2_OVERLAP-16], checked with valid_pair (pair lemma,
+ * docs/bpe.md); when there is none, or the pair is not valid, lane A drops its tokens after mid and goes on alone
+ * to the end of the span (at most twice the work of one lane: still linear). */
+
+#define X2_OVERLAP 64
+#define X2_MIN 1024     /* spans shorter than this: one lane */
+#define WNB_NONE 0xFFFFFFu /* rank field of "no pair" in a lane's keys (key >= 0xFF000000: no pair or dead) */
+
+typedef struct {
+    const uint64_t *tab, *bloom;
+    const uint32_t *byte_tok, *byte_pair;
+    uint64_t mask;
+    int shift, bshift;
+} win_tabs;
+
+/* rank of the canonical pair (a, b), or WNB_NONE, without a data-dependent branch in the common case: the bloom
+ * bit and the first two slots of the probe sequence are combined with masks; the probe loop runs only when the
+ * bloom bit is set and both slots hold other keys.  In long spans (digit runs) the pairs repeat and stay in cache,
+ * where the bloom filter's branch (taken about half the time) cost more than the two loads. */
+static inline uint32_t pair_nb(const win_tabs *t, uint32_t a, uint32_t b) {
+    uint64_t key = ((uint64_t)a << BPE_PAIR_ID_BITS) | b;
+    uint64_t bit = bpe_bloom_bit(key, t->bshift), i = bpe_pair_slot(key, t->shift);
+    uint64_t k0 = t->tab[i], k1 = t->tab[(i + 1) & t->mask];
+    uint64_t inb = (t->bloom[bit >> 6] >> (bit & 63)) & 1;
+    uint64_t m0 = -(uint64_t)((k0 >> 22) == key), m1 = -(uint64_t)((k1 >> 22) == key);
+    if (__builtin_expect(inb & ~(m0 | m1) & (k0 != BPE_EMPTY_KEY) & (k1 != BPE_EMPTY_KEY) & 1, 0)) {
+        for (i = (i + 2) & t->mask;; i = (i + 1) & t->mask) {
+            uint64_t k = t->tab[i];
+            if ((k >> 22) == key) return (uint32_t)(k & 0x3FFFFF);
+            if (k == BPE_EMPTY_KEY) return WNB_NONE;
+        }
+    }
+    return (uint32_t)(((m0 & k0) | (m1 & k1)) & 0x3FFFFF) | (uint32_t)(~(m0 | m1) & WNB_NONE);
+}
+
+/* one window of a lane: the same state as win_encode's */
+typedef struct {
+    uint32_t key[BPE_WIN] __attribute__((aligned(32)));
+    uint32_t tok[BPE_WIN];
+    uint8_t nx[BPE_WIN], pv[BPE_WIN];
+    size_t nb; /* blocks of 32 keys scanned */
+} win_lane;
+
+static inline void wl_init(const win_tabs *t, win_lane *L, const uint8_t *s, size_t n) {
+    L->nb = (n + 31) / 32;
+    for (size_t i = 0; i < n; i++) {
+        L->tok[i] = t->byte_tok[s[i]];
+        L->nx[i] = (uint8_t)(i + 1);
+        L->pv[i] = (uint8_t)(i - 1);
+    }
+    L->nx[(n - 1) & (BPE_WIN - 1)] = WPOS_NONE; /* 1 <= n <= BPE_WIN (the mask: for the compiler) */
+    L->pv[0] = WPOS_NONE;
+    for (size_t i = 0; i + 1 < n; i++) L->key[i] = win_key(t->byte_pair[((uint32_t)s[i] << 8) | s[i + 1]], i);
+    for (size_t i = n - 1; i < 32 * L->nb; i++) L->key[i] = WKEY_NONE;
+}
+
+/* one merge (the smallest key); 0 when there is none left */
+__attribute__((target("avx2"), always_inline)) static inline int wl_step(const win_tabs *t, win_lane *L) {
+    const __m256i *p = (const __m256i *)L->key;
+    __m256i a0 = _mm256_load_si256(p), a1 = _mm256_load_si256(p + 1), a2 = _mm256_load_si256(p + 2),
+            a3 = _mm256_load_si256(p + 3);
+    for (size_t b = 1; b < L->nb; b++) {
+        p += 4;
+        a0 = _mm256_min_epu32(a0, _mm256_load_si256(p));
+        a1 = _mm256_min_epu32(a1, _mm256_load_si256(p + 1));
+        a2 = _mm256_min_epu32(a2, _mm256_load_si256(p + 2));
+        a3 = _mm256_min_epu32(a3, _mm256_load_si256(p + 3));
+    }
+    a0 = _mm256_min_epu32(_mm256_min_epu32(a0, a1), _mm256_min_epu32(a2, a3));
+    __m128i x = _mm_min_epu32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));
+    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0x4E));
+    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0xB1));
+    uint32_t kk = (uint32_t)_mm_cvtsi128_si32(x);
+    if (kk >= 0xFF000000u) return 0;
+    uint32_t r = kk >> 8;
+    size_t i = kk & 0xFF, j = L->nx[i], q = L->nx[j];
+    L->tok[i] = r;
+    L->key[j] = WKEY_NONE;
+    L->nx[i] = (uint8_t)q;
+    if (q != WPOS_NONE) {
+        L->pv[q] = (uint8_t)i;
+        L->key[i] = (pair_nb(t, r, L->tok[q]) << 8) | (uint32_t)i;
+    } else {
+        L->key[i] = WKEY_NONE;
+    }
+    size_t pp = L->pv[i];
+    if (pp != WPOS_NONE) L->key[pp] = (pair_nb(t, L->tok[pp], r) << 8) | (uint32_t)pp;
+    return 1;
+}
+
+static inline size_t wl_out(const win_lane *L, uint32_t *out, uint8_t *st) {
+    size_t c = 0;
+    for (size_t i = 0; i != WPOS_NONE; i = L->nx[i]) {
+        out[c] = L->tok[i];
+        st[c++] = (uint8_t)i;
+    }
+    return c;
+}
+
+/* BPE of two windows at once (n0, n1 >= 1; n1 == 0: only the first) */
+__attribute__((target("avx2"))) static void win_encode_x2(const win_tabs *t, win_lane *L, const uint8_t *s0, size_t n0,
+                                                          const uint8_t *s1, size_t n1) {
+    wl_init(t, &L[0], s0, n0);
+    int a = 1, b = n1 > 0;
+    if (b) wl_init(t, &L[1], s1, n1);
+    while (a & b) {
+        a = wl_step(t, &L[0]);
+        b = wl_step(t, &L[1]);
+    }
+    while (a) a = wl_step(t, &L[0]);
+    while (b) b = wl_step(t, &L[1]);
+}
+
+/* one lane of a stitched span: encode_stitched's state */
+typedef struct {
+    const uint8_t *s;
+    size_t n, pos, len, repairs, budget;
+    uint32_t *o;
+    unsigned streak;
+} stitch_lane;
+
+/* apply the window [pos, pos + w) of a lane (c tokens in buf, their offsets in st): keep the tokens that end
+ * `margin` bytes before the cut, or repair an invalid junction; 1: too many repairs */
+static int lane_apply(const bpe_model *m, stitch_lane *t, const uint32_t *buf, const uint8_t *st, size_t c, size_t w,
+                      size_t margin) {
+    size_t take = c, adv = w;
+    if (t->pos + w < t->n) {
+        take = 1;
+        while (take < c && st[take] <= w - margin) take++;
+        take--;
+        if (take == 0) take = 1;
+        adv = take < c ? st[take] : w;
+    }
+    if (t->len > 0 && !valid_pair(m, t->o[t->len - 1], buf[0])) {
+        if (++t->repairs > t->budget || t->streak >= 3) return 1;
+        size_t back = (size_t)16 << t->streak++, dropped = 0;
+        while (t->len > 0 && dropped < back) dropped += BPE_LEN(m, t->o[--t->len]);
+        t->pos -= dropped;
+        return 0;
+    }
+    t->streak = 0;
+    memcpy(t->o + t->len, buf, take * sizeof(uint32_t));
+    t->len += take;
+    t->pos += adv;
+    return 0;
+}
+
+static inline size_t lane_wlen(const stitch_lane *t) { return t->n - t->pos < BPE_WIN ? t->n - t->pos : BPE_WIN; }
+
+/* run lanes to their ends, two windows at a time while both have work; 1: too many repairs */
+static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, stitch_lane *B, size_t margin) {
+    win_lane L[2];
+    uint32_t buf[BPE_WIN];
+    uint8_t st[BPE_WIN];
+    for (;;) {
+        int ha = A->pos < A->n, hb = B && B->pos < B->n;
+        if (!ha && !hb) return 0;
+        stitch_lane *P = ha ? A : B, *Q = ha && hb ? B : NULL;
+        size_t wp = lane_wlen(P), wq = Q ? lane_wlen(Q) : 0;
+        win_encode_x2(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
+        size_t c = wl_out(&L[0], buf, st);
+        if (lane_apply(m, P, buf, st, c, wp, margin)) return 1;
+        if (Q) {
+            c = wl_out(&L[1], buf, st);
+            if (lane_apply(m, Q, buf, st, c, wq, margin)) return 1;
+        }
+    }
+}
+
+/* test hook: $FSTOK_BPE_X2_JOIN = j (1-62) joins the lanes only at mid + j and ends lane A at mid + j + 2: both
+ * lanes' outputs are cut close to the join, so the junction is often invalid or there is no common boundary (both
+ * fallbacks run).  With the default overlap, a boundary both lanes share is nearly always a true one. */
+static int x2_join = -1;
+
+static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, size_t margin, bpe_vec *out) {
+    size_t base = out->len;
+    win_tabs tb = {m->pair_tab, m->pair_bloom, m->byte_tok, m->byte_pair, m->pair_mask, m->pair_shift, m->bloom_shift};
+    if (bpe_vec_reserve(out, n)) return -1;
+    stitch_lane A = {s, n, 0, 0, 0, 8 + n / 64, out->ids + base, 0};
+    if (n < X2_MIN) {
+        if (lanes_run(m, &tb, &A, NULL, margin)) goto bucket;
+        out->len = base + A.len;
+        return 0;
+    }
+    int jh = __atomic_load_n(&x2_join, __ATOMIC_RELAXED);
+    if (jh < 0) {
+        const char *e = getenv("FSTOK_BPE_X2_JOIN");
+        int v = e ? atoi(e) : 0;
+        jh = v >= 1 && v <= X2_OVERLAP - 2 ? v : 0;
+        __atomic_store_n(&x2_join, jh, __ATOMIC_RELAXED);
+    }
+    size_t mid = n / 2, lo = mid + (jh ? (size_t)jh : 16), hi = jh ? lo : mid + X2_OVERLAP - 16;
+    size_t ov = jh ? (size_t)jh + 2 : X2_OVERLAP; /* the hook also ends lane A 2 bytes after the join */
+    uint32_t *ob = (uint32_t *)malloc((n - mid) * sizeof(uint32_t));
+    if (!ob) return -1;
+    A.n = mid + ov;
+    A.budget = 8 + A.n / 64;
+    stitch_lane B = {s + mid, n - mid, 0, 0, 0, 8 + (n - mid) / 64, ob, 0};
+    if (lanes_run(m, &tb, &A, &B, margin)) {
+        free(ob);
+        goto bucket;
+    }
+    /* B's token starts in [lo, hi] (offsets from mid), then A's token ends from the right: the largest common one */
+    uint64_t bmask = 0;
+    size_t jb = 0, pb = 0;
+    while (jb < B.len && pb <= hi - mid) {
+        if (pb >= lo - mid) bmask |= 1ull << (pb - (lo - mid));
+        pb += BPE_LEN(m, ob[jb++]);
+    }
+    size_t ia = A.len, pa = A.n;
+    int joined = 0;
+    while (ia > 0 && pa >= lo) {
+        if (pa <= hi && ((bmask >> (pa - lo)) & 1)) {
+            /* B's token that starts at pa */
+            size_t j = 0, q = mid;
+            while (q < pa) q += BPE_LEN(m, ob[j++]);
+            if (valid_pair(m, A.o[ia - 1], ob[j])) { /* ia < A.len: pa <= hi < A.n */
+                memcpy(A.o + ia, ob + j, (B.len - j) * sizeof(uint32_t));
+                A.len = ia + (B.len - j);
+                joined = 1;
+            }
+            break;
+        }
+        pa -= BPE_LEN(m, A.o[--ia]);
+    }
+    free(ob);
+    if (!joined) { /* lane A alone to the end: keep its tokens that end <= mid, where its own windows were not cut */
+        ia = A.len, pa = A.n;
+        while (ia > 0 && pa > mid) pa -= BPE_LEN(m, A.o[--ia]);
+        A.len = ia, A.pos = pa, A.n = n, A.streak = 0, A.budget = 8 + n / 64;
+        if (lanes_run(m, &tb, &A, NULL, margin)) goto bucket;
+    }
+    out->len = base + A.len;
+    return 0;
+bucket:
+    out->len = base;
+    return bpe_encode_bucket(m, s, n, out);
+}
+
+static int have_avx2 = -1;
+#endif
+
 /* Spans longer than a window (monotone ranks): the tokens of a window that end at least WIN_MARGIN bytes before
  * its cut are kept and the next window starts after them.  Exact by the pair lemma (docs/bpe.md, "Windows"): the
  * pairs inside one window's output are valid, the pair across each junction is checked with valid_pair, and an
@@ -457,6 +709,15 @@ static int encode_stitched(const bpe_model *m, const uint8_t *s, size_t n, bpe_v
         __atomic_store_n(&win_margin, mg, __ATOMIC_RELAXED);
     }
     size_t margin = (size_t)mg;
+#ifdef WIN_X2
+    int av = __atomic_load_n(&have_avx2, __ATOMIC_RELAXED);
+    if (av < 0) {
+        __builtin_cpu_init();
+        av = __builtin_cpu_supports("avx2") ? 1 : 0;
+        __atomic_store_n(&have_avx2, av, __ATOMIC_RELAXED);
+    }
+    if (av) return encode_stitched_x2(m, s, n, margin, out);
+#endif
     if (bpe_vec_reserve(out, n)) return -1;
     uint32_t *o = out->ids, buf[BPE_WIN];
     uint8_t st[BPE_WIN];
@@ -582,7 +843,10 @@ static inline int lmemo_get(const bpe_memo *memo, uint64_t h, const uint8_t *s, 
     }
 }
 
-static void lmemo_put(bpe_memo *memo, uint64_t h, const uint8_t *s, size_t n, const uint32_t *ids, size_t nt) {
+/* store a long entry; `weight` > 1 charges the part's capacity as if that many spans had been stored (only a
+ * sample of the spans is stored while the memo is skipped: its entries should not outlive those of a full one) */
+static void lmemo_put(bpe_memo *memo, uint64_t h, const uint8_t *s, size_t n, const uint32_t *ids, size_t nt,
+                      uint32_t weight) {
     size_t kb = (n + 3) & ~(size_t)3, need = kb + 4 * nt;
     if (n == 0 || n > BPE_LMEMO_MAXLEN || need > BPE_LMEMO_ARENA / 4) return;
     if (memo->lused + need > BPE_LMEMO_ARENA || memo->lcount >= BPE_LMEMO_SLOTS / 2) lmemo_reset(memo);
@@ -601,6 +865,11 @@ static void lmemo_put(bpe_memo *memo, uint64_t h, const uint8_t *s, size_t n, co
     memo->ls[i].ntok = (uint16_t)nt;
     memo->lused += (uint32_t)need;
     memo->lcount++;
+    if (weight > 1) { /* charged, not used: the next put that does not fit empties the part */
+        size_t extra = (weight - 1) * need;
+        memo->lused = memo->lused + extra > BPE_LMEMO_ARENA ? BPE_LMEMO_ARENA : memo->lused + (uint32_t)extra;
+        memo->lcount += weight - 1;
+    }
 }
 
 /* run the encoder chosen for a span that is not one token, append external ids */
@@ -646,6 +915,23 @@ int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
     return bpe_encode_span_multi(m, memo, s, n, out);
 }
 
+/* Adaptive memo.  On text whose pre-tokens do not repeat (random bytes), nearly every lookup misses, and a miss reads
+ * a set line that is not in cache (o200k random: 15-20% of the time).  So each thread keeps, per size class
+ * (<= 16 bytes: the piece cache missed; <= 24; longer), the hit rate of the lookups in a fixed sample of the memo:
+ * the sets (short part) or hashes (long part) whose low MEMO_SAMPLE_BITS index bits are zero, 1/16 of them (set
+ * sampling: those sets receive all of their spans in both modes, so their hit rate is the full memo's).  While it is
+ * below MEMO_SKIP_RATE, spans outside the sample neither look up nor store.  Only the speed depends on it. */
+#define MEMO_SAMPLE_BITS 4
+#define MEMO_SAMPLE_MASK ((1u << MEMO_SAMPLE_BITS) - 1)
+#define MEMO_SKIP_RATE 154 /* of 256 (60%): cl100k random text hits ~46% and is faster without the memo */
+static _Thread_local uint16_t memo_rate[3] = {256, 256, 256};
+
+/* a lookup in the sample: update the class's hit rate (moving average over ~16 lookups) */
+static inline void memo_seen(int c, int hit) {
+    uint32_t r = memo_rate[c];
+    memo_rate[c] = (uint16_t)(hit ? r + ((256 - r) >> 4) : r - (r >> 4));
+}
+
 int bpe_encode_span_multi(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, bpe_vec *out) {
     size_t base = out->len;
     int rc;
@@ -653,7 +939,10 @@ int bpe_encode_span_multi(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
     if (n <= BPE_MEMO_MAXLEN) {
         uint64_t k[3];
         uint8_t tag;
+        int c = n > 16;
         bpe_memo_entry *set = memo_set(memo, s, n, k, &tag), *dst = NULL;
+        int sampled = ((size_t)(set - memo->e) >> 1 & MEMO_SAMPLE_MASK) == 0;
+        if (!sampled && memo_rate[c] < MEMO_SKIP_RATE) return encode_multi(m, s, n, out);
         for (int w = 0; w < 2; w++) {
             const bpe_memo_entry *e = set + w;
             if (!memo_match(e, memo->gen, n, k)) {
@@ -664,6 +953,7 @@ int bpe_encode_span_multi(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
                 if (bpe_vec_reserve(out, BPE_MEMO_MAXTOK)) return -1;
                 memcpy(out->ids + out->len, e->ids, sizeof e->ids);
                 out->len += e->ntok;
+                if (sampled) memo_seen(c, 1);
                 if (w) { /* keep the most recently used entry in way 0 */
                     bpe_memo_entry t = set[0];
                     set[0] = set[1];
@@ -674,22 +964,29 @@ int bpe_encode_span_multi(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
                 return 0;
             }
             int r = lmemo_get(memo, bpe_hash_bytes(s, n), s, n, out);
-            if (r) return r < 0 ? -1 : 0;
+            if (r) {
+                if (sampled) memo_seen(c, 1);
+                return r < 0 ? -1 : 0;
+            }
             dst = set + w; /* the long part was emptied since: refill in place */
             break;
         }
+        if (sampled) memo_seen(c, 0);
         if ((rc = encode_multi(m, s, n, out))) return rc;
         size_t nt = out->len - base;
         memo_put(dst ? dst : set, dst == NULL, memo->gen, n, k, tag, out->ids + base, nt);
-        if (nt > BPE_MEMO_MAXTOK) lmemo_put(memo, bpe_hash_bytes(s, n), s, n, out->ids + base, nt);
+        if (nt > BPE_MEMO_MAXTOK) lmemo_put(memo, bpe_hash_bytes(s, n), s, n, out->ids + base, nt, 1);
         return 0;
     }
     if (n > BPE_LMEMO_MAXLEN) return encode_multi(m, s, n, out);
     uint64_t h = bpe_hash_bytes(s, n);
+    int sampled = ((h >> 32) & MEMO_SAMPLE_MASK) == 0, skip = memo_rate[2] < MEMO_SKIP_RATE;
+    if (!sampled && skip) return encode_multi(m, s, n, out);
     int r = lmemo_get(memo, h, s, n, out);
+    if (sampled) memo_seen(2, r != 0);
     if (r) return r < 0 ? -1 : 0;
     if ((rc = encode_multi(m, s, n, out))) return rc;
-    lmemo_put(memo, h, s, n, out->ids + base, out->len - base);
+    lmemo_put(memo, h, s, n, out->ids + base, out->len - base, skip ? 1u << MEMO_SAMPLE_BITS : 1);
     return 0;
 }
 
