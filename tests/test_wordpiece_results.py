@@ -138,3 +138,31 @@ def test_ids_beyond_the_vocabulary_size_not_cached():
     t = tok("bert-base-uncased")
     ids = t.encode("[UNK] ## ### #" + "\u00e9" * 300)
     assert all(0 <= i < t.vocab_size for i in ids)
+
+
+@pytest.mark.parametrize("dense", [10**6, 24, 2], ids=["r-only-dense", "default", "dense>=2"])
+def test_run_walker_equals_step_path_and_executor(dense, monkeypatch):
+    """encode(text) walks word runs with walk_run (no offsets, one-token pops inlined); the offsets path
+    and encode_word step state by state (wp_step), the executor in Python.  The vocabulary of
+    test_wordpiece_layout has sparse states with > 16 and > 32 children (labels past the first SIMD
+    chunk, failures there), hubs, long one-child chains and multi-token pops."""
+    import random
+
+    import fstok.compile.wordpiece as cw
+    from test_wordpiece_layout import ALPHA, _vocab, _words
+
+    monkeypatch.setattr(cw.build_tables, "__defaults__", (dense,))
+    t = make(_vocab())
+    ex = TableExecutor(t)
+    words = _words(5, 300)
+    # the last labels of the wide states (past index 16 and 32) and bytes no child has (failure there)
+    words += ["q" + c for c in ALPHA[16:]] + ["q" + c + "zz" for c in ALPHA[30:]] + ["qé", "##xé", "x##"]
+    rnd = random.Random(11)
+    texts = [" ".join(rnd.sample(words, rnd.randint(1, 40))) + rnd.choice(["", ".", " !q?", "\u3000漢"]) for _ in range(80)]
+    texts.append(" ".join(words))  # > STACK_IDS ids
+    for x in texts:
+        ids = t.encode(x)
+        assert ids == t.encode_with_offsets(x)[0], x
+        assert ids == ex.encode(x), x
+    plain = [w for w in words if w.isascii() and w.isalnum()]  # one word each for BERT's pre-tokenizer
+    assert t.encode(" ".join(plain)) == [i for w in plain for i in t.encode_word(w)]

@@ -58,6 +58,7 @@ typedef struct {
     int strip_mode;
     uint8_t wordbyte[256]; /* 1 for ASCII bytes that are plain word characters (built at load) */
     uint16_t lowmask[256]; /* (1 << min(n, 16)) - 1 */
+    uint32_t sparse_nc[256]; /* lowmask[nc] | (nc + 4) / 4 << 16 (words of header and labels) << 16 */
     int inline_pops; /* one-token pops are stored inline in the blob (tag 0x81) */
     /* The walk's layout, derived at load (build_blob): every state is a run of 32-bit words
      * [f, F, header, ...] and a state is the index of its header word (see build_blob).  One
@@ -246,6 +247,100 @@ HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
         c = blob_child(t, B, u, h, b);
         if (c != NONE32) return c;
     }
+}
+
+/* The walk over a run of word bytes [p, e) from state u, for the common case: no offsets and one-token
+ * pops inlined (t->inline_pops).  Same transitions as wp_step, with the blob, the output position and
+ * capacity in registers (through wp_step the compiler reloaded w->t, t->blob, t->inline_pops and
+ * o->want_offs on every byte).  Returns the state, NONE32 when the word cannot be tokenized. */
+HOT uint32_t walk_run(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e) {
+    const wp_tables *t = w->t;
+    const uint32_t *B = t->blob;
+    outbuf *o = w->out;
+    uint32_t *ids = o->ids;
+    size_t on = o->n, cap = o->cap;
+#define WR_EMIT(pop)                                                                                               \
+    do {                                                                                                           \
+        if (((pop) & 0xFF) == 0x81 && on < cap) {                                                                  \
+            ids[on++] = (pop) >> 8;                                                                                \
+        } else {                                                                                                   \
+            o->n = on;                                                                                             \
+            emit_slice_slow(w, (pop));                                                                             \
+            ids = o->ids;                                                                                          \
+            on = o->n;                                                                                             \
+            cap = o->cap;                                                                                          \
+        }                                                                                                          \
+    } while (0)
+    for (; p < e; p++) {
+        const uint32_t b = *p;
+        uint32_t h = B[u];
+        if ((h & 0xFF) == BLOB_HUB) {
+            uint64_t d;
+            memcpy(&d, B + BLOB_PAIRS(u) + 2 * b, 8);
+            uint32_t pop = (uint32_t)(d >> 32);
+            if (pop) WR_EMIT(pop);
+            u = (uint32_t)d;
+            if (__builtin_expect(u == NONE32, 0)) break;
+            continue;
+        }
+        uint32_t c;
+#ifdef __SSE2__
+        {
+            const uint32_t nc = h & 0xFF, sn = t->sparse_nc[nc];
+            const __m128i key = _mm_load_si128(&KEYS[b]);
+            uint32_t m = (uint32_t)_mm_movemask_epi8(
+                _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)((const uint8_t *)(B + u) + 1)), key));
+            m &= sn & 0xFFFF;
+            if (__builtin_expect(m != 0, 1)) {
+                const uint32_t k = (uint32_t)__builtin_ctz(m), base = u + (sn >> 16);
+                const uint32_t other = B[base + k - 1]; /* (k = 0: a label word, not used) */
+                u = base + nc + 1;                        /* child 0: the next state */
+#if defined(__x86_64__) || defined(__i386__)
+                /* a cmov, never a branch: which child is taken is data-dependent (a branch mispredicted:
+                 * uncased English +10%), and the compiler turns the plain select into one */
+                __asm__("test %2, %2\n\tcmovnz %1, %0" : "+r"(u) : "r"(other), "r"(k) : "cc");
+#else
+                u = k ? other : u;
+#endif
+                continue;
+            }
+            c = nc > 16 ? blob_child(t, B, u, h, b) : NONE32;
+        }
+#else
+        c = blob_child(t, B, u, h, b);
+#endif
+        if (c != NONE32) {
+            u = c;
+            continue;
+        }
+        for (;;) { /* failure transitions (see wp_step) */
+            uint32_t f = B[BLOB_F(u)], pop = B[BLOB_P(u)];
+            if (f == NONE32) {
+                u = NONE32;
+                break;
+            }
+            if (pop) WR_EMIT(pop);
+            u = f;
+            h = B[u];
+            if (__builtin_expect((h & 0xFF) == BLOB_HUB, 1)) {
+                uint64_t d;
+                memcpy(&d, B + BLOB_PAIRS(u) + 2 * b, 8);
+                pop = (uint32_t)(d >> 32);
+                if (pop) WR_EMIT(pop);
+                u = (uint32_t)d;
+                break;
+            }
+            c = blob_child(t, B, u, h, b);
+            if (c != NONE32) {
+                u = c;
+                break;
+            }
+        }
+        if (__builtin_expect(u == NONE32, 0)) break;
+    }
+#undef WR_EMIT
+    o->n = on;
+    return u;
 }
 
 static int b2o_reserve(wstate *w, size_t need) {
@@ -523,9 +618,14 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
                 if (!w.failed && w.nchars > maxc) w.failed = 1;
                 if (!w.failed) {
                     uint32_t u = w.u;
-                    for (size_t k = i; k < j; k++) {
-                        u = wp_step(&w, u, s[k]);
-                        if (u == NONE32) { w.failed = 1; break; }
+                    if (t->inline_pops) {
+                        u = walk_run(&w, u, s + i, s + j);
+                        if (u == NONE32) w.failed = 1;
+                    } else {
+                        for (size_t k = i; k < j; k++) {
+                            u = wp_step(&w, u, s[k]);
+                            if (u == NONE32) { w.failed = 1; break; }
+                        }
                     }
                     w.u = u;
                 }
@@ -788,6 +888,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         const uint32_t *ascii = t->norm2 + ((size_t)t->norm1[0] << 8);
         for (int b = 0; b < 256; b++) t->wordbyte[b] = b < 0x80 && (ascii[b] & 7) == KIND_REG;
         for (int k = 0; k < 256; k++) t->lowmask[k] = (uint16_t)((1u << (k < 16 ? k : 16)) - 1);
+        for (int k = 0; k < 256; k++) t->sparse_nc[k] = t->lowmask[k] | ((uint32_t)(k + 4) >> 2) << 16;
         scan_inline_pops(self);
         if (build_blob(t, (size_t)self->bufs[4].len / 4) < 0) return -1;
     }
