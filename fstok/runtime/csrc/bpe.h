@@ -273,8 +273,9 @@ typedef struct {
     uint8_t arena[BPE_LMEMO_ARENA];
 } bpe_memo;
 
-/* a new empty memo (free() it), or NULL */
+/* a new empty memo (release it with bpe_memo_free), or NULL */
 bpe_memo *bpe_memo_new(void);
+void bpe_memo_free(bpe_memo *memo);
 /* empty a memo (both parts; O(1) except once every 2^16 times) */
 void bpe_memo_clear(bpe_memo *memo);
 

@@ -1,9 +1,11 @@
 /* Byte-level BPE span encoders over the compiled tables (see bpe.h). No Python here. */
 #define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "bpe.h"
 
 #include <stddef.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 unsigned long bpe_backtrack_fallbacks = 0;
 
@@ -762,13 +764,19 @@ static int encode_window(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
 
 /* ---------------------------------------------------------------- dispatch */
 
+/* The memo is ~13 MiB, mostly the piece cache.  Anonymous pages come zeroed and are only materialised
+ * where written, so a new memo costs no 13 MiB memset (a first encode of a short text touches a few
+ * pages); entries of generation 0 are empty. */
 bpe_memo *bpe_memo_new(void) {
-    void *p = NULL;
-    if (posix_memalign(&p, 64, sizeof(bpe_memo))) return NULL;
+    void *p = mmap(NULL, sizeof(bpe_memo), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return NULL;
     bpe_memo *memo = (bpe_memo *)p;
-    memset(memo, 0, offsetof(bpe_memo, arena)); /* entries of generation 0 are empty */
     memo->gen = memo->lgen = 1;
     return memo;
+}
+
+void bpe_memo_free(bpe_memo *memo) {
+    if (memo) munmap(memo, sizeof(bpe_memo));
 }
 
 /* empty the long part */

@@ -547,12 +547,12 @@ static void memo_return(ModelObject *self, bpe_memo *mm) {
         mm = NULL;
     }
     pthread_mutex_unlock(&self->pool_mu);
-    free(mm);
+    bpe_memo_free(mm);
 }
 
 static void Model_dealloc(ModelObject *self) {
     free(self->span_bloom);
-    for (int i = 0; i < self->npool; i++) free(self->pool[i]);
+    for (int i = 0; i < self->npool; i++) bpe_memo_free(self->pool[i]);
     if (self->serial) pthread_mutex_destroy(&self->pool_mu);
     for (int i = 0; i < self->nviews; i++) PyBuffer_Release(&self->views[i]);
     for (int i = 0; i < self->n_dfa_views; i++) PyBuffer_Release(&self->dfa_views[i]);
