@@ -103,6 +103,27 @@ static uint64_t heap_pop(uint64_t *h, size_t *hn) {
     return top;
 }
 
+/* The linked list of live nodes shared by the heap and bucket-queue encoders: node i (start byte) holds
+ * tok[i]; nxt/prv link the live nodes. */
+
+/* merge node i with its successor j into token r (j dies) */
+static inline void list_merge(uint32_t *tok, uint32_t *nxt, uint32_t *prv, uint32_t i, uint32_t j, uint32_t r) {
+    tok[i] = r;
+    tok[j] = BPE_NONE;
+    uint32_t k = nxt[j];
+    nxt[i] = k;
+    if (k != BPE_NONE) prv[k] = i;
+}
+
+/* append the tokens of the live nodes from node 0 on */
+static int list_emit(const uint32_t *tok, const uint32_t *nxt, bpe_vec *out) {
+    size_t cnt = 0;
+    for (uint32_t i = 0; i != BPE_NONE; i = nxt[i]) cnt++;
+    if (bpe_vec_reserve(out, cnt)) return -1;
+    for (uint32_t i = 0; i != BPE_NONE; i = nxt[i]) out->ids[out->len++] = tok[i];
+    return 0;
+}
+
 int bpe_encode_heap(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
     if (n == 0) return 0;
     /* nodes are indexed by their start byte; prev/next link the live ones */
@@ -130,12 +151,9 @@ int bpe_encode_heap(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out
         if (tok[i] == BPE_NONE) continue; /* dead node */
         uint32_t j = nxt[i];
         if (j == BPE_NONE || bpe_pair_get(m, tok[i], tok[j]) != r) continue; /* stale */
-        tok[i] = r;
-        tok[j] = BPE_NONE;
-        uint32_t k = nxt[j];
-        nxt[i] = k;
+        list_merge(tok, nxt, prv, i, j, r);
+        uint32_t k = nxt[i];
         if (k != BPE_NONE) {
-            prv[k] = i;
             uint32_t r2 = bpe_pair_get(m, r, tok[k]);
             if (r2 != BPE_NONE) heap_push(heap, &hn, ((uint64_t)r2 << 32) | i);
         }
@@ -145,11 +163,7 @@ int bpe_encode_heap(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out
             if (r3 != BPE_NONE) heap_push(heap, &hn, ((uint64_t)r3 << 32) | p);
         }
     }
-    size_t cnt = 0;
-    for (uint32_t i = 0; i != BPE_NONE; i = nxt[i]) cnt++;
-    int rc = bpe_vec_reserve(out, cnt);
-    if (rc == 0)
-        for (uint32_t i = 0; i != BPE_NONE; i = nxt[i]) out->ids[out->len++] = tok[i];
+    int rc = list_emit(tok, nxt, out);
     free(tok), free(nxt), free(prv), free(heap);
     return rc;
 }
@@ -241,12 +255,9 @@ int bpe_encode_bucket(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *o
                 }
                 uint32_t j = nxt[i];
                 if (tok[i] != L || j == BPE_NONE || tok[j] != Rt) continue; /* stale */
-                tok[i] = r;
-                tok[j] = BPE_NONE;
-                uint32_t k2 = nxt[j];
-                nxt[i] = k2;
+                list_merge(tok, nxt, prv, i, j, r);
+                uint32_t k2 = nxt[i];
                 if (k2 != BPE_NONE) {
-                    prv[k2] = i;
                     uint32_t r2 = bpe_pair_get(m, r, tok[k2]);
                     if (r2 != BPE_NONE) BQ_PUSH(r2, i);
                 }
@@ -259,13 +270,7 @@ int bpe_encode_bucket(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *o
         }
     }
 #undef BQ_PUSH
-    {
-        size_t cnt = 0;
-        for (uint32_t i = 0; i != BPE_NONE; i = nxt[i]) cnt++;
-        rc = bpe_vec_reserve(out, cnt);
-        if (rc == 0)
-            for (uint32_t i = 0; i != BPE_NONE; i = nxt[i]) out->ids[out->len++] = tok[i];
-    }
+    rc = list_emit(tok, nxt, out);
 done:
     free(tok), free(nxt), free(prv), free(head), free(ent), free(b1), free(b2), free(tmp);
     return rc;
