@@ -4,6 +4,7 @@
     tok.save("bert.fst"); tok = fstok.load("bert.fst")
     fstok.get_encoding("bert-base-uncased")              # bundled, compiled once, cached
     fstok.pretokenize("o200k_base", text)                # regex DFA spans
+    fstok.DecodeStream(tok)                              # streaming decode (tok.decode_stream() for BPE)
 
 Heavy modules are imported lazily so `import fstok` stays cheap.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from .api import compile, get_encoding, list_encodings, load, loads  # noqa: A004
 from .artifact import ArtifactError
+from .decode_stream import DecodeStream
 
 __version__ = "0.1.0"
 
@@ -29,4 +31,4 @@ def train_bpe(files_or_iterable, vocab_size: int, pattern: str = "r50k_base", sp
     return _t(files_or_iterable, vocab_size, pattern=pattern, special_tokens=special_tokens, **kw)
 
 
-__all__ = ["compile", "load", "loads", "get_encoding", "list_encodings", "pretokenize", "train_bpe", "ArtifactError"]
+__all__ = ["compile", "load", "loads", "get_encoding", "list_encodings", "pretokenize", "train_bpe", "ArtifactError", "DecodeStream"]
