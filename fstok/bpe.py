@@ -860,6 +860,46 @@ class BPETokenizer:
     def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *, num_threads: int | None = None) -> list[bytes]:
         return [self.decode_bytes(t) for t in batch]
 
+    def decode_stream(self, *, skip_special_tokens: bool | None = None, errors: str = "replace",
+                      prefill: Sequence[int] | None = None) -> "DecodeStream":
+        """A `fstok.DecodeStream` over this tokenizer: `step(id)` returns the text each generated id
+        completes, buffering a partial UTF-8 character; all outputs + `flush()` == `decode(all ids)`."""
+        from .decode_stream import DecodeStream
+
+        return DecodeStream(self, skip_special_tokens=skip_special_tokens, errors=errors, prefill=prefill)
+
+    # ------------------------------------------------------------------ token limits (fstok/token_limits.py)
+
+    def truncate(self, text: str, max_tokens: int, *, side: Literal["right", "left"] = "right",
+                 allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+                 disallowed_special: Literal["all"] | Collection[str] = "all") -> "Truncation":
+        """At most max_tokens ids of encode(text), cut where they end (side="right") or start (side="left")
+        on a character boundary: Truncation(ids, text_part, split) with text_part == text[:split] (right)
+        or text[split:] (left) == decode(ids).  Long texts are only encoded as far as needed."""
+        from .token_limits import truncate
+
+        return truncate(self, text, max_tokens, side=side, allowed_special=allowed_special,
+                        disallowed_special=disallowed_special)
+
+    def chunk_by_tokens(self, text: str, max_tokens: int, *, return_ids: bool = False,
+                        allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+                        disallowed_special: Literal["all"] | Collection[str] = "all") -> list:
+        """Consecutive non-empty chunks of text, "".join(chunks) == text, each encoding to <= max_tokens
+        tokens (return_ids=True: (chunk, ids) pairs).  See fstok/token_limits.py."""
+        from .token_limits import chunk_by_tokens
+
+        return chunk_by_tokens(self, text, max_tokens, return_ids=return_ids, allowed_special=allowed_special,
+                               disallowed_special=disallowed_special)
+
+    def count_up_to(self, text: str, max_tokens: int, *,
+                    allowed_special: Literal["all"] | AbstractSet[str] = frozenset(),
+                    disallowed_special: Literal["all"] | Collection[str] = ()) -> int:
+        """min(count(text), max_tokens + 1), encoding a long text only as far as the limit."""
+        from .token_limits import count_up_to
+
+        return count_up_to(self, text, max_tokens, allowed_special=allowed_special,
+                           disallowed_special=disallowed_special)
+
 
 def build_bundled(name: str, path: str, sha256: str | None = None, **options: Any) -> BPETokenizer:
     """Registry builder for the bundled OpenAI encodings (see fstok/registry_bpe.py)."""
