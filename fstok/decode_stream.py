@@ -50,6 +50,24 @@ def _is_int(x: Any) -> bool:
         return False
 
 
+# second-byte ranges of UTF-8 lead bytes (Unicode Table 3-7); later bytes are 80..BF
+_SECOND = {**{b: (0x80, 0xBF) for b in range(0xC2, 0xF5)}, 0xE0: (0xA0, 0xBF), 0xED: (0x80, 0x9F),
+           0xF0: (0x90, 0xBF), 0xF4: (0x80, 0x8F)}
+
+
+def _completable(pending: bytes) -> bool:
+    """pending (1-3 bytes) is a proper prefix of some well-formed UTF-8 sequence."""
+    rng = _SECOND.get(pending[0])
+    if rng is None:
+        return False
+    need = 2 if pending[0] < 0xE0 else 3 if pending[0] < 0xF0 else 4
+    if len(pending) >= need:
+        return False
+    if len(pending) >= 2 and not rng[0] <= pending[1] <= rng[1]:
+        return False
+    return all(0x80 <= c <= 0xBF for c in pending[2:])
+
+
 def _as_id_list(ids: Any) -> list[int]:
     if isinstance(ids, (str, bytes, bytearray)):
         raise TypeError("expected a sequence of token ids, got a " + type(ids).__name__)
@@ -154,6 +172,17 @@ class DecodeStream:
                 self._bytes_cache[tid] = b
         return b
 
+    def _decode(self, data: bytes) -> str:
+        dec = self._dec
+        out = dec.decode(data, False)
+        pending = dec.getstate()[0]
+        if pending and self._errors != "surrogatepass" and not _completable(pending):
+            # CPython holds back ED A0..BF (a surrogate's prefix), which no later byte can make valid:
+            # replace it now, as the one-shot decode will (its subparts end inside it)
+            out += dec.decode(b"", True)
+            dec.reset()
+        return out
+
     def _bytes_of_ids(self, ids: list[int]) -> bytes:
         if self._skip and self._specials:
             ids = [i for i in ids if i not in self._specials]
@@ -191,7 +220,7 @@ class DecodeStream:
             b = self._token_bytes(tid)
             if self._skip and tid in self._specials:
                 b = b""
-            out = self._dec.decode(b, False)
+            out = self._decode(b)
         else:
             self._wp_check(tid)
             out = self._wp_step(tid)
@@ -209,7 +238,7 @@ class DecodeStream:
                 if i < 0:
                     raise ValueError(f"invalid token id {i} (ids are >= 0)")
             data = self._bytes_of_ids(ids)
-            out = self._dec.decode(data, False)
+            out = self._decode(data)
         else:
             for i in ids:
                 self._wp_check(i)
