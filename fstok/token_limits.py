@@ -50,6 +50,9 @@ __all__ = ["Truncation", "truncate", "chunk_by_tokens", "count_up_to"]
 
 _EARLY_MIN_CHARS = 4096  # texts shorter than this are encoded whole
 _CUT_SEARCH = 4096  # how far from a target a proven cut is looked for
+_MIN_STEP = 1024  # the smallest piece (characters); the first piece is _MIN_STEP + _STEP_PER_TOKEN * need
+_STEP_PER_TOKEN = 6  # characters per token guessed for the first piece (later: measured, x1.25)
+_MAX_STEP = 1 << 62  # the largest piece (tests make every piece small)
 
 
 class Truncation(NamedTuple):
@@ -145,7 +148,7 @@ def _prefix_ids(tok: Any, text: str, need: int, allowed: frozenset) -> tuple[lis
     if sp is None:
         return _enc(tok, text, allowed), n
     ids: list[int] = []
-    pos, step = 0, max(1024, 6 * need + 256)
+    pos, step = 0, min(_MAX_STEP, _MIN_STEP + _STEP_PER_TOKEN * need)
     while pos < n:
         c = _cut_forward(sp, text, pos + step) if pos + step < n else n
         ids += _enc(tok, text[pos:c], allowed)
@@ -153,7 +156,7 @@ def _prefix_ids(tok: Any, text: str, need: int, allowed: frozenset) -> tuple[lis
         if len(ids) >= need:
             break
         cpt = pos / max(1, len(ids))  # characters per token so far
-        step = max(1024, int((need - len(ids)) * cpt * 1.25) + 256)
+        step = min(_MAX_STEP, max(_MIN_STEP, int((need - len(ids)) * cpt * 1.25)))
     return ids, pos
 
 
@@ -165,7 +168,7 @@ def _suffix_ids(tok: Any, text: str, need: int, allowed: frozenset) -> tuple[lis
     if sp is None:
         return _enc(tok, text, allowed), 0
     parts: list[list[int]] = []
-    got, pos, step = 0, n, max(1024, 6 * need + 256)
+    got, pos, step = 0, n, min(_MAX_STEP, _MIN_STEP + _STEP_PER_TOKEN * need)
     while pos > 0:
         c = _cut_backward(sp, text, pos - step) if pos - step > 0 else 0
         part = _enc(tok, text[c:pos], allowed)
@@ -175,7 +178,7 @@ def _suffix_ids(tok: Any, text: str, need: int, allowed: frozenset) -> tuple[lis
         if got >= need:
             break
         cpt = (n - pos) / max(1, got)
-        step = max(1024, int((need - got) * cpt * 1.25) + 256)
+        step = min(_MAX_STEP, max(_MIN_STEP, int((need - got) * cpt * 1.25)))
     ids: list[int] = []
     for p in reversed(parts):
         ids += p
