@@ -42,7 +42,7 @@ the input, so "a prefix of the text" has no meaning there.
 """
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import numpy as np
 
