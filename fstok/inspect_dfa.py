@@ -51,13 +51,14 @@ def _fmt_ranges(rs) -> str:
 
 
 def level_summary(t) -> dict[str, Any]:
-    acc = np.asarray(t.accept)
+    acc = np.asarray(t.accept) & 15  # the high nibble is a boundary state's give-back
     return {
         "pattern": t.pattern,
         "dialect": t.dialect,
         "unicode": t.unicode,
         "states": int(t.n_states),
         "boundary_states": int(t.n_boundary),
+        "giveback_boundary_states": int(getattr(t, "n_giveback", 0)),
         "start_state": int(t.start >> t.shift),
         "accepting_states": int(np.count_nonzero(acc)),
         "lookahead_states": int(np.count_nonzero(acc > 1)),
@@ -81,7 +82,7 @@ def summary(cp) -> dict[str, Any]:
 
 
 def accepting_states(t) -> list[int]:
-    return [int(i) for i in np.nonzero(np.asarray(t.accept))[0]]
+    return [int(i) for i in np.nonzero(np.asarray(t.accept) & 15)[0]]
 
 
 def to_networkx(cp, level: int = 0, max_states: int = 200_000) -> nx.MultiDiGraph:
@@ -96,10 +97,11 @@ def to_networkx(cp, level: int = 0, max_states: int = 200_000) -> nx.MultiDiGrap
     ranges = byte_class_ranges(t)
     g = nx.MultiDiGraph(name=cp.name or t.pattern[:60], pattern=t.pattern, dialect=t.dialect, unicode=t.unicode)
     for s in range(t.n_states):
-        a = int(t.accept[s])
+        a, pb = int(t.accept[s]) & 15, int(t.accept[s]) >> 4  # pb: a boundary state's piece ended pb bytes back
         kind = "dead" if s == 0 else "boundary" if s <= t.n_boundary else "start" if s == start else "state"
-        lab = f"{s}" + ("*" if a else "") + (f"-{a - 1}" if a > 1 else "") + ("B" if kind == "boundary" else "")
-        g.add_node(s, kind=kind, accept=bool(a), giveback=max(0, a - 1), label=lab)
+        lab = f"{s}" + ("*" if a else "") + (f"-{a - 1}" if a > 1 else "") + ("B" if kind == "boundary" else "") + \
+            (f"<{pb}" if pb else "")
+        g.add_node(s, kind=kind, accept=bool(a), giveback=max(0, a - 1), piece_giveback=pb, label=lab)
     for s in range(1, t.n_states):
         by_target: dict[int, list[int]] = {}
         for c in range(t.n_classes):

@@ -20,10 +20,13 @@ Artifact (kind KIND_REGEX_DFA, or embedded in another kind, e.g. BPE, under a pr
 
   <prefix>source        |u1  JSON {"version", "mode", "name", "levels": [{"pattern", "dialect",
                              "unicode"}]}
-  <prefix><i>.info      <u4  [layout=1, n_states, n_classes, shift, start, eoi, n_boundary]
+  <prefix><i>.info      <u4  [layout=2, n_states, n_classes, shift, start, eoi, n_boundary, n_giveback]
+                             (layout 1: the first seven; no give-back boundary states)
   <prefix><i>.trans     <u4  [n_states << shift] premultiplied transitions (see runtime/csrc/dfa.h)
   <prefix><i>.classes   |u1  [256] byte classes
-  <prefix><i>.accept    |u1  [n_states] 0, or 1 + bytes given back by a lookahead
+  <prefix><i>.accept    |u1  [n_states] low nibble: 0, or 1 + bytes given back by a lookahead;
+                             high nibble (boundary states 1..n_giveback only): the piece ended that
+                             many bytes before the byte just read (see `add_boundary_states`)
 
 Compiled tables are cached in memory (by pattern, dialect) and on disk under
 `fstok.registry.cache_dir()/regex/`, since compiling a Unicode DFA in Python takes a fraction
@@ -42,9 +45,11 @@ import numpy as np
 
 from . import artifact as _art
 
-COMPILER_VERSION = "1"  # bump whenever compiled tables could change
+COMPILER_VERSION = "2"  # bump whenever compiled tables could change
 PREFIX = "dfa."
-LAYOUT = 1
+LAYOUT = 2
+LAYOUTS = (1, 2)  # layout 1 artifacts (no give-back boundary states) still load
+GIVEBACK_SHIFT = 4
 MODES = ("find", "split")
 MAX_LEVELS = 16  # split pipelines (the C spanner recurses once per level)
 
@@ -109,6 +114,7 @@ class DFATables:
     start: int  # premultiplied
     eoi: int
     n_boundary: int = 0  # states 1..n_boundary are boundary (restart) states
+    n_giveback: int = 0  # of which 1..n_giveback end their piece some bytes back (accept >> 4)
     pattern: str = ""
     dialect: str = "rust-regex"
     unicode: str = ""
@@ -119,17 +125,20 @@ class DFATables:
         return (self.n_boundary + 1) << self.shift
 
     @classmethod
-    def from_byte_dfa(cls, bd, n_boundary: int, pattern: str, dialect: str, unicode: str) -> "DFATables":
+    def from_byte_dfa(cls, bd, n_boundary: int, pattern: str, dialect: str, unicode: str,
+                      n_giveback: int = 0) -> "DFATables":
         n, nc = bd.trans.shape
         shift = max(0, (nc - 1).bit_length())
         stride = 1 << shift
         tbl = np.zeros((n, stride), dtype=np.uint32)
         tbl[:, :nc] = bd.trans.astype(np.uint32) << np.uint32(shift)
         return cls(tbl.reshape(-1), bd.classes.astype(np.uint8), bd.accept.astype(np.uint8), int(n), int(nc),
-                   shift, int(bd.start) << shift, int(bd.eoi_class), int(n_boundary), pattern, dialect, unicode)
+                   shift, int(bd.start) << shift, int(bd.eoi_class), int(n_boundary), int(n_giveback), pattern,
+                   dialect, unicode)
 
     def info(self) -> np.ndarray:
-        return np.array([LAYOUT, self.n_states, self.n_classes, self.shift, self.start, self.eoi, self.n_boundary],
+        return np.array([LAYOUT, self.n_states, self.n_classes, self.shift, self.start, self.eoi, self.n_boundary,
+                         self.n_giveback],
                         dtype=np.uint32)
 
     def nbytes(self) -> int:
@@ -183,6 +192,37 @@ class DFATables:
         return None
 
 
+    def bulk_ends(self, data: bytes) -> tuple[list[int], int]:
+        """Pure-Python oracle of C `fstok_dfa_find_ends` on these tables: the ends of consecutive
+        pieces from byte 0 (stopping where no match starts) and the number of deaths -- bytes on
+        which the one walk over the text died and the piece had to be re-matched from its start.
+        Boundary states continue into the next piece without a rematch; give-back ones (accept
+        >> 4 = g) put the end g bytes before the byte just read."""
+        T, C, A = self.trans.tolist(), self.classes.tolist(), self.accept.tolist()
+        sh, nbs = self.shift, (self.n_boundary + 1) << self.shift
+        ends: list[int] = []
+        deaths = 0
+        n, p = len(data), 0
+        while p < n:
+            st, i, tok = self.start, p, p
+            while i < n:
+                st = T[st + C[data[i]]]
+                if st == 0:
+                    break
+                if st < nbs:  # boundary: a piece [tok, end) ended, the next one has read up to byte i
+                    tok = i - (A[st >> sh] >> GIVEBACK_SHIFT)
+                    ends.append(tok)
+                i += 1
+            if i < n:
+                deaths += 1
+            e = self.match(data, tok)
+            if e < 0:
+                return ends, deaths
+            ends.append(e)
+            p = e
+        return ends, deaths
+
+
 def validate_tables(t: DFATables, where: str = "DFA") -> None:
     """Structural checks before C ever sees the tables (a crafted file must raise, not crash)."""
     err = _art.ArtifactError
@@ -205,10 +245,12 @@ def validate_tables(t: DFATables, where: str = "DFA") -> None:
         raise err(f"{where}: the dead state 0 is not absorbing")
     if np.any(t.classes >= t.eoi):
         raise err(f"{where}: byte classes out of range")
-    if np.any(t.accept > 5) or t.accept[0]:
+    if not 0 <= t.n_boundary < t.n_states - 1 or not 0 <= t.n_giveback <= t.n_boundary:
+        raise err(f"{where}: bad boundary state counts {t.n_boundary} / {t.n_giveback}")
+    gb = t.accept >> np.uint8(GIVEBACK_SHIFT)
+    if np.any((t.accept & np.uint8(15)) > 5) or t.accept[0] or np.any(gb[1:t.n_giveback + 1] == 0) \
+            or np.any(gb[t.n_giveback + 1:]):
         raise err(f"{where}: bad accept codes")
-    if not 0 <= t.n_boundary < t.n_states - 1:
-        raise err(f"{where}: bad boundary state count {t.n_boundary}")
     if t.start < t.live or t.start % stride or t.start // stride >= t.n_states:
         raise err(f"{where}: bad start state {t.start}")
 
@@ -263,7 +305,7 @@ def _check_dialect(dialect: Any) -> str:
 def compile_tables(pattern: str, dialect: str = "rust-regex", **limits: int) -> DFATables:
     """Compile one regex to DFA tables (no cache).  `limits`: max_cell_states, max_byte_states,
     max_table_bytes (see fstok.compile.regex_dfa)."""
-    from .compile.regex_dfa import add_restart_states, compile_dfa
+    from .compile.regex_dfa import add_boundary_states, compile_dfa
     from .compile.regex_nfa import build_nfa
     from .compile.regex_parse import parse
     from .compile.unicode_props import unicode_version
@@ -271,8 +313,8 @@ def compile_tables(pattern: str, dialect: str = "rust-regex", **limits: int) -> 
     if not isinstance(pattern, str):
         raise TypeError(f"regex pattern must be a str, got {type(pattern).__name__}")
     _check_dialect(dialect)
-    bd, k = add_restart_states(compile_dfa(build_nfa(parse(pattern, dialect)), **limits))
-    return DFATables.from_byte_dfa(bd, k, pattern, dialect, unicode_version(dialect))
+    bd, k, g = add_boundary_states(compile_dfa(build_nfa(parse(pattern, dialect)), **limits))
+    return DFATables.from_byte_dfa(bd, k, pattern, dialect, unicode_version(dialect), g)
 
 
 def _cache_path(pattern: str, dialect: str) -> str:
@@ -436,7 +478,7 @@ class CompiledPattern:
             raise _art.ArtifactError(f"{where}: no section {prefix}source") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise _art.ArtifactError(f"{where}: {prefix}source is not valid JSON ({e})") from None
-        if not isinstance(src, dict) or src.get("version") != LAYOUT:
+        if not isinstance(src, dict) or src.get("version") not in LAYOUTS:
             raise _art.ArtifactError(f"{where}: unsupported regex DFA layout {src.get('version') if isinstance(src, dict) else src!r}")
         mode = src.get("mode")
         lv = src.get("levels")
@@ -449,11 +491,13 @@ class CompiledPattern:
                 raise _art.ArtifactError(f"{where}: bad level description {i}")
             p = f"{prefix}{i}."
             info = art.array(p + "info")
-            if info.dtype != np.uint32 or info.size < 7 or int(info[0]) != LAYOUT:
+            lay = int(info[0]) if info.dtype == np.uint32 and info.size else -1
+            if lay != src["version"] or info.size != (7 if lay == 1 else 8):
                 raise _art.ArtifactError(f"{where}: bad {p}info")
             _, n_states, n_classes, shift, start, eoi, n_boundary = (int(x) for x in info[:7])
+            n_giveback = int(info[7]) if lay >= 2 else 0
             t = DFATables(art.array(p + "trans"), art.array(p + "classes"), art.array(p + "accept"), n_states,
-                          n_classes, shift, start, eoi, n_boundary, str(desc.get("pattern", "")),
+                          n_classes, shift, start, eoi, n_boundary, n_giveback, str(desc.get("pattern", "")),
                           str(desc.get("dialect", "")), str(desc.get("unicode", "")))
             validate_tables(t, f"{where}: {p[:-1]}")
             levels.append(t)

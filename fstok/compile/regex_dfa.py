@@ -13,8 +13,9 @@ Pipeline (each step is exact; nothing here knows any particular pattern):
    gives back L bytes.  Invalid UTF-8 goes to the dead state.
 4. `minimize` -- Moore refinement on the byte DFA (numpy), then byte classes (identical columns),
    states renumbered dead = 0, start = 1, the rest breadth-first.
-5. `add_restart_states` -- boundary states that let the bulk spanner continue into the next piece
-   without a data-dependent branch (see its docstring); renumbered dead = 0, boundary 1..K,
+5. `add_boundary_states` -- boundary states that let the bulk spanner continue into the next piece
+   without a data-dependent branch, also when the piece ended up to 3 bytes before the DFA could
+   tell (see its docstring); renumbered dead = 0, boundary 1..K (those with a give-back first),
    start = K+1.
 
 The search (C `fstok_dfa_match`, Python `reference_match`) runs from the start state, remembers
@@ -396,39 +397,150 @@ def minimize(trans: np.ndarray, acc: np.ndarray, start: int = 1) -> ByteDFA:
 
 
 def add_restart_states(bd: ByteDFA) -> tuple[ByteDFA, int]:
-    """Boundary ("restart") states for the branch-free bulk spanner.
+    """Boundary states with no give-back only (`add_boundary_states(bd, 0)`): (dfa, K)."""
+    out, k, _ = add_boundary_states(bd, 0)
+    return out, k
 
-    When an accepting state X (match ending here, no give-back) reads a byte b on which it dies,
-    the match that ends before b is final and the next one starts at b: so X --b--> goes instead
-    to a copy of start --b--> Y marked as a *boundary state* ("a piece ended before the byte just
-    read").  A search that must stop at the end of a match treats boundary states as dead.
 
-    Renumbers states: 0 dead, 1..K boundary states, K+1 start, then the others (order kept).
-    Returns (dfa, K)."""
+DEFAULT_MAX_GIVEBACK = 3  # covers one UTF-8 character read past a match's end (Indic letter + mark)
+GIVEBACK_SHIFT = 4  # boundary give-back lives in the accept byte's high nibble
+
+
+def add_boundary_states(bd: ByteDFA, max_giveback: int = DEFAULT_MAX_GIVEBACK,
+                        max_states: int = DEFAULT_MAX_BYTE_STATES) -> tuple[ByteDFA, int, int]:
+    """Boundary states for the branch-free bulk spanner (C `fstok_dfa_find_ends` / `find_all`).
+
+    The bulk spanner runs one DFA over the whole text, piece after piece.  A *boundary state* says
+    "a piece ended g bytes before the byte just read, and the next piece has read everything since":
+    its row is that of the state the next piece is in, its accept byte has the piece's accept code in
+    the low nibble and g in the high nibble.
+
+    g = 0 (the common case): an accepting state X (match ending here, no give-back) reads a byte b
+    on which it dies; the match ending before b is final and the next one starts at b, so X --b-->
+    goes to a boundary copy of start --b--> Y.
+
+    g >= 1: the match cannot be extended but the DFA only learns it some bytes later -- after an
+    Indic letter, ` ?\\p{L}+` reads the three bytes of a combining mark before dying on the last one,
+    and the piece ended before the mark.  Without help the spanner dies and re-matches the piece
+    from its start.  So states carry a *pending restart*: (X, d, Y) means "the last accept (no
+    give-back) was d bytes ago, and a piece started there would be in state Y now" (Y is again one
+    of these states, so a pending restart of the next piece is tracked too).  When X dies on b and Y
+    survives b as an ordinary state, X --b--> goes to a boundary copy of Y's successor with g = d.
+    d is bounded by `max_giveback`; beyond it, after a give-back accept (lookahead), or when two
+    pieces would end on one byte, X just dies as before and the runtime re-matches (correct, slower).
+
+    Renumbers states: 0 dead, 1..G boundary states with g >= 1, G+1..K boundary states with g = 0,
+    K+1 start, then the others breadth-first.  States are minimized (Moore, with g as part of the
+    label).  If the construction would exceed `max_states` (or 3x the states it starts from), it is
+    redone with max_giveback = 0.
+    Returns (dfa, K, G)."""
     T = bd.trans.astype(np.int64)
     acc = bd.accept.astype(np.int64)
     n, nc = T.shape
     nbc = nc - 1  # byte classes (the last class is EOI)
-    start = bd.start
-    ys = sorted({int(t) for t in T[start, :nbc] if t != 0})
-    K = len(ys)
-    bidx = {y: 1 + j for j, y in enumerate(ys)}
-    remap = np.arange(n, dtype=np.int64) + K
-    remap[0] = 0
-    newT = np.zeros((n + K, nc), dtype=np.int64)
-    newT[K + 1:] = remap[T[1:]]
-    new_acc = np.zeros(n + K, dtype=np.int64)
-    new_acc[K + 1:] = acc[1:]
-    restart = np.array([bidx.get(int(t), 0) for t in T[start, :nbc]], dtype=np.int64)
-    for s_ in range(1, n):
-        if acc[s_] == 1:  # accepting with no give-back
-            row = newT[s_ + K]
-            dead_cols = np.nonzero(row[:nbc] == 0)[0]
-            row[dead_cols] = restart[dead_cols]
-    for y, b in bidx.items():
-        newT[b] = newT[y + K]
-        new_acc[b] = acc[y]
-    return ByteDFA(newT.astype(np.uint32), bd.classes, new_acc.astype(np.uint8), K + 1), K
+    START = (int(bd.start),)
+    memo: dict = {}
+
+    def normal(r) -> bool:
+        return r != 0 and r[0] != "B"
+
+    def step(key: tuple, c: int):
+        """Successor of a state key on byte class c: 0 (dead), ("B", g, key) or a state key."""
+        mk = (key, c)
+        r = memo.get(mk)
+        if r is not None:
+            return r
+        x = key[0]
+        x2 = int(T[x, c])
+        if x2:
+            if acc[x2] != 0:
+                r = (x2,)  # a new last accept (with a give-back one the restart is unknown: none)
+            elif acc[x] == 1 and max_giveback > 0:  # just left an accept: a restart begins with this byte
+                y = step(START, c)
+                r = (x2, 1, y) if normal(y) else (x2,)
+            elif len(key) == 3 and key[1] < max_giveback:
+                y = step(key[2], c)
+                r = (x2, key[1] + 1, y) if normal(y) else (x2,)
+            else:
+                r = (x2,)
+        else:
+            r = 0
+            if acc[x] == 1:
+                y = step(START, c)
+                if normal(y):
+                    r = ("B", 0, y)
+            elif len(key) == 3:
+                y = step(key[2], c)
+                if normal(y):
+                    r = ("B", key[1], y)
+        memo[mk] = r
+        return r
+
+    ids: dict = {0: 0, START: 1}
+    order: list = [0, START]
+    rows: list = [None, None]
+    q = 1
+    while q < len(order):
+        key = order[q]
+        base = key[2] if key[0] == "B" else key
+        row = []
+        for c in range(nc):
+            if c == nbc:  # EOI: only the target's accept code matters
+                x2 = int(T[base[0], c])
+                r = (x2,) if x2 else 0
+            else:
+                r = step(base, c)
+            if r not in ids:
+                ids[r] = len(order)
+                order.append(r)
+                rows.append(None)
+                if max_giveback and len(order) > min(max_states, 3 * n + 1024):
+                    return add_boundary_states(bd, 0, max_states)  # too big: no give-back states
+            row.append(ids[r])
+        rows[q] = row
+        q += 1
+    N = len(order)
+    trans = np.zeros((N, nc), dtype=np.int64)
+    label = np.zeros(N, dtype=np.int64)  # acc + 16 * (g + 1) for boundary states
+    for k in range(1, N):
+        trans[k] = rows[k]
+        key = order[k]
+        if key[0] == "B":
+            label[k] = acc[key[2][0]] + 16 * (key[1] + 1)
+        else:
+            label[k] = acc[key[0]]
+    block = _moore(trans, label)
+    n_blocks = int(block.max()) + 1
+    rep = np.full(n_blocks, -1, dtype=np.int64)
+    for s_ in range(N - 1, -1, -1):
+        rep[block[s_]] = s_
+    qtrans = block[trans[rep]]
+    qlabel = label[rep]
+    # numbering: dead, boundary g >= 1, boundary g = 0, start, the rest breadth-first from start
+    dead_b, start_b = int(block[0]), int(block[1])
+    gb = sorted((b for b in range(n_blocks) if qlabel[b] >= 32), key=lambda b: (qlabel[b] >> 4, b))
+    g0 = [b for b in range(n_blocks) if 16 <= qlabel[b] < 32]
+    first = [dead_b] + gb + g0 + [start_b]
+    pos = {b: i for i, b in enumerate(first)}
+    new_order = list(first)
+    dq = deque([start_b] + gb + g0)
+    while dq:
+        b = dq.popleft()
+        for t in qtrans[b]:
+            t = int(t)
+            if t not in pos:
+                pos[t] = len(new_order)
+                new_order.append(t)
+                dq.append(t)
+    remap = np.zeros(n_blocks, dtype=np.int64)
+    for b, i in pos.items():
+        remap[b] = i
+    arr = np.array(new_order, dtype=np.int64)
+    new_trans = remap[qtrans[arr]]
+    new_acc = np.array([(qlabel[b] & 15) | ((max(0, (qlabel[b] >> 4) - 1)) << GIVEBACK_SHIFT) if qlabel[b] >= 16
+                        else qlabel[b] for b in new_order], dtype=np.int64)
+    K, G = len(gb) + len(g0), len(gb)
+    return ByteDFA(new_trans.astype(np.uint32), bd.classes, new_acc.astype(np.uint8), K + 1), K, G
 
 
 def compile_dfa(nfa: NFA, max_cell_states: int = DEFAULT_MAX_CELL_STATES,

@@ -136,7 +136,7 @@ class DFAView:
         step[(step >= 1) & (step <= nb)] = 0  # a boundary state ends an anchored match
         self.step = step
         self.eoi = m[:, -1].copy()
-        self.acc = np.asarray(tables.accept, dtype=np.int64)
+        self.acc = np.asarray(tables.accept, dtype=np.int64) & 15  # high nibble: boundary give-back (folded above)
         self.classes = np.asarray(tables.classes, dtype=np.int64)
         self.start = int(tables.start) >> int(tables.shift)
         self.nb = nb

@@ -14,10 +14,11 @@
  *                                       (index << shift); next = trans[state + classes[byte]].
  *                                       State 0 is the dead state (its row is all 0).
  *   classes  uint8[256]                 byte -> class (< eoi)
- *   accept   uint8[n_states]            by state index (state >> shift): 0 = not accepting,
- *                                       1 + g = a match ends g bytes before the current position
- *                                       (g > 0 only for a one-character lookahead such as
- *                                       `\s+(?!\S)`: the character read to test it is given back)
+ *   accept   uint8[n_states]            by state index (state >> shift); low nibble: 0 = not
+ *                                       accepting, 1 + g = a match ends g bytes before the current
+ *                                       position (g > 0 only for a one-character lookahead such as
+ *                                       `\s+(?!\S)`: the character read to test it is given back);
+ *                                       high nibble: see the give-back boundary states below
  *   start    premultiplied start state (non-zero)
  *   eoi      the end-of-input class: taken once at the end of the text (for `$`, `(?!\S)` at EOF)
  *   live     premultiplied id of the first ordinary state = (n_boundary + 1) << shift.  States
@@ -26,6 +27,12 @@
  *            with that byte, through a boundary state that says "a piece ended just before the
  *            byte just read".  The bulk functions use them to run without data-dependent
  *            branches; an anchored match stops at any state below `live` (dead or boundary).
+ *            States 1..n_giveback (the first boundary states, accept >> 4 = g >= 1) say "the piece
+ *            ended g bytes before the byte just read" (an Indic letter's piece ends before a
+ *            combining mark, but the DFA knows it only at the mark's last byte); the bulk loops
+ *            take them on the same rare branch as the dead state (`st < gbl`) and move the end
+ *            back.  n_giveback is not stored: fstok_dfa_init counts the leading states whose
+ *            accept byte has a high nibble.
  *
  * Semantics: leftmost-first (Perl / Rust regex / Oniguruma priority order), exactly the engine
  * the pattern was compiled for.  Input is UTF-8; invalid UTF-8 simply does not match.
@@ -60,7 +67,10 @@ typedef struct fstok_dfa {
     uint32_t start;          /* premultiplied start state */
     uint32_t eoi;            /* end-of-input class */
     uint32_t live;           /* (n_boundary + 1) << shift: states below it end an anchored match */
+    uint32_t gbl;            /* (n_giveback + 1) << shift: states below it are dead or give-back boundary */
 } fstok_dfa;
+
+#define FSTOK_DFA_GB_SHIFT 4 /* accept >> 4: a boundary state's give-back */
 
 /* Fill a fstok_dfa from the artifact arrays and the `<prefix><i>.info` values
  * [layout=1, n_states, n_classes, shift, start, eoi, n_boundary]; then call fstok_dfa_check. */
@@ -75,6 +85,9 @@ static inline void fstok_dfa_init(fstok_dfa *d, const uint32_t *trans, const uin
     d->start = start;
     d->eoi = eoi;
     d->live = (n_boundary + 1u) << shift;
+    uint32_t g = 0; /* give-back boundary states are 1..g; fstok_dfa_check validates the rest */
+    while (g + 1 < n_states && g < n_boundary && (accept[g + 1] >> FSTOK_DFA_GB_SHIFT)) g++;
+    d->gbl = (g + 1u) << shift;
 }
 
 /* Structural check of the tables (O(table size)); 0 if valid, else -1 and a message in err. */

@@ -28,10 +28,15 @@ int fstok_dfa_check(const fstok_dfa *d, char *err, size_t errlen) {
         if (d->trans[k] != 0) FAIL("the dead state (0) is not absorbing");
     for (int b = 0; b < 256; b++)
         if (d->classes[b] >= d->eoi) FAIL("byte %d has class %u >= EOI class %u", b, d->classes[b], d->eoi);
-    for (uint32_t k = 0; k < d->n_states; k++)
-        if (d->accept[k] > 5) FAIL("accept code %u of state %u out of range", d->accept[k], k);
+    uint32_t n_gb = (d->gbl >> d->shift) - 1;
+    for (uint32_t k = 0; k < d->n_states; k++) {
+        uint32_t a = d->accept[k], g = a >> FSTOK_DFA_GB_SHIFT;
+        if ((a & 15) > 5) FAIL("accept code %u of state %u out of range", a, k);
+        if ((g != 0) != (k >= 1 && k <= n_gb)) FAIL("give-back %u of state %u outside the give-back boundary states", g, k);
+    }
     if (d->accept[0]) FAIL("the dead state accepts");
     if (d->live == 0 || (d->live & mask) || (d->live >> d->shift) >= d->n_states) FAIL("bad live boundary %u", d->live);
+    if (d->gbl == 0 || (d->gbl & mask) || d->gbl > d->live) FAIL("bad give-back boundary %u", d->gbl);
     if (d->start < d->live || (d->start & mask) || (d->start >> d->shift) >= d->n_states) FAIL("bad start state %u", d->start);
     return 0;
 #undef FAIL
@@ -88,6 +93,7 @@ size_t fstok_dfa_find_all(const fstok_dfa *d, const uint8_t *s, size_t n, size_t
     const uint8_t *A = d->accept;
     const uint32_t sh = d->shift;
     const uint32_t nb = d->live - (1u << sh); /* boundary states are the ids in (0, nb] */
+    const uint32_t gbl = d->gbl;              /* dead or give-back boundary: below it */
     size_t k = 0, p = *pos;
     while (k < cap && (p = skip_to_candidate(d, s, n, p)) < n) {
         /* one run: from a piece start p, as long as pieces end without backtracking */
@@ -104,7 +110,20 @@ size_t fstok_dfa_find_all(const fstok_dfa *d, const uint8_t *s, size_t n, size_t
             last = isb ? FSTOK_DFA_NOMATCH : last;
             uint32_t a = A[st >> sh];
             last = a ? i + 2 - a : last; /* match ends at i + 1 - (a - 1) */
-            if (FSTOK_UNLIKELY(st == 0)) break;
+            if (FSTOK_UNLIKELY(st < gbl)) {
+                if (st == 0) break;
+                size_t e = i - (a >> FSTOK_DFA_GB_SHIFT); /* the piece ended g bytes back */
+                out[2 * k - 1] = e;
+                tok = e;
+                /* the new piece's last accept among its first g + 1 bytes (the state alone does not say) */
+                uint32_t s2 = d->start;
+                last = FSTOK_DFA_NOMATCH;
+                for (size_t j = e; j <= i; j++) {
+                    s2 = T[s2 + C[s[j]]];
+                    uint32_t a2 = A[s2 >> sh] & 15;
+                    last = a2 ? j + 2 - a2 : last;
+                }
+            }
         }
         if (k >= cap) {
             p = tok; /* resume at the unfinished piece */
@@ -136,6 +155,7 @@ size_t fstok_dfa_find_ends(const fstok_dfa *d, const uint8_t *s, size_t n, size_
     const uint32_t *T = d->trans;
     const uint8_t *C = d->classes;
     const uint32_t nb = d->live - (1u << d->shift); /* boundary states are the ids in (0, nb] */
+    const uint32_t gbl = d->gbl;                    /* dead or give-back boundary: below it */
     size_t k = 0, p = *pos;
     while (k < cap && p < n) {
         /* A byte ends at most one piece, so a window of cap - k bytes cannot overflow ends[]; a death
@@ -147,7 +167,10 @@ size_t fstok_dfa_find_ends(const fstok_dfa *d, const uint8_t *s, size_t n, size_
             st = T[st + C[s[i]]];
             ends[k] = i;                            /* kept only if a piece ended before byte i */
             k += (uint32_t)(st - 1u) < nb;
-            if (FSTOK_UNLIKELY(st == 0)) break;
+            if (FSTOK_UNLIKELY(st < gbl)) {
+                if (st == 0) break;
+                ends[k - 1] = i - (d->accept[st >> d->shift] >> FSTOK_DFA_GB_SHIFT); /* ended g bytes back */
+            }
         }
         size_t tok = k > k0 ? ends[k - 1] : p;      /* start of the unfinished piece */
         if (i < lim || lim == n) {                  /* dead, or end of text: its match, anchored */
