@@ -1,10 +1,11 @@
-"""The runtime's state layout (the "blob" derived at load in mod_wordpiece.c): every state is
-[f, F, header with the labels, targets of children 1..nc-1] or a hub's 256 pairs; the first child is
-implicit (the next state in DFS preorder).  These tests build tables whose shapes reach every branch
-of that layout: sparse states with more than 16 and 32 children (the chunked label compare and the
-explicit targets past the first chunk), hubs that are first children (their pairs are re-aligned),
-long one-child chains, pops that are not inlined, and compare the C runtime with the original
-MaxMatch and with the pure-Python executor of the same tables."""
+"""The runtime's state layout (the "blob" derived at load in mod_wordpiece.c): every state is one
+byte record [header (kind, nc), labels, f/F by kind, offsets of children 1..nc-1] or a hub's 256 pairs;
+the first child is implicit (the next record in DFS preorder).  These tests build tables whose shapes
+reach every branch of that layout: sparse states with more than 16, 30 (the header's escape byte) and
+32 children (the chunked label compare and the explicit offsets past the first chunk), hubs that are
+first children (their pairs are re-aligned inside the record), long one-child chains, pops that are not
+inlined, 3- and 4-byte state offsets ($FSTOK_WP_POINTER_BYTES), and compare the C runtime with the
+original MaxMatch and with the pure-Python executor of the same tables."""
 import random
 
 import pytest
@@ -79,3 +80,20 @@ def test_layout_has_wide_sparse_and_hub_states(monkeypatch):
     monkeypatch.setattr(cw.build_tables, "__defaults__", (2,))
     t = make(_vocab())
     assert t._art.meta["n_dense"] > 50
+
+
+def test_four_byte_offsets_same_as_three(monkeypatch):
+    """Blobs of 16 MB and more use 4-byte state offsets (another instantiation of the walk): forced here."""
+    words = _words(4)
+    rnd = random.Random(5)
+    texts = [" ".join(rnd.sample(words, rnd.randint(1, 30))) + rnd.choice(["", ".", " !q?"]) for _ in range(60)]
+    for th in (10**6, 24, 2):
+        monkeypatch.setattr(cw.build_tables, "__defaults__", (th,))
+        monkeypatch.delenv("FSTOK_WP_POINTER_BYTES", raising=False)
+        t3 = make(_vocab())
+        monkeypatch.setenv("FSTOK_WP_POINTER_BYTES", "4")
+        t4 = make(_vocab())
+        monkeypatch.delenv("FSTOK_WP_POINTER_BYTES")
+        assert [t4.encode(x) for x in texts] == [t3.encode(x) for x in texts]
+        assert [t4.encode_with_offsets(x) for x in texts] == [t3.encode_with_offsets(x) for x in texts]
+        assert [t4.encode_word(w) for w in words] == [t3.encode_word(w) for w in words]

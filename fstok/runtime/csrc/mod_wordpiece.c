@@ -58,19 +58,74 @@ typedef struct {
     int strip_mode;
     uint8_t wordbyte[256]; /* 1 for ASCII bytes that are plain word characters (built at load) */
     uint16_t lowmask[256]; /* (1 << min(n, 16)) - 1 */
-    uint32_t sparse_nc[256]; /* lowmask[nc] | (nc + 4) / 4 << 16 (words of header and labels) << 16 */
-    int inline_pops; /* one-token pops are stored inline in the blob (tag 0x81) */
-    /* The walk's layout, derived at load (build_blob): every state is a run of 32-bit words
-     * [f, F, header, ...] and a state is the index of its header word (see build_blob).  One
-     * transition reads one place instead of four arrays. */
-    uint32_t *blob;
-    uint32_t broot, bsroot; /* r and r# as blob indices */
+    int inline_pops; /* one-token pops are stored inline (tag 0x81: id << 8 | 0x81) */
+    /* The walk's layout, derived at load (build_blob): a byte array in which every state is one
+     * variable-length record and a state is the byte offset of its record (see build_blob).  One
+     * transition reads one place, and a record is 4-8 bytes for most states. */
+    uint8_t *blob;
+    uint32_t broot, bsroot; /* r and r# as blob offsets */
+    uint32_t pw, pmask;     /* width of a state offset in a record (3 or 4 bytes) and its mask */
+    uint32_t ffsz[8];       /* bytes of the f/F part of a record, by kind */
+    uint32_t rtab[256];     /* per header byte: label mask (16) | offset of child pointers << 16 | size << 24 */
 } wp_tables;
 
-#define BLOB_HUB 0xFFu /* low byte of a hub's header (a sparse state has <= 254 children) */
-#define BLOB_F(u) ((u) - 2) /* f(u) */
-#define BLOB_P(u) ((u) - 1) /* F(u) */
-#define BLOB_PAIRS(u) (((u) + 2) & ~1u) /* a hub's 256 (delta', sigma') pairs, 8-byte aligned */
+/* Record of a sparse state u (byte offsets from u):
+ *   [0]      header: kind (3 bits) | nc << 3 (nc = number of children; 31: nc in the next byte)
+ *   labels   nc sorted bytes (from 1, or 2 when the next byte holds nc)
+ *   f/F      by kind: RK_TOK  id (3 bytes); F = that one id, f = r#  (a token state: 40% of mBERT's)
+ *                     RK_ID   id (3), f (pw)                          (F one id)
+ *                     RK_NONE nothing; F empty, f none                  (r, r#, states no suffix follows)
+ *                     RK_SL   F (4, a pool slice), f (pw)
+ *                     RK_GEN  F (4), f (4)                              (anything else)
+ *   children 1..nc-1: their offsets (pw bytes each); child 0 is the next record (DFS preorder).
+ * A hub (RK_HUB): [header][f 4][F 4][pad to 8 bytes][256 x (delta' 4, sigma' 4)]. */
+#define RK_TOK 0
+#define RK_ID 1
+#define RK_NONE 2
+#define RK_SL 3
+#define RK_GEN 4
+#define RK_HUB 7
+#define HUB_PAIRS(u) (((u) + 16) & ~7u) /* a hub's pairs: 8-byte aligned, after its header, f and F */
+#define BLOB_PAD 32  /* zero bytes before and after the records (unaligned 16-byte and 4-byte loads) */
+
+HOT uint32_t ld32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* f(u) and F(u) of any state (decoded from its record). */
+HOT void rec_fail(const wp_tables *t, const uint8_t *B, uint32_t u, uint32_t *f, uint32_t *F) {
+    const uint32_t h = B[u], kind = h & 7;
+    if (kind == RK_HUB) {
+        *f = ld32(B + u + 1);
+        *F = ld32(B + u + 5);
+        return;
+    }
+    const uint8_t *p = B + u + ((h >> 3) == 31 ? 2u + B[u + 1] : 1u + (h >> 3));
+    switch (kind) {
+    case RK_TOK:
+        *F = 0x81u | (ld32(p) & 0xFFFFFFu) << 8;
+        *f = t->bsroot;
+        return;
+    case RK_ID:
+        *F = 0x81u | (ld32(p) & 0xFFFFFFu) << 8;
+        *f = ld32(p + 3) & t->pmask;
+        return;
+    case RK_NONE:
+        *F = 0;
+        *f = NONE32;
+        return;
+    case RK_SL:
+        *F = ld32(p);
+        *f = ld32(p + 4) & t->pmask;
+        return;
+    default:
+        *F = ld32(p);
+        *f = ld32(p + 4);
+        return;
+    }
+}
 
 /* ---------------------------------------------------------------- output */
 typedef struct {
@@ -178,38 +233,29 @@ HOT void emit_slice(wstate *w, uint32_t packed) {
 static __m128i KEYS[256]; /* KEYS[b]: b in every byte; filled at module init */
 #endif
 
-/* Child of sparse state u (header h) on byte b, or NONE32.  Header byte 0 is the number of
- * children nc, bytes 1..nc their sorted labels; the first child is the next state in the blob
- * (DFS preorder), the others' indices follow the labels (word u + lw, lw = words of header and
- * labels).  A 16-byte load at the labels may read the following words (masked off; the blob has
- * padding at its end). */
-HOT uint32_t blob_child(const wp_tables *t, const uint32_t *B, uint32_t u, uint32_t h, uint32_t b) {
-    uint32_t nc = h & 0xFF;
-    const uint8_t *lab = (const uint8_t *)(B + u) + 1;
-    uint32_t lw = (nc + 4) >> 2;
+/* Child of sparse state u (header byte h) on byte b, or NONE32 (any number of children). */
+HOT uint32_t blob_child(const wp_tables *t, const uint8_t *B, uint32_t u, uint32_t h, uint32_t b) {
+    const uint32_t big = (h >> 3) == 31;
+    const uint32_t nc = big ? B[u + 1] : h >> 3;
+    if (!nc) return NONE32;
+    const uint32_t lo = 1 + big, po = lo + nc + t->ffsz[h & 7], pw = t->pw;
+    const uint8_t *lab = B + u + lo;
+    const uint32_t child0 = u + po + pw * (nc - 1);
 #ifdef __SSE2__
     const __m128i key = _mm_load_si128(&KEYS[b]); /* b in all 16 lanes (SSE2 has no byte broadcast) */
-    uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)lab), key));
-    m &= t->lowmask[nc]; /* the first min(nc, 16) labels */
-    if (__builtin_expect(m != 0, 1)) {
-        uint32_t k = (uint32_t)__builtin_ctz(m);
-        uint32_t other = B[u + lw + k - 1]; /* (k = 0: a label word, not used) */
-        /* a select, not a branch: which child is taken is data-dependent (a branch here cost
-         * uncased English ~9%, mispredicted) */
-        uint32_t mk = 0u - (uint32_t)(k != 0);
-        return (other & mk) | ((u + lw + nc + 1) & ~mk);
-    }
-    for (uint32_t k = 16; k < nc; k += 16) {
-        m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(lab + k)), key));
+    for (uint32_t k = 0; k < nc; k += 16) {
+        uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(lab + k)), key));
         uint32_t left = nc - k;
         if (left < 16) m &= (1u << left) - 1;
-        if (m) return B[u + lw + k + (uint32_t)__builtin_ctz(m) - 1];
+        if (m) {
+            uint32_t i = k + (uint32_t)__builtin_ctz(m);
+            return i ? ld32(B + u + po + pw * (i - 1)) & t->pmask : child0;
+        }
     }
     return NONE32;
 #else
-    (void)t;
     for (uint32_t i = 0; i < nc && lab[i] <= b; i++)
-        if (lab[i] == b) return i ? B[u + lw + i - 1] : u + lw + nc + 1;
+        if (lab[i] == b) return i ? ld32(B + u + po + pw * (i - 1)) & t->pmask : child0;
     return NONE32;
 #endif
 }
@@ -217,11 +263,11 @@ HOT uint32_t blob_child(const wp_tables *t, const uint32_t *B, uint32_t u, uint3
 /* One transition: delta'/sigma' for hubs, trie edge or failure link otherwise. */
 HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
     const wp_tables *t = w->t;
-    const uint32_t *B = t->blob;
+    const uint8_t *B = t->blob;
     uint32_t h = B[u];
-    if ((h & 0xFF) == BLOB_HUB) {
+    if ((h & 7) == RK_HUB) {
         uint64_t d;
-        memcpy(&d, B + BLOB_PAIRS(u) + 2 * b, 8);
+        memcpy(&d, B + HUB_PAIRS(u) + 8 * (uint32_t)b, 8);
         uint32_t p = (uint32_t)(d >> 32);
         if (p) emit_slice(w, p);
         return (uint32_t)d;
@@ -232,14 +278,15 @@ HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
      * and a separate branch site predicts that well (one shared test mispredicted at every token
      * boundary inside a word). */
     for (;;) {
-        uint32_t f = B[BLOB_F(u)], p = B[BLOB_P(u)];
+        uint32_t f, p;
+        rec_fail(t, B, u, &f, &p);
         if (f == NONE32) return NONE32;
         if (p) emit_slice(w, p);
         u = f;
         h = B[u];
-        if (__builtin_expect((h & 0xFF) == BLOB_HUB, 1)) {
+        if (__builtin_expect((h & 7) == RK_HUB, 1)) {
             uint64_t d;
-            memcpy(&d, B + BLOB_PAIRS(u) + 2 * b, 8);
+            memcpy(&d, B + HUB_PAIRS(u) + 8 * (uint32_t)b, 8);
             p = (uint32_t)(d >> 32);
             if (p) emit_slice(w, p);
             return (uint32_t)d;
@@ -252,10 +299,12 @@ HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
 /* The walk over a run of word bytes [p, e) from state u, for the common case: no offsets and one-token
  * pops inlined (t->inline_pops).  Same transitions as wp_step, with the blob, the output position and
  * capacity in registers (through wp_step the compiler reloaded w->t, t->blob, t->inline_pops and
- * o->want_offs on every byte).  Returns the state, NONE32 when the word cannot be tokenized. */
-HOT uint32_t walk_run(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e) {
+ * o->want_offs on every byte).  PW: the width of a state offset in a record (a constant: two
+ * instantiations).  Returns the state, NONE32 when the word cannot be tokenized. */
+HOT uint32_t walk_run_pw(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e, const uint32_t PW) {
     const wp_tables *t = w->t;
-    const uint32_t *B = t->blob;
+    const uint8_t *B = t->blob;
+    const uint32_t PMASK = PW == 3 ? 0xFFFFFFu : 0xFFFFFFFFu;
     outbuf *o = w->out;
     uint32_t *ids = o->ids;
     size_t on = o->n, cap = o->cap;
@@ -274,9 +323,9 @@ HOT uint32_t walk_run(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e)
     for (; p < e; p++) {
         const uint32_t b = *p;
         uint32_t h = B[u];
-        if ((h & 0xFF) == BLOB_HUB) {
+        if ((h & 7) == RK_HUB) {
             uint64_t d;
-            memcpy(&d, B + BLOB_PAIRS(u) + 2 * b, 8);
+            memcpy(&d, B + HUB_PAIRS(u) + 8 * b, 8);
             uint32_t pop = (uint32_t)(d >> 32);
             if (pop) WR_EMIT(pop);
             u = (uint32_t)d;
@@ -286,15 +335,16 @@ HOT uint32_t walk_run(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e)
         uint32_t c;
 #ifdef __SSE2__
         {
-            const uint32_t nc = h & 0xFF, sn = t->sparse_nc[nc];
+            const uint32_t sn = t->rtab[h];
             const __m128i key = _mm_load_si128(&KEYS[b]);
             uint32_t m = (uint32_t)_mm_movemask_epi8(
-                _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)((const uint8_t *)(B + u) + 1)), key));
+                _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(B + u + 1)), key));
             m &= sn & 0xFFFF;
             if (__builtin_expect(m != 0, 1)) {
-                const uint32_t k = (uint32_t)__builtin_ctz(m), base = u + (sn >> 16);
-                const uint32_t other = B[base + k - 1]; /* (k = 0: a label word, not used) */
-                u = base + nc + 1;                        /* child 0: the next state */
+                const uint32_t k = (uint32_t)__builtin_ctz(m);
+                /* (k = 0: bytes of this record or the one before, not used) */
+                const uint32_t other = ld32(B + u + ((sn >> 16) & 0xFF) + PW * k - PW) & PMASK;
+                u += sn >> 24; /* child 0: the next record */
 #if defined(__x86_64__) || defined(__i386__)
                 /* a cmov, never a branch: which child is taken is data-dependent (a branch mispredicted:
                  * uncased English +10%), and the compiler turns the plain select into one */
@@ -304,7 +354,7 @@ HOT uint32_t walk_run(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e)
 #endif
                 continue;
             }
-            c = nc > 16 ? blob_child(t, B, u, h, b) : NONE32;
+            c = (h >> 3) > 16 ? blob_child(t, B, u, h, b) : NONE32;
         }
 #else
         c = blob_child(t, B, u, h, b);
@@ -314,7 +364,8 @@ HOT uint32_t walk_run(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e)
             continue;
         }
         for (;;) { /* failure transitions (see wp_step) */
-            uint32_t f = B[BLOB_F(u)], pop = B[BLOB_P(u)];
+            uint32_t f, pop;
+            rec_fail(t, B, u, &f, &pop);
             if (f == NONE32) {
                 u = NONE32;
                 break;
@@ -322,9 +373,9 @@ HOT uint32_t walk_run(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e)
             if (pop) WR_EMIT(pop);
             u = f;
             h = B[u];
-            if (__builtin_expect((h & 0xFF) == BLOB_HUB, 1)) {
+            if (__builtin_expect((h & 7) == RK_HUB, 1)) {
                 uint64_t d;
-                memcpy(&d, B + BLOB_PAIRS(u) + 2 * b, 8);
+                memcpy(&d, B + HUB_PAIRS(u) + 8 * b, 8);
                 pop = (uint32_t)(d >> 32);
                 if (pop) WR_EMIT(pop);
                 u = (uint32_t)d;
@@ -341,6 +392,14 @@ HOT uint32_t walk_run(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e)
 #undef WR_EMIT
     o->n = on;
     return u;
+}
+
+HOT uint32_t walk_run3(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e) {
+    return walk_run_pw(w, u, p, e, 3);
+}
+
+HOT uint32_t walk_run4(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e) {
+    return walk_run_pw(w, u, p, e, 4);
 }
 
 static int b2o_reserve(wstate *w, size_t need) {
@@ -390,9 +449,10 @@ static void word_end_slow(wstate *w) {
     outbuf *o = w->out;
     if (!w->failed) {
         uint32_t u = w->u;
-        const uint32_t *B = t->blob;
+        const uint8_t *B = t->blob;
         for (;;) {
-            uint32_t f = B[BLOB_F(u)], p = B[BLOB_P(u)];
+            uint32_t f, p;
+            rec_fail(t, B, u, &f, &p);
             if (f == NONE32) break;
             if (p) emit_slice(w, p);
             u = f;
@@ -434,10 +494,11 @@ HOT void word_end(wstate *w) {
     const wp_tables *t = w->t;
     uint32_t u = w->u;
     outbuf *o = w->out;
-    if (!w->failed && !o->want_offs && u != t->bsroot) { /* u is a valid state only if not failed */
-        uint32_t f = t->blob[BLOB_F(u)], p = t->blob[BLOB_P(u)];
-        if (f == t->bsroot && (p & 0xFF) == 0x81 && t->inline_pops && o->n < o->cap) {
-            o->ids[o->n++] = p >> 8;
+    if (!w->failed && !o->want_offs) { /* u is a valid state only if not failed */
+        const uint8_t *B = t->blob;
+        if ((B[u] & 7) == RK_TOK && o->n < o->cap) { /* f(u) = r#, F(u) = one id (its record's) */
+            const uint32_t h = B[u];
+            o->ids[o->n++] = ld32(B + u + ((h >> 3) == 31 ? 2u + B[u + 1] : 1u + (h >> 3))) & 0xFFFFFFu;
             w->in_word = 0;
             return;
         }
@@ -619,7 +680,7 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
                 if (!w.failed) {
                     uint32_t u = w.u;
                     if (t->inline_pops) {
-                        u = walk_run(&w, u, s + i, s + j);
+                        u = t->pw == 3 ? walk_run3(&w, u, s + i, s + j) : walk_run4(&w, u, s + i, s + j);
                         if (u == NONE32) w.failed = 1;
                     } else {
                         for (size_t k = i; k < j; k++) {
@@ -768,79 +829,139 @@ static inline uint32_t inline_pop(const wp_tables *t, size_t npool, uint32_t p) 
     return p;
 }
 
+/* Record kind of sparse state u (see wp_tables.blob) and its f/F as stored in the blob: Fi = the pop
+ * (one-token pops inlined), f0 = f(u) as a state number or NONE32. */
+static uint32_t rec_kind(const wp_tables *t, uint32_t f0, uint32_t Fraw, uint32_t Fi) {
+    const int one = t->inline_pops && (Fi & 0xFF) == 0x81 && Fi != Fraw;
+    if (one && f0 == t->suffix_root) return RK_TOK;
+    if (one && f0 != NONE32) return RK_ID;
+    if (Fraw == 0 && f0 == NONE32) return RK_NONE;
+    if (f0 != NONE32) return RK_SL;
+    return RK_GEN;
+}
+
+/* Bytes of a sparse record of this kind with nc children. */
+static inline size_t rec_size(const wp_tables *t, uint32_t kind, uint32_t nc) {
+    return 1 + (nc >= 31) + nc + t->ffsz[kind] + t->pw * (nc ? nc - 1 : 0);
+}
+
 /* The walk's layout (see wp_tables.blob), from the validated arrays (pops inlined).  States keep
- * their DFS preorder; state u is the index of its header word:
- *   B[u-2] = f(u), B[u-1] = F(u) (blob indices / packed pops);
- *   sparse: B[u] bytes = nc, labels[0..nc), padded to a word; then the indices of children 1..nc-1
- *           (child 0, the first in preorder, is the next state: u + lw + nc + 1, lw = (nc + 4) / 4);
- *   hub:    B[u] = 0xFF, then 256 (delta', sigma') pairs at BLOB_PAIRS(u) (8-byte aligned).
- * A state's failure link, pops, labels and targets are adjacent (a sparse transition used to read
- * node, label_pad and edge_target, three places), and 57% of mBERT's states have one child, whose
- * index needs no read: mBERT 4.75 MB.  ~2 ms at load. */
+ * their DFS preorder, so the first child of a state is the next record and needs no pointer (57% of
+ * mBERT's states have one child); a transition reads one record (header, labels, then the child's
+ * offset only for children 1..nc-1), and a failure or word end reads f/F from the same record.
+ * Records are bytes, not words: a token state with one child is 5 bytes (header, label, id), a leaf 4,
+ * other one-child states 8 (+ f): mBERT 3.1 MB (the word layout before it: 4.75 MB), so the states a
+ * pass over a text touches share fewer cache lines (docs/wordpiece-tables.md). */
 static int build_blob(wp_tables *t, size_t npool) {
     size_t n = t->n_nodes;
-    uint32_t *pos = (uint32_t *)malloc((n ? n : 1) * sizeof(uint32_t));
+    /* one allocation: pos (blob offset), fi (F(u), one-token pops inlined), kinds */
+    uint32_t *pos = (uint32_t *)malloc((n ? n : 1) * (2 * sizeof(uint32_t) + 1));
+    uint8_t *B = NULL;
     if (!pos) { PyErr_NoMemory(); return -1; }
+    uint32_t *fi = pos + n;
+    uint8_t *kinds = (uint8_t *)(fi + n);
     size_t W = 0;
-    for (size_t u = 0; u < n; u++) {
-        uint64_t r = t->node[u];
-        uint32_t row = (uint32_t)(r >> 48), nc = (uint32_t)(r >> 32) & 0xFF;
-        W += 2; /* f, F */
-        pos[u] = (uint32_t)W;
-        if (row != 0xFFFF) {
-            W = BLOB_PAIRS(W) + 512;
-        } else {
-            if (nc >= BLOB_HUB) { /* the compiler makes every state with >= 255 children a hub */
-                free(pos);
-                PyErr_SetString(PyExc_ValueError, "WordPiece tables: a sparse state has 255 children");
-                return -1;
+    /* 3-byte state offsets unless the blob reaches 16 MB; $FSTOK_WP_POINTER_BYTES=4 forces 4 (a test hook) */
+    const char *pb = getenv("FSTOK_WP_POINTER_BYTES");
+    const int first = pb && pb[0] == '4';
+    for (int attempt = first; attempt < 2; attempt++) {
+        t->pw = attempt ? 4 : 3;
+        t->pmask = attempt ? 0xFFFFFFFFu : 0xFFFFFFu;
+        const uint32_t fsz[8] = {3, 3 + t->pw, 0, 4 + t->pw, 8, 0, 0, 0};
+        memcpy(t->ffsz, fsz, sizeof(fsz));
+        W = BLOB_PAD;
+        for (size_t u = 0; u < n; u++) {
+            uint64_t r = t->node[u];
+            uint32_t nc = (uint32_t)(r >> 32) & 0xFF;
+            if (attempt == first) {
+                uint64_t fp = t->failpops[u];
+                uint32_t Fraw = (uint32_t)(fp >> 32);
+                fi[u] = inline_pop(t, npool, Fraw);
+                if ((uint32_t)(r >> 48) != 0xFFFF) {
+                    kinds[u] = RK_HUB;
+                } else if (nc >= 255) { /* the compiler makes such states hubs */
+                    PyErr_SetString(PyExc_ValueError, "WordPiece tables: a sparse state has 255 children");
+                    goto fail;
+                } else {
+                    kinds[u] = (uint8_t)rec_kind(t, (uint32_t)fp, Fraw, fi[u]);
+                }
             }
-            W += ((nc + 4) >> 2) + (nc ? nc - 1 : 0);
+            pos[u] = (uint32_t)W;
+            W = kinds[u] == RK_HUB ? HUB_PAIRS(W) + 256 * 8 : W + rec_size(t, kinds[u], nc);
+            if (W >= 0xFFFFFF00u) {
+                PyErr_SetString(PyExc_ValueError, "WordPiece tables too large for the runtime layout");
+                goto fail;
+            }
         }
-        if (W >= 0xFFFFFF00u) {
-            free(pos);
-            PyErr_SetString(PyExc_ValueError, "WordPiece tables too large for the runtime layout");
-            return -1;
-        }
+        if (W + BLOB_PAD < t->pmask) break; /* every offset fits the pointer width (and != the mask) */
     }
-    uint32_t *B = (uint32_t *)calloc(W + 8, sizeof(uint32_t)); /* + padding for 16-byte label loads */
-    if (!B) { free(pos); PyErr_NoMemory(); return -1; }
+    for (int h = 0; h < 256; h++) { /* per header byte: label mask | child pointers' offset | size */
+        uint32_t kind = h & 7, nc = (uint32_t)h >> 3;
+        if (kind > RK_GEN || nc == 31) {
+            t->rtab[h] = 0;
+            continue;
+        }
+        uint32_t po = 1 + nc + t->ffsz[kind];
+        t->rtab[h] = ((1u << (nc < 16 ? nc : 16)) - 1) | po << 16 | (uint32_t)rec_size(t, kind, nc) << 24;
+    }
+    B = (uint8_t *)calloc(W + BLOB_PAD, 1); /* zero padding at both ends for unaligned loads */
+    if (!B) { PyErr_NoMemory(); goto fail; }
 #define BPOS(x) ((x) == NONE32 ? NONE32 : pos[(x)])
+/* Always 4 bytes (a constant-size copy): a 3-byte field's value is < 2^24, so its 4th byte is 0 and belongs
+ * to the next field or record, which is written after it (fields and records in address order; padding
+ * after the last one). */
+#define PUT(dst, v, w)                                                                                             \
+    do {                                                                                                           \
+        uint32_t v_ = (v);                                                                                         \
+        memcpy((dst), &v_, 4); /* little-endian */                                                                 \
+    } while (0)
     for (size_t u = 0; u < n; u++) {
         uint64_t r = t->node[u];
-        uint32_t row = (uint32_t)(r >> 48), nc = (uint32_t)(r >> 32) & 0xFF, es = (uint32_t)r;
-        uint32_t P = pos[u];
-        uint64_t fp = t->failpops[u];
-        B[BLOB_F(P)] = BPOS((uint32_t)fp);
-        B[BLOB_P(P)] = inline_pop(t, npool, (uint32_t)(fp >> 32));
-        if (row != 0xFFFF) {
-            B[P] = BLOB_HUB;
-            const uint64_t *d = t->dense + (size_t)row * 256;
-            uint32_t *pr = B + BLOB_PAIRS(P);
+        uint32_t nc = (uint32_t)(r >> 32) & 0xFF, es = (uint32_t)r;
+        uint32_t P = pos[u], f0 = (uint32_t)t->failpops[u], Fi = fi[u], kind = kinds[u];
+        uint8_t *q = B + P;
+        if (kind == RK_HUB) {
+            q[0] = RK_HUB;
+            PUT(q + 1, BPOS(f0), 4);
+            PUT(q + 5, Fi, 4);
+            const uint64_t *d = t->dense + (size_t)(r >> 48) * 256;
+            uint8_t *pr = B + HUB_PAIRS(P);
             for (int b = 0; b < 256; b++) {
-                pr[2 * b] = BPOS((uint32_t)d[b]);
-                pr[2 * b + 1] = inline_pop(t, npool, (uint32_t)(d[b] >> 32));
+                PUT(pr + 8 * b, BPOS((uint32_t)d[b]), 4);
+                PUT(pr + 8 * b + 4, inline_pop(t, npool, (uint32_t)(d[b] >> 32)), 4);
             }
-        } else {
-            uint8_t *hb = (uint8_t *)(B + P);
-            hb[0] = (uint8_t)nc;
-            memcpy(hb + 1, t->edge_label + es, nc);
-            uint32_t lw = (nc + 4) >> 2;
-            for (uint32_t k = 1; k < nc; k++) B[P + lw + k - 1] = pos[t->edge_target[es + k]];
-            if (nc && pos[t->edge_target[es]] != P + lw + nc + 1) { /* the validated preorder says u + 1 */
-                free(pos);
-                free(B);
-                PyErr_SetString(PyExc_ValueError, "WordPiece tables: first child is not the next state");
-                return -1;
-            }
+            continue;
+        }
+        uint32_t lo = 1;
+        q[0] = (uint8_t)(kind | (nc >= 31 ? 31u : nc) << 3);
+        if (nc >= 31) q[lo++] = (uint8_t)nc;
+        memcpy(q + lo, t->edge_label + es, nc);
+        uint8_t *ff = q + lo + nc;
+        switch (kind) {
+        case RK_TOK: PUT(ff, Fi >> 8, 3); break;
+        case RK_ID: PUT(ff, Fi >> 8, 3); PUT(ff + 3, pos[f0], t->pw); break;
+        case RK_NONE: break;
+        case RK_SL: PUT(ff, Fi, 4); PUT(ff + 4, pos[f0], t->pw); break;
+        default: PUT(ff, Fi, 4); PUT(ff + 4, BPOS(f0), 4); break;
+        }
+        uint8_t *pp = ff + t->ffsz[kind];
+        for (uint32_t k = 1; k < nc; k++) PUT(pp + t->pw * (k - 1), pos[t->edge_target[es + k]], t->pw);
+        if (nc && pos[t->edge_target[es]] != P + rec_size(t, kind, nc)) { /* the validated preorder says u + 1 */
+            PyErr_SetString(PyExc_ValueError, "WordPiece tables: first child is not the next state");
+            goto fail;
         }
     }
+#undef PUT
 #undef BPOS
     t->blob = B;
     t->broot = pos[t->root];
     t->bsroot = pos[t->suffix_root];
     free(pos);
     return 0;
+fail:
+    free(pos);
+    free(B);
+    return -1;
 }
 
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
@@ -888,7 +1009,6 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         const uint32_t *ascii = t->norm2 + ((size_t)t->norm1[0] << 8);
         for (int b = 0; b < 256; b++) t->wordbyte[b] = b < 0x80 && (ascii[b] & 7) == KIND_REG;
         for (int k = 0; k < 256; k++) t->lowmask[k] = (uint16_t)((1u << (k < 16 ? k : 16)) - 1);
-        for (int k = 0; k < 256; k++) t->sparse_nc[k] = t->lowmask[k] | ((uint32_t)(k + 4) >> 2) << 16;
         scan_inline_pops(self);
         if (build_blob(t, (size_t)self->bufs[4].len / 4) < 0) return -1;
     }
