@@ -13,6 +13,10 @@ the per-round ratio to the first variant (the comparable number when the machine
 
 --hot also times each line encoded 8 times in a row (its tables in cache): the difference to the pass
 over the whole corpus is what cache misses cost.
+
+--blocks K1,K2,... times, for each K, the corpus in consecutive blocks of K lines, each block encoded 4
+times in a row (min and median CPU ns per line over the rounds): the cost per line as a function of the
+working set (multilingual.txt has ~12 lines per language).
 """
 import argparse
 import gc
@@ -35,6 +39,7 @@ def main() -> None:
     ap.add_argument("--mode", choices=["list", "bytes"], default="list")
     ap.add_argument("--pin", type=int, default=None, metavar="CPU")
     ap.add_argument("--hot", action="store_true")
+    ap.add_argument("--blocks", default="", metavar="K1,K2,...")
     a = ap.parse_args()
     if a.pin is not None:
         os.sched_setaffinity(0, {a.pin})
@@ -64,6 +69,22 @@ def main() -> None:
         m = tok._model.encode
         fns.append(tok.encode if a.mode == "list" else (lambda x, m=m: m(x, 2)))
     cpu = time.process_time_ns
+    blocks = [int(k) for k in a.blocks.split(",") if k.strip()]
+    blk = [{k: [] for k in blocks} for _ in fns]
+
+    def block_pass(f, K, R=4):
+        tot = 0
+        for i in range(0, len(lines), K):
+            b = lines[i:i + K]
+            for x in b:
+                f(x)
+            t0 = cpu()
+            for _ in range(R):
+                for x in b:
+                    f(x)
+            tot += cpu() - t0
+        return tot / len(lines) / R
+
     res = [[] for _ in fns]
     hot = [[] for _ in fns]
     gc.collect()
@@ -92,6 +113,9 @@ def main() -> None:
                             f(x)
                         tot += cpu() - t0
                     hot[i].append(tot / len(lines) / 8)
+                if blocks and r % 4 == 0:
+                    for K in blocks:
+                        blk[i][K].append(block_pass(f, K))
     finally:
         gc.enable()
     print(f"{name} on {path}, {a.mode}, {a.rounds} rounds, load average {os.getloadavg()[0]:.2f}")
@@ -103,6 +127,10 @@ def main() -> None:
         if hh:
             line += f"   hot: min {min(hh):.0f} median {statistics.median(hh):.0f}"
         print(line)
+    for nm, bb in zip(names, blk):
+        if bb:
+            print(f"  {nm:12s} blocks of K lines x4 (min / median ns per line): "
+                  + "  ".join(f"K={k}: {min(v):.0f} / {statistics.median(v):.0f}" for k, v in bb.items()))
 
 
 if __name__ == "__main__":
