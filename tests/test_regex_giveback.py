@@ -155,3 +155,22 @@ def test_layout_1_artifacts_still_load():
     text = "हिन्दी it's  x\n"
     assert cp.levels[0].n_giveback == 0
     assert cp.spans(text) == [m.span() for m in regex.finditer(R50K_PAT, text)]
+
+
+@pytest.mark.parametrize("name", ["r50k", "cl100k", "o200k"])
+def test_lookahead_whitespace_needs_few_rematches(name):
+    """`\\s+(?!\\S)` gives back the last whitespace character when a word follows ("    return"): the
+    state after it knows where the next piece starts (the start state's run over that character), so
+    the walk goes on through a give-back boundary instead of dying."""
+    pat = PATS[name]
+    text = "def f(x):\n    return  x  +  1\n\tif a:\n\t\t  b\u3000\u3000c  # \u00a0 note\n" * 30
+    t = compile_tables(pat)
+    ends, deaths = t.bulk_ends(text.encode())
+    assert ends == _ref_ends(pat, text)
+    bd0, k0, g0 = R.add_boundary_states(R.compile_dfa(_nfa(pat)), 0)
+    t0 = DFATables.from_byte_dfa(bd0, k0, pat, "rust-regex", t.unicode, g0)
+    ends0, deaths0 = t0.bulk_ends(text.encode())
+    assert ends0 == ends and deaths0 >= 8 * 30
+    # left: r50k's "\u3000\u3000c" (the given-back space is a piece of its own: two pieces end on "c");
+    # cl100k / o200k's "\n" + indentation (the newline piece ends an unbounded number of bytes back)
+    assert deaths <= (2 * 30 if name == "r50k" else 3 * 30), deaths

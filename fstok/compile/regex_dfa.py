@@ -426,8 +426,11 @@ def add_boundary_states(bd: ByteDFA, max_giveback: int = DEFAULT_MAX_GIVEBACK,
     give-back) was d bytes ago, and a piece started there would be in state Y now" (Y is again one
     of these states, so a pending restart of the next piece is tracked too).  When X dies on b and Y
     survives b as an ordinary state, X --b--> goes to a boundary copy of Y's successor with g = d.
-    d is bounded by `max_giveback`; beyond it, after a give-back accept (lookahead), or when two
-    pieces would end on one byte, X just dies as before and the runtime re-matches (correct, slower).
+    A lookahead accept (`\\s+(?!\\S)` before "return": the match gives back the last space) starts a
+    pending restart too: the next piece starts at the character given back, and its state is the start
+    state's run over that character, which states near a lookahead accept track as they read it.
+    d is bounded by `max_giveback`; beyond it (cl100k's "\\n" + indentation), or when two pieces would
+    end on one byte, X just dies as before and the runtime re-matches (correct, slower).
 
     Renumbers states: 0 dead, 1..G boundary states with g >= 1, G+1..K boundary states with g = 0,
     K+1 start, then the others breadth-first.  States are minimized (Moore, with g as part of the
@@ -438,41 +441,68 @@ def add_boundary_states(bd: ByteDFA, max_giveback: int = DEFAULT_MAX_GIVEBACK,
     acc = bd.accept.astype(np.int64)
     n, nc = T.shape
     nbc = nc - 1  # byte classes (the last class is EOI)
-    START = (int(bd.start),)
+    start = int(bd.start)
+    START = (start, 0, None, None, 0)  # (D state, d, restart state, start-run over this character, its length)
     memo: dict = {}
+    # near[x]: a lookahead (give-back) accept is reachable from x within 3 bytes -- only there is it
+    # worth tracking where the next piece would be if the match gave this character back
+    near = np.zeros(n, dtype=bool)
+    gba = (acc > 1)
+    for _ in range(3):
+        near = near | gba[T[:, :nbc]].any(axis=1) | near[T[:, :nbc]].any(axis=1)
+    near[0] = False
 
     def normal(r) -> bool:
-        return r != 0 and r[0] != "B"
+        return r is not None and r != 0 and r[0] != "B"
 
-    def step(key: tuple, c: int):
-        """Successor of a state key on byte class c: 0 (dead), ("B", g, key) or a state key."""
-        mk = (key, c)
+    def step(key: tuple, c: int, track: bool = True):
+        """Successor of a state key on byte class c: 0 (dead), ("B", g, key) or a state key.
+        key = (x, d, y, c1, c1len): D state x; if d > 0, the last accept was d bytes ago and a piece
+        started there would be in state y; c1 = the start state's run over the bytes of the current
+        character so far (c1len of them), tracked only near lookahead accepts (and not inside c1
+        itself: `track` False -- its own lookahead then just dies and re-matches)."""
+        mk = (key, c, track)
         r = memo.get(mk)
         if r is not None:
             return r
-        x = key[0]
+        x, d, y, c1, c1len = key
         x2 = int(T[x, c])
         if x2:
-            if acc[x2] != 0:
-                r = (x2,)  # a new last accept (with a give-back one the restart is unknown: none)
+            c1n, c1ln = None, 0
+            if track and max_giveback and (near[x2] or acc[x2] > 1):
+                if T[start, c]:  # a character starts here
+                    c1n, c1ln = step(START, c, False), 1
+                elif c1 is not None:
+                    c1n, c1ln = step(c1, c, False), c1len + 1
+                if not normal(c1n):
+                    c1n, c1ln = None, 0
+            a2 = acc[x2]
+            nd, ny = 0, None
+            if a2 == 1:
+                pass  # a new last accept
+            elif a2 > 1:  # a lookahead accept: the match gives back this character; a piece would start there
+                if c1n is not None and c1ln == a2 - 1 <= max_giveback:
+                    nd, ny = a2 - 1, c1n
             elif acc[x] == 1 and max_giveback > 0:  # just left an accept: a restart begins with this byte
-                y = step(START, c)
-                r = (x2, 1, y) if normal(y) else (x2,)
-            elif len(key) == 3 and key[1] < max_giveback:
-                y = step(key[2], c)
-                r = (x2, key[1] + 1, y) if normal(y) else (x2,)
-            else:
-                r = (x2,)
+                y1 = step(START, c)
+                if normal(y1):
+                    nd, ny = 1, y1
+            elif d and d < max_giveback:
+                y2 = step(y, c)
+                if normal(y2):
+                    nd, ny = d + 1, y2
+            keep = near[x2] and c1n is not None
+            r = (x2, nd, ny, c1n if keep else None, c1ln if keep else 0)
         else:
             r = 0
             if acc[x] == 1:
-                y = step(START, c)
-                if normal(y):
-                    r = ("B", 0, y)
-            elif len(key) == 3:
-                y = step(key[2], c)
-                if normal(y):
-                    r = ("B", key[1], y)
+                y1 = step(START, c)
+                if normal(y1):
+                    r = ("B", 0, y1)
+            elif d:
+                y2 = step(y, c)
+                if normal(y2):
+                    r = ("B", d, y2)
         memo[mk] = r
         return r
 
@@ -487,7 +517,7 @@ def add_boundary_states(bd: ByteDFA, max_giveback: int = DEFAULT_MAX_GIVEBACK,
         for c in range(nc):
             if c == nbc:  # EOI: only the target's accept code matters
                 x2 = int(T[base[0], c])
-                r = (x2,) if x2 else 0
+                r = (x2, 0, None, None, 0) if x2 else 0
             else:
                 r = step(base, c)
             if r not in ids:
