@@ -67,7 +67,54 @@ typedef struct {
     int int_is_ext;             /* internal id == external id for every internal token */
     int trie_has_spans;         /* every whole-span token is in the trie (no unreachable ones), so the
                                    backtracking encoder needs no whole-span lookup first */
+    /* Segment tables (bpe_model_prepare; NULL: none, the encoders work without them).  A boundary between two
+     * bytes of a pre-token that no internal token can span is *dead*: no merge ever crosses it (every merge
+     * result is an internal token), so BPE of the pre-token is BPE of its segments, and a pre-token with a dead
+     * boundary is not one token.  Random text has many (docs/bpe.md, "Stop 11"). */
+    const uint8_t *seg_big;     /* [65536] per byte bigram a << 8 | b: BPE_SEG_IN (inside some internal token),
+                                   BPE_SEG_START (starts one), BPE_SEG_END (ends one) */
+    const uint64_t *seg_tri;    /* 2^BPE_SEG_TRI_BITS bits: hashed byte trigrams inside some internal token */
+    void *seg_mem;              /* owner of both */
 } bpe_model;
+
+#define BPE_SEG_IN 1u
+#define BPE_SEG_START 2u
+#define BPE_SEG_END 4u
+#define BPE_SEG_TRI_BITS 19
+
+static inline int bpe_seg_tri(const bpe_model *m, const uint8_t *p) {
+    uint64_t k = ((uint64_t)p[0] << 16 | (uint64_t)p[1] << 8 | p[2]) * 0x9E3779B97F4A7C15ull;
+    uint64_t bit = k >> (64 - BPE_SEG_TRI_BITS);
+    return (int)((m->seg_tri[bit >> 6] >> (bit & 63)) & 1);
+}
+
+/* can an internal token span the boundary between s[b-1] and s[b] of the pre-token s[0:n) (1 <= b < n)?  It
+ * contains the bigram s[b-1]s[b]; it starts at b-1 or also contains s[b-2..b]; it ends at b or also contains
+ * s[b-1..b+1].  0: dead (no merge crosses it).  Needs m->seg_big. */
+static inline int bpe_seg_cross(const bpe_model *m, const uint8_t *s, size_t n, size_t b) {
+    uint32_t f = m->seg_big[(uint32_t)s[b - 1] << 8 | s[b]];
+    if (!(f & BPE_SEG_IN)) return 0;
+    if (!(f & BPE_SEG_START) && (b < 2 || !bpe_seg_tri(m, s + b - 2))) return 0;
+    if (!(f & BPE_SEG_END) && (b + 1 >= n || !bpe_seg_tri(m, s + b - 1))) return 0;
+    return 1;
+}
+
+/* the first dead boundary b in [from, n) of the pre-token s[0:n), or n (none, or no tables) */
+static inline size_t bpe_seg_next_dead(const bpe_model *m, const uint8_t *s, size_t n, size_t from) {
+    if (!m->seg_big) return n;
+    for (size_t b = from; b < n; b++)
+        if (!bpe_seg_cross(m, s, n, b)) return b;
+    return n;
+}
+
+/* 0 when s[0:n) cannot be one token (it has a dead boundary); 1: it may be */
+static inline int bpe_seg_may_be_token(const bpe_model *m, const uint8_t *s, size_t n) {
+    return bpe_seg_next_dead(m, s, n, 1) >= n;
+}
+
+/* build / free the segment tables (an optional speed-up: -1 on allocation failure, and there are none) */
+int bpe_model_prepare(bpe_model *m);
+void bpe_model_release(bpe_model *m);
 
 /* growable output of ids */
 typedef struct {

@@ -20,6 +20,43 @@ int bpe_vec_reserve(bpe_vec *v, size_t extra) {
     return 0;
 }
 
+/* ---------------------------------------------------------------- segment tables (dead boundaries) */
+
+int bpe_model_prepare(bpe_model *m) {
+    bpe_model_release(m);
+    size_t tri_words = ((size_t)1 << BPE_SEG_TRI_BITS) / 64;
+    uint64_t *mem = (uint64_t *)calloc(65536 / 8 + tri_words, 8);
+    if (!mem) return -1;
+    uint8_t *big = (uint8_t *)mem;
+    uint64_t *tri = mem + 65536 / 8;
+    for (uint32_t t = 0; t < m->n_int; t++) {
+        uint32_t e = m->int_ext[t];
+        if (e >= m->n_ext) continue;
+        const uint8_t *p = m->dec_bytes + m->dec_off[e];
+        size_t len = m->dec_off[e + 1] - m->dec_off[e];
+        if (len < 2) continue;
+        big[(uint32_t)p[0] << 8 | p[1]] |= BPE_SEG_START;
+        big[(uint32_t)p[len - 2] << 8 | p[len - 1]] |= BPE_SEG_END;
+        for (size_t i = 0; i + 1 < len; i++) big[(uint32_t)p[i] << 8 | p[i + 1]] |= BPE_SEG_IN;
+        for (size_t i = 0; i + 2 < len; i++) {
+            uint64_t k = ((uint64_t)p[i] << 16 | (uint64_t)p[i + 1] << 8 | p[i + 2]) * 0x9E3779B97F4A7C15ull;
+            uint64_t bit = k >> (64 - BPE_SEG_TRI_BITS);
+            tri[bit >> 6] |= 1ull << (bit & 63);
+        }
+    }
+    m->seg_mem = mem;
+    m->seg_big = big;
+    m->seg_tri = tri;
+    return 0;
+}
+
+void bpe_model_release(bpe_model *m) {
+    free(m->seg_mem);
+    m->seg_mem = NULL;
+    m->seg_big = NULL;
+    m->seg_tri = NULL;
+}
+
 /* ---------------------------------------------------------------- short spans: O(n^2) sweep */
 
 #define SHORT_STACK 128
@@ -903,13 +940,94 @@ __attribute__((noinline)) static int encode_long(const bpe_model *m, const uint8
     return rc;
 }
 
+/* one segment (or a whole span without dead boundaries), internal ids */
+static inline int encode_plain(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
+    uint32_t lim = (s[n - 1] & 0x80) ? m->short_max_mb : m->short_max;
+    if (n <= lim || (!m->backtrack_ok && n <= m->short_max)) return bpe_encode_short(m, s, n, out);
+    else if (m->backtrack_ok) return encode_long(m, s, n, out);
+    else return bpe_encode_heap(m, s, n, out);
+}
+
+/* Segments of a span.  The search for the next dead boundary looks at most SEG_SCAN boundaries past the last one:
+ * when there is none there, the rest of the span is encoded as one piece (exact either way; this only bounds the
+ * scan on spans that have no dead boundary, e.g. digit runs) */
+#define SEG_SCAN 64
+
+static inline size_t seg_next(const bpe_model *m, const uint8_t *s, size_t n, size_t from) {
+    size_t e = n - from > SEG_SCAN ? from + SEG_SCAN : n;
+    for (size_t b = from; b < e; b++)
+        if (!bpe_seg_cross(m, s, n, b)) return b;
+    return n;
+}
+
+/* emit segment s[0:len) (internal ids); out has room for len ids.  One to three bytes: no merge search */
+static inline int seg_emit(const bpe_model *m, const uint8_t *s, size_t len, bpe_vec *out) {
+    uint32_t *o = out->ids + out->len;
+    if (len == 1) {
+        o[0] = m->byte_tok[s[0]];
+        out->len += 1;
+    } else if (len == 2) {
+        uint32_t r = m->byte_pair[(uint32_t)s[0] << 8 | s[1]];
+        if (r != BPE_NONE) {
+            o[0] = r;
+            out->len += 1;
+        } else {
+            o[0] = m->byte_tok[s[0]];
+            o[1] = m->byte_tok[s[1]];
+            out->len += 2;
+        }
+    } else if (len == 3) {
+        uint32_t r01 = m->byte_pair[(uint32_t)s[0] << 8 | s[1]], r12 = m->byte_pair[(uint32_t)s[1] << 8 | s[2]];
+        if (r01 == BPE_NONE && r12 == BPE_NONE) {
+            o[0] = m->byte_tok[s[0]];
+            o[1] = m->byte_tok[s[1]];
+            o[2] = m->byte_tok[s[2]];
+            out->len += 3;
+        } else if (r01 <= r12) { /* the lower rank first; on a tie (x x x) the leftmost */
+            uint32_t tz = m->byte_tok[s[2]], r = bpe_pair_get(m, r01, tz);
+            if (r != BPE_NONE) {
+                o[0] = r;
+                out->len += 1;
+            } else {
+                o[0] = r01;
+                o[1] = tz;
+                out->len += 2;
+            }
+        } else {
+            uint32_t tx = m->byte_tok[s[0]], r = bpe_pair_get(m, tx, r12);
+            if (r != BPE_NONE) {
+                o[0] = r;
+                out->len += 1;
+            } else {
+                o[0] = tx;
+                o[1] = r12;
+                out->len += 2;
+            }
+        }
+    } else {
+        return encode_plain(m, s, len, out);
+    }
+    return 0;
+}
+
+/* a span whose first dead boundary is d < n: BPE of each segment (merges never cross a dead boundary) */
+__attribute__((noinline)) static int encode_segmented(const bpe_model *m, const uint8_t *s, size_t n, size_t d,
+                                                      bpe_vec *out) {
+    if (bpe_vec_reserve(out, n)) return -1;
+    size_t a = 0;
+    for (;;) {
+        if (seg_emit(m, s + a, d - a, out)) return -1;
+        if (d >= n) return 0;
+        a = d;
+        d = seg_next(m, s, n, a + 1);
+    }
+}
+
 static inline int encode_multi(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
     size_t base = out->len;
     int rc;
-    uint32_t lim = (s[n - 1] & 0x80) ? m->short_max_mb : m->short_max;
-    if (n <= lim || (!m->backtrack_ok && n <= m->short_max)) rc = bpe_encode_short(m, s, n, out);
-    else if (m->backtrack_ok) rc = encode_long(m, s, n, out);
-    else rc = bpe_encode_heap(m, s, n, out);
+    size_t d = m->seg_big ? seg_next(m, s, n, 1) : n;
+    rc = d < n ? encode_segmented(m, s, n, d, out) : encode_plain(m, s, n, out);
     if (rc) return rc;
     if (!m->int_is_ext)
         for (size_t i = base; i < out->len; i++) out->ids[i] = m->int_ext[out->ids[i]];
@@ -917,7 +1035,7 @@ static inline int encode_multi(const bpe_model *m, const uint8_t *s, size_t n, b
 }
 
 int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, size_t avail, bpe_vec *out) {
-    if (n <= m->hash_max || !m->backtrack_ok || !m->trie_has_spans) {
+    if ((n <= m->hash_max || !m->backtrack_ok || !m->trie_has_spans) && bpe_seg_may_be_token(m, s, n)) {
         uint32_t id = bpe_span_get_w(m, s, n, bpe_head8_fast(s, n, avail));
         if (id != BPE_NONE) {
             if (bpe_vec_reserve(out, 1)) return -1;
