@@ -552,6 +552,7 @@ static void memo_return(ModelObject *self, bpe_memo *mm) {
 
 static void Model_dealloc(ModelObject *self) {
     free(self->span_bloom);
+    bpe_model_release(&self->m);
     for (int i = 0; i < self->npool; i++) bpe_memo_free(self->pool[i]);
     if (self->serial) pthread_mutex_destroy(&self->pool_mu);
     for (int i = 0; i < self->nviews; i++) PyBuffer_Release(&self->views[i]);
@@ -677,6 +678,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         return -1;
     }
     build_span_bloom(self);
+    bpe_model_prepare(m); /* optional (segment tables): none on allocation failure */
     return 0;
 }
 
@@ -1211,7 +1213,7 @@ static inline int piece_emit(const bpe_model *m, bpe_memo *memo, uint32_t gen, c
         return 0;
     }
     size_t before = st->ids.len;
-    uint32_t id = len <= m->max_span_len ? bpe_span_probe(m, m->span_tab, m->span_mask, k->h, k->w0, p, len) : BPE_NONE;
+    uint32_t id = len <= m->max_span_len && bpe_seg_may_be_token(m, p, len) ? bpe_span_probe(m, m->span_tab, m->span_mask, k->h, k->w0, p, len) : BPE_NONE;
     if (id != BPE_NONE)
         st->ids.ids[st->ids.len++] = id;
     else if (bpe_encode_span_multi(m, memo, p, len, &st->ids))
