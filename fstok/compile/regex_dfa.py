@@ -154,20 +154,16 @@ def _moore(trans: np.ndarray, acc: np.ndarray) -> np.ndarray:
         n_blocks = m
 
 
-def _renumber(block: np.ndarray, trans: np.ndarray, start: int, dead: int) -> tuple[np.ndarray, np.ndarray]:
-    """Quotient by `block`, numbered dead = 0, start = 1, then breadth-first.  Returns (old
-    representative per new state, new transition table)."""
-    n_blocks = int(block.max()) + 1
-    rep = np.full(n_blocks, -1, dtype=np.int64)
-    for s in range(len(block) - 1, -1, -1):
-        rep[block[s]] = s
-    qtrans = block[trans[rep]]  # [n_blocks, n_syms] in block ids
-    order = [int(block[dead])]
-    pos = {order[0]: 0}
-    q = deque([int(block[start])])
-    if q[0] not in pos:
-        pos[q[0]] = len(order)
-        order.append(q[0])
+def _bfs_number(qtrans: np.ndarray, first: list, seeds: list) -> tuple[list, np.ndarray]:
+    """Numbering of the blocks of a quotient table: `first` in that order, then the blocks reachable
+    from `seeds`, breadth-first.  Returns (block per new number, new number per block)."""
+    pos: dict = {}
+    order: list = []
+    for b in first:
+        if b not in pos:
+            pos[b] = len(order)
+            order.append(b)
+    q = deque(seeds)
     while q:
         b = q.popleft()
         for t in qtrans[b]:
@@ -176,9 +172,21 @@ def _renumber(block: np.ndarray, trans: np.ndarray, start: int, dead: int) -> tu
                 pos[t] = len(order)
                 order.append(t)
                 q.append(t)
-    remap = np.full(n_blocks, 0, dtype=np.int64)
+    remap = np.zeros(qtrans.shape[0], dtype=np.int64)
     for b, i in pos.items():
         remap[b] = i
+    return order, remap
+
+
+def _renumber(block: np.ndarray, trans: np.ndarray, start: int, dead: int) -> tuple[np.ndarray, np.ndarray]:
+    """Quotient by `block`, numbered dead = 0, start = 1, then breadth-first.  Returns (old
+    representative per new state, new transition table)."""
+    n_blocks = int(block.max()) + 1
+    rep = np.full(n_blocks, -1, dtype=np.int64)
+    for s in range(len(block) - 1, -1, -1):
+        rep[block[s]] = s
+    qtrans = block[trans[rep]]  # [n_blocks, n_syms] in block ids
+    order, remap = _bfs_number(qtrans, [int(block[dead]), int(block[start])], [int(block[start])])
     order_arr = np.array(order, dtype=np.int64)
     new_trans = remap[qtrans[order_arr]]
     return rep[order_arr], new_trans
@@ -550,21 +558,7 @@ def add_boundary_states(bd: ByteDFA, max_giveback: int = DEFAULT_MAX_GIVEBACK,
     dead_b, start_b = int(block[0]), int(block[1])
     gb = sorted((b for b in range(n_blocks) if qlabel[b] >= 32), key=lambda b: (qlabel[b] >> 4, b))
     g0 = [b for b in range(n_blocks) if 16 <= qlabel[b] < 32]
-    first = [dead_b] + gb + g0 + [start_b]
-    pos = {b: i for i, b in enumerate(first)}
-    new_order = list(first)
-    dq = deque([start_b] + gb + g0)
-    while dq:
-        b = dq.popleft()
-        for t in qtrans[b]:
-            t = int(t)
-            if t not in pos:
-                pos[t] = len(new_order)
-                new_order.append(t)
-                dq.append(t)
-    remap = np.zeros(n_blocks, dtype=np.int64)
-    for b, i in pos.items():
-        remap[b] = i
+    new_order, remap = _bfs_number(qtrans, [dead_b] + gb + g0 + [start_b], [start_b] + gb + g0)
     arr = np.array(new_order, dtype=np.int64)
     new_trans = remap[qtrans[arr]]
     new_acc = np.array([(qlabel[b] & 15) | ((max(0, (qlabel[b] >> 4) - 1)) << GIVEBACK_SHIFT) if qlabel[b] >= 16
