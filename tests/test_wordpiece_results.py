@@ -166,3 +166,30 @@ def test_run_walker_equals_step_path_and_executor(dense, monkeypatch):
         assert ids == ex.encode(x), x
     plain = [w for w in words if w.isascii() and w.isalnum()]  # one word each for BERT's pre-tokenizer
     assert t.encode(" ".join(plain)) == [i for w in plain for i in t.encode_word(w)]
+
+
+@needs_shared
+@pytest.mark.parametrize("cap", ["0", "1", "300", "65535"])
+def test_int_slots_and_the_per_id_table(monkeypatch, cap):
+    # id_int: the first slot_cap distinct ids get a slot (slot_of[id] -> slots[]) in first-use order,
+    # later ones the per-id table.  $FSTOK_WP_SLOTS lowers the cap so that a few hundred lines reach
+    # the second table; every route (list, batch, threads reading without the GIL, offsets, bytes)
+    # must give the same ids, and a cached id is the same object on every call.
+    name = "bert-base-multilingual-cased"
+    lines = read_corpus("multilingual").splitlines()[:300]
+    want = [tok(name).encode(x) for x in lines]
+    monkeypatch.setenv("FSTOK_WP_SLOTS", cap)
+    t = fresh(name)
+    long_text = " ".join(lines)
+    assert t._model.encode_split(long_text, 2, 8) == [i for w in want for i in w]  # cold, on threads
+    for _ in range(2):
+        assert [t.encode(x) for x in lines] == want
+        assert t.encode_batch(lines, num_threads=2) == want
+        assert t._model.encode_split(long_text, 2, 8) == [i for w in want for i in w]  # warm: borrowed
+    assert [t.encode_with_offsets(x)[0] for x in lines[:50]] == want[:50]
+    assert [np.frombuffer(t._model.encode(x, 2), dtype=np.uint32).tolist() for x in lines[:50]] == want[:50]
+    a, b = t.encode(long_text), t.encode(long_text)
+    assert all(x is y for x, y in zip(a, b)) and len(set(map(id, a))) == len(set(a))
+    del t
+    gc.collect()
+    assert [x + 0 for x in a] == [i for w in want for i in w]  # the ints outlive the model

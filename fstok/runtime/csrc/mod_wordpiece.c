@@ -778,9 +778,14 @@ typedef struct {
     wp_tables t;
     Py_buffer bufs[N_BUFS];
     int nbufs;
-    PyObject **idcache; /* per token id its int object, created on first use (see id_int) */
+    /* the int object of each token id, created on first use and kept (see id_int) */
+    uint16_t *slot_of;  /* per id: 1 + its slot, 0 while it has none */
+    PyObject **slots;   /* the ints, in the order they were first needed (WP_SLOTS at most) */
+    size_t n_slots, slot_cap; /* slot_cap: WP_SLOTS, or less for the tests ($FSTOK_WP_SLOTS) */
+    PyObject **idcache; /* per id, for ids beyond the first WP_SLOTS distinct ones (allocated then) */
     size_t n_ids;
 } ModelObject;
+#define WP_SLOTS 65535
 
 static int build_idcache(ModelObject *self);
 
@@ -790,6 +795,9 @@ static void Model_dealloc(ModelObject *self) {
         for (size_t i = 0; i < self->n_ids; i++) Py_XDECREF(self->idcache[i]);
         free(self->idcache);
     }
+    for (size_t i = 0; i < self->n_slots; i++) Py_DECREF(self->slots[i]);
+    free(self->slots);
+    free(self->slot_of);
     for (int i = 0; i < self->nbufs; i++) PyBuffer_Release(&self->bufs[i]);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1018,25 +1026,59 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
 /* The int object of token id `id` (a new reference), with the GIL.  The model's int objects are
  * created on first use, not at load: they then lie in memory in the order the text first needed them
  * (the ids of one language's common tokens side by side) instead of spread over the whole vocabulary
- * (120k ints = 3.8 MB for mBERT; one multilingual pass touched 13k of their cache lines, which the
- * walk's blob evicted again: an INCREF was a cache miss for ~2/3 of the ids; see
- * docs/wordpiece-tables.md).  Entries only go from NULL to an int, under the GIL; threads without the
- * GIL read them with an atomic load (split_borrow). */
+ * (120k ints = 3.8 MB for mBERT; see docs/wordpiece-tables.md).  The table that finds them is in that
+ * order too: slot_of[id] (2 bytes per id) names the int's slot, and slots[] holds the pointers in
+ * first-use order, so the ~15k distinct ids of a pass over multilingual.txt read ~2k lines of slots
+ * and ~3k of slot_of instead of 8.3k lines of a per-id pointer table (0.96 MB for mBERT).  Past
+ * WP_SLOTS distinct ids a per-id table takes the rest.  Entries only go from empty to an int, under
+ * the GIL (slot first, then its number, both with release stores); threads without the GIL read them
+ * with acquire loads (peek_int). */
+static PyObject *id_int_new(ModelObject *self, uint32_t id);
+
 HOT PyObject *id_int(ModelObject *self, uint32_t id) {
-    PyObject *v;
-    if (id < self->n_ids) {
-        v = self->idcache[id];
-        if (__builtin_expect(v != NULL, 1)) {
+    if (__builtin_expect(id < self->n_ids, 1)) {
+        const uint32_t s = self->slot_of[id];
+        if (__builtin_expect(s != 0, 1)) {
+            PyObject *v = self->slots[s - 1];
             Py_INCREF(v);
             return v;
         }
-        v = PyLong_FromLong((long)id);
-        if (!v) return NULL;
-        Py_INCREF(v); /* the cache's reference */
-        __atomic_store_n(&self->idcache[id], v, __ATOMIC_RELEASE);
+    }
+    return id_int_new(self, id);
+}
+
+static PyObject *id_int_new(ModelObject *self, uint32_t id) {
+    if (id >= self->n_ids) return PyLong_FromUnsignedLong(id);
+    if (self->idcache && self->idcache[id]) {
+        Py_INCREF(self->idcache[id]);
+        return self->idcache[id];
+    }
+    PyObject *v = PyLong_FromLong((long)id);
+    if (!v) return NULL;
+    if (self->n_slots < self->slot_cap) {
+        Py_INCREF(v); /* the model's reference */
+        __atomic_store_n(&self->slots[self->n_slots], v, __ATOMIC_RELEASE);
+        self->n_slots++;
+        __atomic_store_n(&self->slot_of[id], (uint16_t)self->n_slots, __ATOMIC_RELEASE);
         return v;
     }
-    return PyLong_FromUnsignedLong(id);
+    if (!self->idcache) {
+        PyObject **c = (PyObject **)calloc(self->n_ids, sizeof(PyObject *));
+        if (!c) return v; /* not cached: a fresh int every time */
+        __atomic_store_n(&self->idcache, c, __ATOMIC_RELEASE);
+    }
+    Py_INCREF(v);
+    __atomic_store_n(&self->idcache[id], v, __ATOMIC_RELEASE);
+    return v;
+}
+
+/* A borrowed pointer to id's int where one exists (NULL: none yet); needs no GIL. */
+static inline PyObject *peek_int(const ModelObject *self, uint32_t id) {
+    if (id >= self->n_ids) return NULL;
+    const uint32_t s = __atomic_load_n(&self->slot_of[id], __ATOMIC_ACQUIRE);
+    if (s) return __atomic_load_n(&self->slots[s - 1], __ATOMIC_ACQUIRE);
+    PyObject **c = __atomic_load_n(&self->idcache, __ATOMIC_ACQUIRE);
+    return c ? __atomic_load_n(&c[id], __ATOMIC_ACQUIRE) : NULL;
 }
 
 static PyObject *ids_to_list(ModelObject *self, const outbuf *o) {
@@ -1056,9 +1098,13 @@ static PyObject *ids_to_list(ModelObject *self, const outbuf *o) {
 
 static int build_idcache(ModelObject *self) {
     size_t n = (size_t)(self->bufs[6].len / 4); /* tok_len has one entry per id */
-    PyObject **c = (PyObject **)calloc(n ? n : 1, sizeof(PyObject *)); /* filled by id_int */
-    if (!c) { PyErr_NoMemory(); return -1; }
-    self->idcache = c;
+    const char *ev = getenv("FSTOK_WP_SLOTS"); /* a test hook: fewer slots, so that the per-id table is used */
+    long cap = ev ? strtol(ev, NULL, 10) : WP_SLOTS;
+    self->slot_cap = cap < 0 ? 0 : cap < WP_SLOTS ? (size_t)cap : WP_SLOTS;
+    if (self->slot_cap > n) self->slot_cap = n;
+    self->slot_of = (uint16_t *)calloc(n ? n : 1, sizeof(uint16_t)); /* filled by id_int_new */
+    self->slots = (PyObject **)calloc(self->slot_cap ? self->slot_cap : 1, sizeof(PyObject *));
+    if (!self->slot_of || !self->slots) { PyErr_NoMemory(); return -1; }
     self->n_ids = n;
     return 0;
 }
@@ -1243,8 +1289,7 @@ typedef struct {
     const char **s;
     Py_ssize_t *n;
     outbuf *outs;
-    PyObject **cache; /* read without the GIL: atomic loads only (split_borrow) */
-    size_t n_ids;
+    const ModelObject *model; /* its ints read without the GIL: atomic loads only (split_borrow) */
     PyObject ***ptrs; /* per piece: borrowed pointers, NULL entries where no cached int exists */
     size_t count;
     atomic_size_t next;
@@ -1253,10 +1298,10 @@ typedef struct {
 
 /* pyids_borrow for the lazily filled cache: ids -> borrowed cached pointers (NULL: not created yet;
  * pyids_take_block then makes an int), read atomically since a GIL holder may be filling entries. */
-static PyObject **split_borrow(PyObject **cache, size_t n_cache, const uint32_t *ids, size_t m) {
+static PyObject **split_borrow(const ModelObject *self, const uint32_t *ids, size_t m) {
     PyObject **pp = (PyObject **)malloc((m ? m : 1) * sizeof(PyObject *));
     if (pp)
-        for (size_t k = 0; k < m; k++) pp[k] = ids[k] < n_cache ? __atomic_load_n(&cache[ids[k]], __ATOMIC_ACQUIRE) : NULL;
+        for (size_t k = 0; k < m; k++) pp[k] = peek_int(self, ids[k]);
     return pp;
 }
 
@@ -1267,7 +1312,7 @@ static void *split_worker(void *arg) {
         if (i >= j->count) break;
         outbuf local = j->outs[i]; /* on this stack: no false sharing with neighbouring pieces */
         wp_encode_e2e(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &local);
-        j->ptrs[i] = split_borrow(j->cache, j->n_ids, local.ids, local.n);
+        j->ptrs[i] = split_borrow(j->model, local.ids, local.n);
         j->outs[i] = local;
         pyids_sync_mark(j->sync, i);
     }
@@ -1293,8 +1338,7 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
     job.s = ps;
     job.n = pn;
     job.outs = outs;
-    job.cache = self->idcache;
-    job.n_ids = self->n_ids;
+    job.model = self;
     job.ptrs = ptrs;
     job.count = npieces;
     atomic_init(&job.next, 0);
