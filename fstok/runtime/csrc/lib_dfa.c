@@ -151,6 +151,166 @@ size_t fstok_dfa_find_all(const fstok_dfa *d, const uint8_t *s, size_t n, size_t
     return k;
 }
 
+/* Two walks at once (fstok_dfa_find_ends' windows of >= DUAL_MIN bytes).  One walk is a chain of dependent
+ * loads (state -> next state), ~5 cycles a byte; two walks over the two halves of a window interleave their
+ * chains.  Walk A runs from the window start p exactly as the serial loop would.  Walk B runs the same
+ * algorithm from q0 (a character start near the middle) as if a piece began there, and stores its piece ends
+ * in bufB.  Then A goes on past q0 beside a replay R of B from q0: as soon as A and R are at the same byte in
+ * the same state, every later decision of A would be B's (the DFA is deterministic), so A's ends before that
+ * byte plus B's ends from there on are exactly the serial loop's.  They meet at the first piece boundary after
+ * q0 in practice (a few bytes); if they never meet, A has simply walked the whole window itself.  A death (the
+ * DFA died: the piece needs backtracking) is resolved in either walk as the serial code does, by the anchored
+ * match of the unfinished piece; the walk goes on from its end in the start state. */
+#define DUAL_MIN 64    /* windows shorter than this are walked serially */
+#define DUAL_MAXB 1024 /* walk B covers at most this many bytes (bufB) */
+
+enum { DUAL_DONE, DUAL_DEAD, DUAL_SERIAL };
+
+/* A walk read byte i and reached st < gbl (dead or a give-back boundary state).  Give-back: move the end it
+ * just wrote back.  Death: the anchored match of the unfinished piece (from the walk's last end E[*k - 1], or
+ * `from` if it has none since index lo) is a piece; the walk restarts after it.  Returns the walk's next byte,
+ * or FSTOK_DFA_NOMATCH when no match starts at the unfinished piece. */
+static size_t walk_rare(const fstok_dfa *d, const uint8_t *s, size_t n, size_t i, uint32_t *st, size_t *E, size_t *k,
+                        size_t lo, size_t from) {
+    if (*st) {
+        E[*k - 1] = i - (d->accept[*st >> d->shift] >> FSTOK_DFA_GB_SHIFT); /* ended g bytes back */
+        return i + 1;
+    }
+    size_t e = fstok_dfa_match(d, s, n, *k > lo ? E[*k - 1] : from);
+    if (e == FSTOK_DFA_NOMATCH) return e;
+    E[(*k)++] = e;
+    *st = d->start;
+    return e;
+}
+
+/* One window [p, lim) with two walks; ends[*kio..] as in the serial loop.  DUAL_DONE: the window is walked
+ * (*ip = lim; a last piece may end past it); DUAL_DEAD: walk A died reading byte *ip and no match starts at its
+ * unfinished piece (the caller's serial tail finds that again); DUAL_SERIAL: no match starts at B's unfinished
+ * piece, so go on with the serial loop at byte *ip in state *stp.  Needs 2 <= lim - p <= 2 * DUAL_MAXB. */
+static int dual_window(const fstok_dfa *d, const uint8_t *s, size_t n, size_t p, size_t lim, size_t *ends, size_t *kio,
+                       size_t *ip, uint32_t *stp) {
+    const uint32_t *T = d->trans;
+    const uint8_t *C = d->classes;
+    const uint32_t nb = d->live - (1u << d->shift);
+    const uint32_t gbl = d->gbl;
+    size_t bufB[DUAL_MAXB + 1]; /* B's ends: distinct positions in (q0, lim], and one past lim after a death */
+    size_t q0 = p + (lim - p + 1) / 2;
+    while (q0 < lim && (s[q0] & 0xC0) == 0x80) q0++; /* B starts on a character */
+    const size_t k0 = *kio;
+    uint32_t sa = d->start, sb = d->start;
+    size_t ka = k0, kb = 0, ia = p, ib = q0;
+    /* phase 1: A in [p, q0) and B in [q0, lim), interleaved */
+    while (ia < q0 && ib < lim) {
+        size_t m = q0 - ia < lim - ib ? q0 - ia : lim - ib, t = 0;
+        const uint8_t *pa = s + ia, *pb = s + ib;
+        for (; t < m; t++) {
+            sa = T[sa + C[pa[t]]];
+            sb = T[sb + C[pb[t]]];
+            ends[ka] = ia + t;
+            ka += (uint32_t)(sa - 1u) < nb;
+            bufB[kb] = ib + t;
+            kb += (uint32_t)(sb - 1u) < nb;
+            if (FSTOK_UNLIKELY((sa < gbl) | (sb < gbl))) break;
+        }
+        if (FSTOK_LIKELY(t == m)) {
+            ia += m;
+            ib += m;
+            continue;
+        }
+        if (sa < gbl) {
+            size_t nx = walk_rare(d, s, n, ia + t, &sa, ends, &ka, k0, p);
+            if (nx == FSTOK_DFA_NOMATCH) {
+                *kio = ka;
+                *ip = ia + t;
+                return DUAL_DEAD;
+            }
+            ia = nx;
+        } else {
+            ia += t + 1;
+        }
+        if (sb < gbl) {
+            size_t nx = walk_rare(d, s, n, ib + t, &sb, bufB, &kb, 0, q0);
+            if (nx == FSTOK_DFA_NOMATCH) { /* B is no use: A goes on serially */
+                *kio = ka;
+                *ip = ia;
+                *stp = sa;
+                return DUAL_SERIAL;
+            }
+            ib = nx;
+        } else {
+            ib += t + 1;
+        }
+    }
+    /* A's deaths can take it past q0 before B is done: B walks the rest of its half alone */
+    while (ib < lim && ia < lim) {
+        sb = T[sb + C[s[ib]]];
+        bufB[kb] = ib;
+        kb += (uint32_t)(sb - 1u) < nb;
+        if (FSTOK_UNLIKELY(sb < gbl)) {
+            size_t nx = walk_rare(d, s, n, ib, &sb, bufB, &kb, 0, q0);
+            if (nx == FSTOK_DFA_NOMATCH) {
+                *kio = ka;
+                *ip = ia;
+                *stp = sa;
+                return DUAL_SERIAL;
+            }
+            ib = nx;
+        } else {
+            ib++;
+        }
+    }
+    /* phase 2: A alone up to q0 (B finished first), then beside the replay R of B until they meet */
+    uint32_t sr = d->start;
+    size_t ir = q0, c = 0; /* R's next byte, and the number of B's ends R has passed */
+    while (ia < lim) {
+        if (ia <= ir) { /* A steps (alone while behind R, or beside it) */
+            int beside = ia == ir;
+            sa = T[sa + C[s[ia]]];
+            ends[ka] = ia;
+            ka += (uint32_t)(sa - 1u) < nb;
+            size_t nx = ia + 1;
+            if (FSTOK_UNLIKELY(sa < gbl)) {
+                nx = walk_rare(d, s, n, ia, &sa, ends, &ka, k0, p);
+                if (nx == FSTOK_DFA_NOMATCH) {
+                    *kio = ka;
+                    *ip = ia;
+                    return DUAL_DEAD;
+                }
+            }
+            if (beside) { /* R reads the same byte */
+                sr = T[sr + C[s[ir]]];
+                size_t rx = ir + 1;
+                if ((uint32_t)(sr - 1u) < nb) c++;
+                if (FSTOK_UNLIKELY(sr == 0)) { /* B resolved this death: its next end is the match */
+                    rx = bufB[c];
+                    c++;
+                    sr = d->start;
+                }
+                ir = rx;
+            }
+            ia = nx;
+        } else { /* R behind A: R steps alone */
+            sr = T[sr + C[s[ir]]];
+            size_t rx = ir + 1;
+            if ((uint32_t)(sr - 1u) < nb) c++;
+            if (FSTOK_UNLIKELY(sr == 0)) {
+                rx = bufB[c];
+                c++;
+                sr = d->start;
+            }
+            ir = rx;
+        }
+        if (ia == ir && sa == sr) { /* met: from byte ia on, A's decisions are B's: bufB[c..kb) */
+            memcpy(ends + ka, bufB + c, (kb - c) * sizeof(size_t));
+            ka += kb - c;
+            break;
+        }
+    }
+    *kio = ka;
+    *ip = lim;
+    return DUAL_DONE;
+}
+
 size_t fstok_dfa_find_ends(const fstok_dfa *d, const uint8_t *s, size_t n, size_t *pos, size_t *ends, size_t cap) {
     const uint32_t *T = d->trans;
     const uint8_t *C = d->classes;
@@ -162,7 +322,16 @@ size_t fstok_dfa_find_ends(const fstok_dfa *d, const uint8_t *s, size_t n, size_
          * at byte i leaves k <= k0 + (i - p) < cap, room for the piece found by the anchored match. */
         size_t k0 = k, i = p;
         size_t lim = (n - p <= cap - k) ? n : p + (cap - k);
+        int clamped = 0;
         uint32_t st = d->start;
+        if (lim - p >= DUAL_MIN) {
+            if (lim - p > 2 * DUAL_MAXB) { /* a window walk B can hold; then go on from its last piece end */
+                lim = p + 2 * DUAL_MAXB;
+                clamped = 1;
+            }
+            int r = dual_window(d, s, n, p, lim, ends, &k, &i, &st);
+            if (r != DUAL_SERIAL) goto window_end;
+        }
         for (; i < lim; i++) {
             st = T[st + C[s[i]]];
             ends[k] = i;                            /* kept only if a piece ended before byte i */
@@ -172,6 +341,7 @@ size_t fstok_dfa_find_ends(const fstok_dfa *d, const uint8_t *s, size_t n, size_
                 ends[k - 1] = i - (d->accept[st >> d->shift] >> FSTOK_DFA_GB_SHIFT); /* ended g bytes back */
             }
         }
+    window_end:;
         size_t tok = k > k0 ? ends[k - 1] : p;      /* start of the unfinished piece */
         if (i < lim || lim == n) {                  /* dead, or end of text: its match, anchored */
             size_t e = fstok_dfa_match(d, s, n, tok);
@@ -195,6 +365,7 @@ size_t fstok_dfa_find_ends(const fstok_dfa *d, const uint8_t *s, size_t n, size_
             continue;
         }
         p = tok;
+        if (clamped) continue; /* room is left: the next window starts at the unfinished piece */
         break;
     }
     *pos = p;

@@ -237,7 +237,7 @@ static Py_ssize_t run_spans(SpannerObject *self, const uint8_t *s, size_t n, siz
 /* The same pairs from fstok_dfa_find_ends with a window of `wcap` ends (tests compare the two bulk
  * functions; small windows exercise the resume logic). */
 static Py_ssize_t run_spans_ends(const fstok_dfa *d, const uint8_t *s, size_t n, size_t wcap, size_t **out) {
-    size_t cap = n / 2 + 16, len = 0, pos = 0;
+    size_t cap = n + 16, len = 0, pos = 0; /* pieces: at most one per byte */
     size_t *buf = (size_t *)malloc(cap * 2 * sizeof(size_t));
     size_t *ends = (size_t *)malloc(wcap * sizeof(size_t));
     if (!buf || !ends) goto oom;
