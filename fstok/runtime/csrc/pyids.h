@@ -65,6 +65,7 @@ static inline PyObject *pyids_list_from_ids(PyObject *const *cache, size_t n_cac
     if (!l) return NULL;
     PyObject **dst = ((PyListObject *)l)->ob_item;
     for (size_t i = 0; i < n; i++) {
+        if (i + 24 < n && ids[i + 24] < n_cache) __builtin_prefetch(&cache[ids[i + 24]], 0);
         if (i + 8 < n && ids[i + 8] < n_cache) __builtin_prefetch(cache[ids[i + 8]], 1);
         uint32_t id = ids[i];
         PyObject *v;
