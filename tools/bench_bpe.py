@@ -45,7 +45,7 @@ CORPUS = os.path.join(SHARED, "corpus")
 VOCAB = os.path.join(SHARED, "vocab")
 ENCODINGS = ["r50k_base", "cl100k_base", "o200k_base"]
 CORPORA = ["english", "multilingual", "code"]
-ALL_PEERS = ["fstok", "tiktoken", "hf", "wordchipper", "bpe-openai", "gigatoken"]
+ALL_PEERS = ["fstok", "tiktoken", "hf", "wordchipper", "bpe-openai", "gigatoken", "fstok-np"]
 sys.path.insert(0, ROOT)
 
 
@@ -149,6 +149,15 @@ class Fstok(Peer):
 
     def batch(self, texts, threads):
         return self.t.encode_ordinary_batch(texts, num_threads=threads)
+
+
+class FstokNumpy(Fstok):
+    """fstok's whole-document call with a numpy array out (`encode_to_numpy`), the same kind of result as
+    gigatoken's document call: the two compare without Python int objects on either side."""
+    name = "fstok-np"
+
+    def doc(self, text):
+        return self.t.encode_to_numpy(text, disallowed_special=())
 
 
 class Tiktoken(Peer):
@@ -257,7 +266,7 @@ class Gigatoken(Peer):
         return self.t.encode_batch_list(texts, parallel=threads > 1)
 
 
-PEER_CLASSES = {c.name: c for c in (Fstok, Tiktoken, HF, Wordchipper, BpeOpenai, Gigatoken)}
+PEER_CLASSES = {c.name: c for c in (Fstok, Tiktoken, HF, Wordchipper, BpeOpenai, Gigatoken, FstokNumpy)}
 
 
 # ----------------------------------------------------------------------------------------- timing
@@ -365,7 +374,7 @@ def run_phase(args) -> dict:
                         out = p.doc(text)
                         t = _timeit(lambda: p.doc(text), reps, min_time, cpu=True)
                         res["doc"][key] = {"mbs": nb / 1e6 / t, "ids": None if want_doc is None else _same(out, want_doc)}
-                        if name in ("fstok", "gigatoken"):  # the peers with caches: also a cold first call
+                        if name in ("fstok", "gigatoken", "fstok-np"):  # the peers with caches: also a cold first call
                             best = 1e18
                             for _ in range(max(2, reps // 2)):
                                 fresh = p.cold()
@@ -488,7 +497,8 @@ def report(args, single: dict, multi: dict) -> str:
         w("\n## Skipped\n")
         for k, v in sorted(single["skip"].items()):
             w(f"- {k}: {v}")
-    w("\nNotes: gigatoken's whole-document call returns a numpy array (no Python list); everything else returns lists. "
+    w("\nNotes: gigatoken's whole-document call returns a numpy array (no Python list), and so does fstok-np's "
+      "(`encode_to_numpy`); everything else returns lists (fstok-np's line batches are fstok's). "
       "bpe-openai has no r50k. HF tokenizers for cl100k/o200k is generated from the ranks (see --help).")
     return "\n".join(out) + "\n"
 
