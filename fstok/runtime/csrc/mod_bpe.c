@@ -1192,7 +1192,8 @@ static inline void pc_store(bpe_pc_line *l, const piece_key *k, uint32_t tag, co
 
 /* One short piece s[pb, pb + len) of base (key computed): the piece cache, else the span table (one
  * token), else the memo and the encoders; a result of <= BPE_PC_MAXTOK tokens goes into the cache.  The
- * caller keeps room for BPE_PC_MAXTOK ids in st->ids (a hit in slot 0 writes that many, keeps ntok). */
+ * caller keeps room for BPE_PC_MAXTOK ids in st->ids (a hit in slot 0 writes that many, keeps ntok).
+ * Returns 0 on a cache hit, 1 on a miss, -1 when out of memory. */
 static inline int piece_emit(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *p, size_t len,
                              const piece_key *k, size_t room, enc_state *st) {
     bpe_pc_line *l = pc_line(memo, k->h);
@@ -1220,7 +1221,7 @@ static inline int piece_emit(const bpe_model *m, bpe_memo *memo, uint32_t gen, c
         return -1;
     size_t nt = st->ids.len - before;
     if (nt <= BPE_PC_MAXTOK) pc_store(l, k, want | (uint32_t)(nt << 8), st->ids.ids + before, nt);
-    return st->ids.cap - st->ids.len >= room ? 0 : bpe_vec_reserve(&st->ids, room);
+    return st->ids.cap - st->ids.len >= room ? 1 : bpe_vec_reserve(&st->ids, room) ? -1 : 1;
 }
 
 /* pieces: keys are computed and their cache lines prefetched this far ahead.  With the 8 MiB cache a line
@@ -1249,6 +1250,11 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
     size_t ends[SPAN_CHUNK + 1];
     piece_key keys[PC_AHEAD];
     size_t pos = 0;
+    /* piece-cache misses in the last batch of pieces: while more than 1 in 32 miss (a cold cache: a new text or
+     * a new language), the span table's line is prefetched with the cache line, because most pieces will
+     * probe it (with a warm cache those prefetches only take fill buffers) */
+    size_t misses = 0;
+    int cold = 0;
     while (pos < n) {
         size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends + 1, SPAN_CHUNK);
         if (k == 0) { /* no match starts at pos: skip to the next one (text no match covers is dropped) */
@@ -1268,6 +1274,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
             piece_key *k_ = &keys[(jj) % PC_AHEAD];                                         \
             piece_key_of(base + pb_, len_, avail_end - pb_, k_);                            \
             __builtin_prefetch(pc_line(memo, k_->h));                                       \
+            if (cold) __builtin_prefetch(m->span_tab + 2 * (k_->h & m->span_mask));        \
         }                                                                                   \
     } while (0)
         for (size_t j = 0; j < k && j < PC_AHEAD; j++) PC_AHEAD_KEY(j);
@@ -1278,6 +1285,11 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
                 piece_key key = keys[j % PC_AHEAD];
                 if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
                 rc = piece_emit(m, memo, gen, base + pb, len, &key, room, st);
+                if (FSTOK_UNLIKELY(rc)) {
+                    if (rc < 0) return -1;
+                    misses++;
+                    rc = 0;
+                }
             } else {
                 if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
                 rc = bpe_encode_span_avail(m, memo, base + pb, len, avail_end - pb, &st->ids);
@@ -1286,6 +1298,8 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
             if (rc) return -1;
         }
 #undef PC_AHEAD_KEY
+        cold = 32 * misses > k;
+        misses = 0;
         count_flush(st);
     }
     return 0;
