@@ -97,3 +97,56 @@ def test_four_byte_offsets_same_as_three(monkeypatch):
         assert [t4.encode(x) for x in texts] == [t3.encode(x) for x in texts]
         assert [t4.encode_with_offsets(x) for x in texts] == [t3.encode_with_offsets(x) for x in texts]
         assert [t4.encode_word(w) for w in words] == [t3.encode_word(w) for w in words]
+
+
+# States inside a UTF-8 character (RK_MID in mod_wordpiece.c) store no f/F: a miss there restarts the
+# character from the state its first byte was read in.  Tokens of 2-, 3- and 4-byte characters that share
+# lead bytes (so the walk often misses one or two bytes into a character), and $FSTOK_WP_NO_MID=1 (every
+# state keeps its f/F) as the second opinion.
+MID_ALPHA = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяαβγδ漢字のトークン中文日本語𝔸𝔹😀😁"
+
+
+def _mid_vocab(seed=11):
+    rnd = random.Random(seed)
+    toks = ["[UNK]"] + list(MID_ALPHA) + ["##" + c for c in MID_ALPHA] + list("abc") + ["##" + c for c in "abc"]
+    for _ in range(600):
+        w = "".join(rnd.choice(MID_ALPHA + "abc") for _ in range(rnd.randint(2, 5)))
+        toks.append(w if rnd.random() < 0.5 else "##" + w)
+    return list(dict.fromkeys(toks))
+
+
+def _mid_words(seed, n=600):
+    rnd = random.Random(seed)
+    return ["".join(rnd.choice(MID_ALPHA + "abcё") for _ in range(rnd.randint(1, 12))) for _ in range(n)]
+
+
+@pytest.mark.parametrize("th", [10**6, 24, 2], ids=["r-only-dense", "default", "dense>=2"])
+def test_mid_character_states(monkeypatch, th):
+    monkeypatch.setattr(cw.build_tables, "__defaults__", (th,))
+    vocab = _mid_vocab()
+    t2i = {t: i for i, t in enumerate(vocab)}
+    monkeypatch.delenv("FSTOK_WP_NO_MID", raising=False)
+    t = make(vocab)
+    stats = t._model.layout_stats()
+    assert stats["mid"] > 100, stats  # the vocabulary really has such states
+    monkeypatch.setenv("FSTOK_WP_NO_MID", "1")
+    ref = make(vocab)
+    assert ref._model.layout_stats()["mid"] == 0
+    assert ref._model.layout_stats()["blob_bytes"] > stats["blob_bytes"]
+    words = _mid_words(1)
+    for w in words:
+        want = original_maxmatch(w, t2i, "[UNK]", "##", 100)
+        assert words_of(t, t.encode_word(w)) == want, w
+        assert words_of(ref, ref.encode_word(w)) == want, w
+    rnd = random.Random(2)
+    texts = [" ".join(rnd.sample(words, rnd.randint(1, 20))) + rnd.choice(["", ".", " ! a?"]) for _ in range(80)]
+    assert [t.encode(x) for x in texts] == [ref.encode(x) for x in texts]
+    assert [t.encode_with_offsets(x) for x in texts] == [ref.encode_with_offsets(x) for x in texts]
+    ex = TableExecutor(t)
+    for x in texts[:30]:
+        assert ex.encode(x) == t.encode(x), x
+    monkeypatch.setenv("FSTOK_WP_POINTER_BYTES", "4")
+    monkeypatch.delenv("FSTOK_WP_NO_MID")
+    t4 = make(vocab)
+    assert t4._model.layout_stats()["mid"] == stats["mid"] and t4._model.layout_stats()["pointer_bytes"] == 4
+    assert [t4.encode(x) for x in texts] == [ref.encode(x) for x in texts]

@@ -67,6 +67,8 @@ typedef struct {
     uint32_t pw, pmask;     /* width of a state offset in a record (3 or 4 bytes) and its mask */
     uint32_t ffsz[8];       /* bytes of the f/F part of a record, by kind */
     uint32_t rtab[256];     /* per header byte: label mask (16) | offset of child pointers << 16 | size << 24 */
+    uint32_t nkind[8];      /* states per record kind, and the blob's size (layout_stats) */
+    size_t blob_size;
 } wp_tables;
 
 /* Record of a sparse state u (byte offsets from u):
@@ -77,6 +79,8 @@ typedef struct {
  *                     RK_NONE nothing; F empty, f none                  (r, r#, states no suffix follows)
  *                     RK_SL   F (4, a pool slice), f (pw)
  *                     RK_GEN  F (4), f (4)                              (anything else)
+ *                     RK_MID  back (2 bytes): u minus the state its character began in (a state
+ *                             inside a character, whose f/F the walk never reads: see mid_children)
  *   children 1..nc-1: their offsets (pw bytes each); child 0 is the next record (DFS preorder).
  * A hub (RK_HUB): [header][f 4][F 4][pad to 8 bytes][256 x (delta' 4, sigma' 4)]. */
 #define RK_TOK 0
@@ -84,7 +88,9 @@ typedef struct {
 #define RK_NONE 2
 #define RK_SL 3
 #define RK_GEN 4
+#define RK_MID 5 /* a state inside a UTF-8 character that needs no f/F (see mid_children) */
 #define RK_HUB 7
+#define MIDFAIL 0xFFFFFFFEu /* wp_step: no child at an RK_MID state (the character restarts, see wp_fail) */
 #define HUB_PAIRS(u) (((u) + 16) & ~7u) /* a hub's pairs: 8-byte aligned, after its header, f and F */
 #define BLOB_PAD 32  /* zero bytes before and after the records (unaligned 16-byte and 4-byte loads) */
 
@@ -113,6 +119,7 @@ HOT void rec_fail(const wp_tables *t, const uint8_t *B, uint32_t u, uint32_t *f,
         *f = ld32(p + 3) & t->pmask;
         return;
     case RK_NONE:
+    case RK_MID: /* (never asked: the walk restarts the character instead, see wp_fail) */
         *F = 0;
         *f = NONE32;
         return;
@@ -190,6 +197,7 @@ typedef struct {
     pend_item *pend;
     size_t npend, pend_cap;
     uint32_t prev_orig; /* origin of the last NFD character outside a reordering run */
+    uint32_t lu;        /* the state the current character's first byte was read in (wp_step) */
 } wstate;
 
 static void emit_slice_slow(wstate *w, uint32_t packed) {
@@ -260,25 +268,14 @@ HOT uint32_t blob_child(const wp_tables *t, const uint8_t *B, uint32_t u, uint32
 #endif
 }
 
-/* One transition: delta'/sigma' for hubs, trie edge or failure link otherwise. */
-HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
+/* Failure transitions from u on byte b (u has no child on b), then b: their targets are nearly always
+ * hubs (r#), and a separate branch site predicts that well (one shared test mispredicted at every token
+ * boundary inside a word). */
+HOT uint32_t wp_fail(wstate *w, uint32_t u, uint8_t b) {
     const wp_tables *t = w->t;
     const uint8_t *B = t->blob;
-    uint32_t h = B[u];
-    if ((h & 7) == RK_HUB) {
-        uint64_t d;
-        memcpy(&d, B + HUB_PAIRS(u) + 8 * (uint32_t)b, 8);
-        uint32_t p = (uint32_t)(d >> 32);
-        if (p) emit_slice(w, p);
-        return (uint32_t)d;
-    }
-    uint32_t c = blob_child(t, B, u, h, b);
-    if (__builtin_expect(c != NONE32, 1)) return c;
-    /* Failure transitions, peeled off the step above: their targets are nearly always hubs (r#),
-     * and a separate branch site predicts that well (one shared test mispredicted at every token
-     * boundary inside a word). */
     for (;;) {
-        uint32_t f, p;
+        uint32_t f, p, h, c;
         rec_fail(t, B, u, &f, &p);
         if (f == NONE32) return NONE32;
         if (p) emit_slice(w, p);
@@ -296,6 +293,58 @@ HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
     }
 }
 
+/* Bytes from the first byte of the character that p is inside of (1-3) back to p, within [p0, p); 0: none. */
+HOT size_t char_back(const uint8_t *p0, const uint8_t *p) {
+    for (size_t k = 1; k <= 3 && k <= (size_t)(p - p0); k++)
+        if (*(p - k) >= 0xC0) return k;
+    return 0;
+}
+
+/* RK_MID state u: the state its character began in. */
+HOT uint32_t mid_back(const uint8_t *B, uint32_t u) {
+    const uint32_t h = B[u], lo = (h >> 3) == 31 ? 2u + B[u + 1] : 1u + (h >> 3);
+    return u - (B[u + lo] | (uint32_t)B[u + lo + 1] << 8);
+}
+
+/* One transition: delta'/sigma' for hubs, trie edge or failure link otherwise.  MIDFAIL: u is an
+ * RK_MID state without a child on b (w->lu: the state its character began in); the caller restarts
+ * the character: wp_fail(w, w->lu, its first byte). */
+HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
+    const wp_tables *t = w->t;
+    const uint8_t *B = t->blob;
+    uint32_t h = B[u];
+    if ((h & 7) == RK_HUB) {
+        uint64_t d;
+        memcpy(&d, B + HUB_PAIRS(u) + 8 * (uint32_t)b, 8);
+        uint32_t p = (uint32_t)(d >> 32);
+        if (p) emit_slice(w, p);
+        return (uint32_t)d;
+    }
+    uint32_t c = blob_child(t, B, u, h, b);
+    if (__builtin_expect(c != NONE32, 1)) return c;
+    if ((h & 7) == RK_MID) {
+        w->lu = mid_back(B, u);
+        return MIDFAIL;
+    }
+    return wp_fail(w, u, b);
+}
+
+/* Walk the whole characters [p, e) from state u with wp_step (a miss inside a character restarts it). */
+static uint32_t step_bytes(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e) {
+    const uint8_t *const p0 = p;
+    for (; p < e; p++) {
+        u = wp_step(w, u, *p);
+        if (u == MIDFAIL) { /* inside a character: back to its first byte */
+            const size_t back = char_back(p0, p);
+            if (!back) return NONE32; /* (not with tables the compiler made) */
+            p -= back;
+            u = wp_fail(w, w->lu, *p);
+        }
+        if (u == NONE32) return NONE32;
+    }
+    return u;
+}
+
 /* The walk over a run of word bytes [p, e) from state u, for the common case: no offsets and one-token
  * pops inlined (t->inline_pops).  Same transitions as wp_step, with the blob, the output position and
  * capacity in registers (through wp_step the compiler reloaded w->t, t->blob, t->inline_pops and
@@ -308,6 +357,7 @@ HOT uint32_t walk_run_pw(wstate *w, uint32_t u, const uint8_t *p, const uint8_t 
     outbuf *o = w->out;
     uint32_t *ids = o->ids;
     size_t on = o->n, cap = o->cap;
+    const uint8_t *const p0 = p;
 #define WR_EMIT(pop)                                                                                               \
     do {                                                                                                           \
         if (((pop) & 0xFF) == 0x81 && on < cap) {                                                                  \
@@ -321,7 +371,7 @@ HOT uint32_t walk_run_pw(wstate *w, uint32_t u, const uint8_t *p, const uint8_t 
         }                                                                                                          \
     } while (0)
     for (; p < e; p++) {
-        const uint32_t b = *p;
+        uint32_t b = *p;
         uint32_t h = B[u];
         if ((h & 7) == RK_HUB) {
             uint64_t d;
@@ -363,7 +413,17 @@ HOT uint32_t walk_run_pw(wstate *w, uint32_t u, const uint8_t *p, const uint8_t 
             u = c;
             continue;
         }
-        for (;;) { /* failure transitions (see wp_step) */
+        if ((h & 7) == RK_MID) { /* inside a character: fail from where it began, on its first byte */
+            const size_t back = char_back(p0, p);
+            if (__builtin_expect(!back, 0)) { /* (not with tables the compiler made) */
+                u = NONE32;
+                break;
+            }
+            u = mid_back(B, u);
+            p -= back;
+            b = *p;
+        }
+        for (;;) { /* failure transitions (see wp_fail) */
             uint32_t f, pop;
             rec_fail(t, B, u, &f, &pop);
             if (f == NONE32) {
@@ -438,6 +498,12 @@ HOT void feed(wstate *w, const uint8_t *bytes, int nb, uint32_t orig, const int 
         if (offs) w->b2o[w->wbytes] = orig;
         w->wbytes++;
         u = wp_step(w, u, bytes[k]);
+        if (u == MIDFAIL) { /* a miss inside the character (one per call): restart it at its first byte */
+            if (k == 0) { w->failed = 1; return; } /* (not with tables the compiler made) */
+            w->wbytes -= (size_t)k;
+            k = 0;
+            u = wp_fail(w, w->lu, bytes[0]);
+        }
         if (u == NONE32) { w->failed = 1; return; }
     }
     w->u = u;
@@ -683,10 +749,8 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
                         u = t->pw == 3 ? walk_run3(&w, u, s + i, s + j) : walk_run4(&w, u, s + i, s + j);
                         if (u == NONE32) w.failed = 1;
                     } else {
-                        for (size_t k = i; k < j; k++) {
-                            u = wp_step(&w, u, s[k]);
-                            if (u == NONE32) { w.failed = 1; break; }
-                        }
+                        u = step_bytes(&w, u, s + i, s + j);
+                        if (u == NONE32) w.failed = 1;
                     }
                     w.u = u;
                 }
@@ -860,22 +924,48 @@ static inline size_t rec_size(const wp_tables *t, uint32_t kind, uint32_t nc) {
  * Records are bytes, not words: a token state with one child is 5 bytes (header, label, id), a leaf 4,
  * other one-child states 8 (+ f): mBERT 3.1 MB (the word layout before it: 4.75 MB), so the states a
  * pass over a text touches share fewer cache lines (docs/wordpiece-tables.md). */
+/* Which states lie inside a UTF-8 character (mid[c] = the continuation bytes still due) and the state
+ * each such character began in (anc[c], its trie ancestor at the character's first byte), for the
+ * children c of u, from the edge labels (build_blob calls it in preorder: parents first).  A token is whole characters, so no token ends inside one; a sparse state v inside a character
+ * becomes RK_MID (build_blob) and stores no f/F: a miss at v on byte b (string s + the character's first
+ * bytes, s = the string of anc[v]) means no token continues s through this character, so the walk goes
+ * back to anc[v] and the character's first byte and takes anc[v]'s failure transitions.  That is a
+ * LinMaxMatch step like any other: however v was entered (edge, failure link, hub row), the ids emitted
+ * so far + the string of the state = the bytes read, for v and for anc[v] with the character's bytes
+ * unread.  mBERT: 57k of 300k states, blob 3.10 -> 2.85 MB; the records one pass over multilingual.txt
+ * touches (LRU model): distinct lines -10%, misses at 1 MB -21% (docs/wordpiece-tables.md). */
+HOT void mid_children(const wp_tables *t, size_t u, uint8_t *mid, uint32_t *anc) {
+    const uint64_t r = t->node[u];
+    const uint32_t nc = (uint32_t)(r >> 32) & 0xFF, es = (uint32_t)r, due = mid[u];
+    for (uint32_t k = 0; k < nc; k++) {
+        const uint32_t c = t->edge_target[es + k], b = t->edge_label[es + k];
+        if (c <= u) continue; /* (not preorder: not a table the compiler made; c stays outside) */
+        anc[c] = due ? anc[u] : (uint32_t)u;
+        mid[c] = (uint8_t)(b < 0x80 ? 0 : b < 0xC0 ? (due ? due - 1 : 0) : b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3);
+    }
+}
+
 static int build_blob(wp_tables *t, size_t npool) {
     size_t n = t->n_nodes;
     /* one allocation: pos (blob offset), fi (F(u), one-token pops inlined), kinds */
-    uint32_t *pos = (uint32_t *)malloc((n ? n : 1) * (2 * sizeof(uint32_t) + 1));
+    /* one allocation: pos (blob offset), fi (F(u), one-token pops inlined), anc and mid (mid_children), kinds */
+    uint32_t *pos = (uint32_t *)malloc((n ? n : 1) * (3 * sizeof(uint32_t) + 2));
     uint8_t *B = NULL;
     if (!pos) { PyErr_NoMemory(); return -1; }
-    uint32_t *fi = pos + n;
-    uint8_t *kinds = (uint8_t *)(fi + n);
+    uint32_t *fi = pos + n, *anc = fi + n;
+    uint8_t *kinds = (uint8_t *)(anc + n), *mid = kinds + n;
     size_t W = 0;
+    /* RK_MID states ($FSTOK_WP_NO_MID=1 turns them off: a test hook) */
+    const char *nm = getenv("FSTOK_WP_NO_MID");
+    const int use_mid = !(nm && nm[0] == '1');
+    memset(mid, 0, n);
     /* 3-byte state offsets unless the blob reaches 16 MB; $FSTOK_WP_POINTER_BYTES=4 forces 4 (a test hook) */
     const char *pb = getenv("FSTOK_WP_POINTER_BYTES");
     const int first = pb && pb[0] == '4';
     for (int attempt = first; attempt < 2; attempt++) {
         t->pw = attempt ? 4 : 3;
         t->pmask = attempt ? 0xFFFFFFFFu : 0xFFFFFFu;
-        const uint32_t fsz[8] = {3, 3 + t->pw, 0, 4 + t->pw, 8, 0, 0, 0};
+        const uint32_t fsz[8] = {3, 3 + t->pw, 0, 4 + t->pw, 8, 2, 0, 0};
         memcpy(t->ffsz, fsz, sizeof(fsz));
         W = BLOB_PAD;
         for (size_t u = 0; u < n; u++) {
@@ -893,7 +983,11 @@ static int build_blob(wp_tables *t, size_t npool) {
                 } else {
                     kinds[u] = (uint8_t)rec_kind(t, (uint32_t)fp, Fraw, fi[u]);
                 }
+                if (use_mid) mid_children(t, u, mid, anc);
             }
+            if (kinds[u] == RK_MID) kinds[u] = (uint8_t)rec_kind(t, (uint32_t)t->failpops[u], (uint32_t)(t->failpops[u] >> 32), fi[u]);
+            /* (anc[u] < u: mid_children sets it only for a child after its parent) */
+            if (mid[u] && kinds[u] != RK_HUB && anc[u] < u && W - pos[anc[u]] < 0x10000) kinds[u] = RK_MID;
             pos[u] = (uint32_t)W;
             W = kinds[u] == RK_HUB ? HUB_PAIRS(W) + 256 * 8 : W + rec_size(t, kinds[u], nc);
             if (W >= 0xFFFFFF00u) {
@@ -905,7 +999,7 @@ static int build_blob(wp_tables *t, size_t npool) {
     }
     for (int h = 0; h < 256; h++) { /* per header byte: label mask | child pointers' offset | size */
         uint32_t kind = h & 7, nc = (uint32_t)h >> 3;
-        if (kind > RK_GEN || nc == 31) {
+        if (kind > RK_MID || nc == 31) {
             t->rtab[h] = 0;
             continue;
         }
@@ -949,6 +1043,7 @@ static int build_blob(wp_tables *t, size_t npool) {
         case RK_TOK: PUT(ff, Fi >> 8, 3); break;
         case RK_ID: PUT(ff, Fi >> 8, 3); PUT(ff + 3, pos[f0], t->pw); break;
         case RK_NONE: break;
+        case RK_MID: PUT(ff, P - pos[anc[u]], 2); break;
         case RK_SL: PUT(ff, Fi, 4); PUT(ff + 4, pos[f0], t->pw); break;
         default: PUT(ff, Fi, 4); PUT(ff + 4, BPOS(f0), 4); break;
         }
@@ -961,6 +1056,9 @@ static int build_blob(wp_tables *t, size_t npool) {
     }
 #undef PUT
 #undef BPOS
+    memset(t->nkind, 0, sizeof(t->nkind));
+    for (size_t u = 0; u < n; u++) t->nkind[kinds[u] & 7]++;
+    t->blob_size = W;
     t->blob = B;
     t->broot = pos[t->root];
     t->bsroot = pos[t->suffix_root];
@@ -1541,7 +1639,16 @@ done:
     return result;
 }
 
+/* The walk's layout (tests and docs): states per record kind, blob bytes, state offset width. */
+static PyObject *Model_layout_stats(ModelObject *self, PyObject *unused) {
+    const wp_tables *t = &self->t;
+    return Py_BuildValue("{sIsIsIsIsIsIsIsnsI}", "tok", t->nkind[RK_TOK], "id", t->nkind[RK_ID], "none", t->nkind[RK_NONE],
+                         "slice", t->nkind[RK_SL], "general", t->nkind[RK_GEN], "mid", t->nkind[RK_MID], "hub",
+                         t->nkind[RK_HUB], "blob_bytes", (Py_ssize_t)t->blob_size, "pointer_bytes", t->pw);
+}
+
 static PyMethodDef Model_methods[] = {
+    {"layout_stats", (PyCFunction)Model_layout_stats, METH_NOARGS, "layout_stats() -> dict: the walk's record kinds and size"},
     {"encode", (PyCFunction)Model_encode, METH_VARARGS,
      "encode(text, mode=0, word=False): mode 0 ids list, 1 (ids, offsets), 2 ids bytes, 3 (ids bytes, offsets bytes)"},
     {"encode_batch", (PyCFunction)Model_encode_batch, METH_VARARGS, "encode_batch(texts, nthreads=1, mode=0, word=False)"},
