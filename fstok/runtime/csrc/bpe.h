@@ -75,6 +75,10 @@ typedef struct {
                                    BPE_SEG_START (starts one), BPE_SEG_END (ends one) */
     const uint64_t *seg_tri;    /* 2^BPE_SEG_TRI_BITS bits: hashed byte trigrams inside some internal token */
     void *seg_mem;              /* owner of both */
+    /* The pair table again for the two-lane window encoder on AVX-512 machines (built on first use by
+     * win_pair_buckets in lib_bpe.c, freed by bpe_model_release): buckets of one cache line, 7 slots + a sentinel. */
+    uint64_t *win_vb;
+    uint64_t win_vb_mask;       /* buckets - 1 */
 } bpe_model;
 
 #define BPE_SEG_IN 1u

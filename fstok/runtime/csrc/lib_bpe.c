@@ -51,6 +51,8 @@ int bpe_model_prepare(bpe_model *m) {
 }
 
 void bpe_model_release(bpe_model *m) {
+    free(m->win_vb);
+    m->win_vb = NULL;
     free(m->seg_mem);
     m->seg_mem = NULL;
     m->seg_big = NULL;
@@ -506,6 +508,8 @@ typedef struct {
     const uint32_t *byte_tok, *byte_pair;
     uint64_t mask;
     int shift, bshift;
+    const uint64_t *vb; /* win_pair_buckets, or NULL (then pair_nb) */
+    int vshift;
 } win_tabs;
 
 /* rank of the canonical pair (a, b), or WNB_NONE, without a data-dependent branch in the common case: the bloom
@@ -526,6 +530,56 @@ static inline uint32_t pair_nb(const win_tabs *t, uint32_t a, uint32_t b) {
         }
     }
     return (uint32_t)(((m0 & k0) | (m1 & k1)) & 0x3FFFFF) | (uint32_t)(~(m0 | m1) & WNB_NONE);
+}
+
+/* ---- the pair table in buckets of one 64-byte line (AVX-512): slots 0-6 hold pair slots as in pair_tab (key << 22 |
+ * rank), slot 7 and empty slots hold an all-ones key (no pair has it: ids < 2^21 - 1) and rank VB_NONE, or VB_OVF in
+ * slot 7 when more than 7 pairs hashed to the bucket (those are looked up in pair_tab).  A lookup is one vector
+ * compare of the line against the key and one load of the matching slot (or slot 7): about half the instructions
+ * of pair_nb, and no branch but the rare overflow. */
+#define VB_NONE 0x3FFFFFu
+#define VB_OVF 0x3FFFFEu
+#define VB_EMPTY (~0ull << 22 | VB_NONE)
+#define VB_MUL 0x9E3779B97F4A7C15ull
+
+/* built once per model on first use (racing threads: one table wins); NULL on allocation failure */
+static const uint64_t *win_pair_buckets(const bpe_model *m, uint64_t *mask_out) {
+    uint64_t *vb = __atomic_load_n(&((bpe_model *)m)->win_vb, __ATOMIC_ACQUIRE);
+    if (vb) {
+        *mask_out = m->win_vb_mask;
+        return vb;
+    }
+    if (m->n_int >= BPE_MAX_INTERNAL - 1) return NULL;
+    size_t pairs = 0;
+    for (uint64_t i = 0; i <= m->pair_mask; i++) pairs += m->pair_tab[i] != BPE_EMPTY_KEY;
+    /* ~3 pairs per bucket: about 1% of the buckets overflow (Poisson); test hook $FSTOK_BPE_VB_PER_BUCKET (1-64):
+     * more per bucket, so that many pairs take the overflow path */
+    const char *e = getenv("FSTOK_BPE_VB_PER_BUCKET");
+    int per = e ? atoi(e) : 0;
+    uint64_t nb = 64;
+    while (nb * (per >= 1 && per <= 64 ? (uint64_t)per : 3) < pairs) nb *= 2;
+    vb = (uint64_t *)aligned_alloc(64, nb * 64);
+    if (!vb) return NULL;
+    for (uint64_t i = 0; i < nb * 8; i++) vb[i] = VB_EMPTY;
+    int sh = 64;
+    for (uint64_t x = nb; x > 1; x >>= 1) sh--;
+    for (uint64_t i = 0; i <= m->pair_mask; i++) {
+        uint64_t k = m->pair_tab[i];
+        if (k == BPE_EMPTY_KEY) continue;
+        uint64_t *bk = vb + 8 * (((k >> 22) * VB_MUL) >> sh);
+        int j = 0;
+        while (j < 7 && bk[j] != VB_EMPTY) j++;
+        if (j < 7) bk[j] = k;
+        else bk[7] = ~0ull << 22 | VB_OVF;
+    }
+    __atomic_store_n(&((bpe_model *)m)->win_vb_mask, nb - 1, __ATOMIC_RELAXED); /* the same in every thread */
+    uint64_t *expect = NULL;
+    if (!__atomic_compare_exchange_n(&((bpe_model *)m)->win_vb, &expect, vb, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        free(vb);
+        vb = expect;
+    }
+    *mask_out = nb - 1;
+    return vb;
 }
 
 /* one window of a lane: the same state as win_encode's */
@@ -606,6 +660,66 @@ __attribute__((target("avx2"))) static void win_encode_x2(const win_tabs *t, win
     while (b) b = wl_step(t, &L[1]);
 }
 
+/* pair_nb from the bucketed table (t->vb) */
+__attribute__((target("avx512f"), always_inline)) static inline uint32_t pair_vb(const win_tabs *t, uint32_t a, uint32_t b) {
+    uint64_t key = ((uint64_t)a << BPE_PAIR_ID_BITS) | b;
+    const uint64_t *bk = t->vb + 8 * ((key * VB_MUL) >> t->vshift);
+    __m512i v = _mm512_load_si512((const void *)bk);
+    __mmask8 hit = _mm512_cmpeq_epi64_mask(_mm512_srli_epi64(v, 22), _mm512_set1_epi64((long long)key));
+    uint32_t r = (uint32_t)bk[__builtin_ctz((unsigned)hit | 0x80u)] & 0x3FFFFF;
+    if (__builtin_expect(r == VB_OVF, 0)) return pair_nb(t, a, b);
+    return r == VB_NONE ? WNB_NONE : r;
+}
+
+/* wl_step with pair_vb */
+__attribute__((target("avx2,avx512f"), always_inline)) static inline int wl_step_vb(const win_tabs *t, win_lane *L) {
+    const __m256i *p = (const __m256i *)L->key;
+    __m256i a0 = _mm256_load_si256(p), a1 = _mm256_load_si256(p + 1), a2 = _mm256_load_si256(p + 2),
+            a3 = _mm256_load_si256(p + 3);
+    for (size_t b = 1; b < L->nb; b++) {
+        p += 4;
+        a0 = _mm256_min_epu32(a0, _mm256_load_si256(p));
+        a1 = _mm256_min_epu32(a1, _mm256_load_si256(p + 1));
+        a2 = _mm256_min_epu32(a2, _mm256_load_si256(p + 2));
+        a3 = _mm256_min_epu32(a3, _mm256_load_si256(p + 3));
+    }
+    a0 = _mm256_min_epu32(_mm256_min_epu32(a0, a1), _mm256_min_epu32(a2, a3));
+    __m128i x = _mm_min_epu32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));
+    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0x4E));
+    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0xB1));
+    uint32_t kk = (uint32_t)_mm_cvtsi128_si32(x);
+    if (kk >= 0xFF000000u) return 0;
+    uint32_t r = kk >> 8;
+    size_t i = kk & 0xFF, j = L->nx[i], q = L->nx[j];
+    L->tok[i] = r;
+    L->key[j] = WKEY_NONE;
+    L->nx[i] = (uint8_t)q;
+    if (q != WPOS_NONE) {
+        L->pv[q] = (uint8_t)i;
+        L->key[i] = (pair_vb(t, r, L->tok[q]) << 8) | (uint32_t)i;
+    } else {
+        L->key[i] = WKEY_NONE;
+    }
+    size_t pp = L->pv[i];
+    if (pp != WPOS_NONE) L->key[pp] = (pair_vb(t, L->tok[pp], r) << 8) | (uint32_t)pp;
+    return 1;
+}
+
+__attribute__((target("avx2,avx512f"))) static void win_encode_x2_vb(const win_tabs *t, win_lane *L, const uint8_t *s0,
+                                                                     size_t n0, const uint8_t *s1, size_t n1) {
+    wl_init(t, &L[0], s0, n0);
+    int a = 1, b = n1 > 0;
+    if (b) wl_init(t, &L[1], s1, n1);
+    while (a & b) {
+        a = wl_step_vb(t, &L[0]);
+        b = wl_step_vb(t, &L[1]);
+    }
+    while (a) a = wl_step_vb(t, &L[0]);
+    while (b) b = wl_step_vb(t, &L[1]);
+}
+
+static int have_avx512 = -1; /* $FSTOK_BPE_NO_AVX512=1: 0 (tests: both paths) */
+
 /* one lane of a stitched span: encode_stitched's state */
 typedef struct {
     const uint8_t *s;
@@ -652,7 +766,10 @@ static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, sti
         if (!ha && !hb) return 0;
         stitch_lane *P = ha ? A : B, *Q = ha && hb ? B : NULL;
         size_t wp = lane_wlen(P), wq = Q ? lane_wlen(Q) : 0;
-        win_encode_x2(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
+        if (tb->vb)
+            win_encode_x2_vb(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
+        else
+            win_encode_x2(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
         size_t c = wl_out(&L[0], buf, st);
         if (lane_apply(m, P, buf, st, c, wp, margin)) return 1;
         if (Q) {
@@ -669,7 +786,14 @@ static int x2_join = -1;
 
 static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, size_t margin, bpe_vec *out) {
     size_t base = out->len;
-    win_tabs tb = {m->pair_tab, m->pair_bloom, m->byte_tok, m->byte_pair, m->pair_mask, m->pair_shift, m->bloom_shift};
+    win_tabs tb = {m->pair_tab, m->pair_bloom, m->byte_tok, m->byte_pair, m->pair_mask, m->pair_shift, m->bloom_shift,
+                   NULL, 0};
+    if (__atomic_load_n(&have_avx512, __ATOMIC_RELAXED) > 0) {
+        uint64_t vm = 0;
+        tb.vb = win_pair_buckets(m, &vm);
+        tb.vshift = 64;
+        for (; vm; vm >>= 1) tb.vshift--;
+    }
     if (bpe_vec_reserve(out, n)) return -1;
     stitch_lane A = {s, n, 0, 0, 0, 8 + n / 64, out->ids + base, 0};
     if (n < X2_MIN) {
@@ -740,7 +864,7 @@ static int have_avx2 = -1;
  * pairs inside one window's output are valid, the pair across each junction is checked with valid_pair, and an
  * invalid junction drops the last tokens kept and re-encodes from further left (after too many of those: the
  * bucket queue, O(n)). */
-#define WIN_MARGIN 16
+#define WIN_MARGIN 8
 static int win_margin = -1; /* WIN_MARGIN, or $FSTOK_BPE_WIN_MARGIN (1-64; tests: more junctions to repair) */
 
 static int encode_stitched(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
@@ -760,6 +884,11 @@ static int encode_stitched(const bpe_model *m, const uint8_t *s, size_t n, bpe_v
         __builtin_cpu_init();
         av = __builtin_cpu_supports("avx2") ? 1 : 0;
         __atomic_store_n(&have_avx2, av, __ATOMIC_RELAXED);
+    }
+    if (av && __atomic_load_n(&have_avx512, __ATOMIC_RELAXED) < 0) {
+        const char *e = getenv("FSTOK_BPE_NO_AVX512");
+        int z = __builtin_cpu_supports("avx512f") && !(e && e[0] == '1') ? 1 : 0;
+        __atomic_store_n(&have_avx512, z, __ATOMIC_RELAXED);
     }
     if (av) return encode_stitched_x2(m, s, n, margin, out);
 #endif
