@@ -1,7 +1,9 @@
 """Long spans on AVX-512 machines: the two-lane window encoder looks pairs up in a bucketed copy of the pair table
 (lib_bpe.c `win_pair_buckets` / `pair_vb`: one 64-byte line per bucket, 7 slots and a sentinel; a bucket that
-received more than 7 pairs is marked and its lookups go to the pair table).  Stitched windows keep the tokens that end
-8 bytes (WIN_MARGIN) before a window's cut.
+received more than 7 pairs is marked and its lookups go to the pair table).  Before the bucket, two 64-bit pair
+signatures per token (bit h(b) of word 2a for every pair (a, b), bit h(a) of word 2b+1) rule out most absent pairs;
+those read an always-empty bucket.  Stitched windows keep the tokens that end 8 bytes (WIN_MARGIN) before a window's
+cut.
 
 Each case runs in a subprocess because the switches are read once per process:
 * default: the bucketed lookups where the CPU has AVX-512 (else the AVX2 path);

@@ -509,6 +509,8 @@ typedef struct {
     uint64_t mask;
     int shift, bshift;
     const uint64_t *vb; /* win_pair_buckets, or NULL (then pair_nb) */
+    const uint64_t *vsig; /* its pair signatures */
+    uint64_t vnb;         /* buckets (the index of the empty one) */
     int vshift;
 } win_tabs;
 
@@ -542,6 +544,10 @@ static inline uint32_t pair_nb(const win_tabs *t, uint32_t a, uint32_t b) {
 #define VB_EMPTY (~0ull << 22 | VB_NONE)
 #define VB_MUL 0x9E3779B97F4A7C15ull
 
+/* 6-bit hash of an internal id for the pair signatures: word 2t of the signatures has bit vb_sig_h(b) for every pair
+ * (t, b), word 2t+1 bit vb_sig_h(a) for every pair (a, t) */
+static inline uint32_t vb_sig_h(uint32_t t) { return (t * 0x9E3779B1u) >> 26; }
+
 /* built once per model on first use (racing threads: one table wins); NULL on allocation failure */
 static const uint64_t *win_pair_buckets(const bpe_model *m, uint64_t *mask_out) {
     uint64_t *vb = __atomic_load_n(&((bpe_model *)m)->win_vb, __ATOMIC_ACQUIRE);
@@ -558,15 +564,24 @@ static const uint64_t *win_pair_buckets(const bpe_model *m, uint64_t *mask_out) 
     int per = e ? atoi(e) : 0;
     uint64_t nb = 64;
     while (nb * (per >= 1 && per <= 64 ? (uint64_t)per : 3) < pairs) nb *= 2;
-    vb = (uint64_t *)aligned_alloc(64, nb * 64);
+    size_t sig_words = ((size_t)m->n_int * 2 + 7) & ~(size_t)7;
+    vb = (uint64_t *)aligned_alloc(64, (nb + 1) * 64 + sig_words * 8);
     if (!vb) return NULL;
-    for (uint64_t i = 0; i < nb * 8; i++) vb[i] = VB_EMPTY;
+    for (uint64_t i = 0; i < (nb + 1) * 8; i++) vb[i] = VB_EMPTY; /* bucket nb: always empty (filtered lookups) */
+    uint64_t *sig = vb + (nb + 1) * 8;
+    memset(sig, 0, sig_words * 8);
     int sh = 64;
     for (uint64_t x = nb; x > 1; x >>= 1) sh--;
     for (uint64_t i = 0; i <= m->pair_mask; i++) {
         uint64_t k = m->pair_tab[i];
         if (k == BPE_EMPTY_KEY) continue;
-        uint64_t *bk = vb + 8 * (((k >> 22) * VB_MUL) >> sh);
+        uint64_t key = k >> 22;
+        uint32_t a = (uint32_t)(key >> BPE_PAIR_ID_BITS), b = (uint32_t)(key & (BPE_MAX_INTERNAL - 1));
+        if (a < m->n_int && b < m->n_int) {
+            sig[2 * (size_t)a] |= 1ull << vb_sig_h(b);
+            sig[2 * (size_t)b + 1] |= 1ull << vb_sig_h(a);
+        }
+        uint64_t *bk = vb + 8 * ((key * VB_MUL) >> sh);
         int j = 0;
         while (j < 7 && bk[j] != VB_EMPTY) j++;
         if (j < 7) bk[j] = k;
@@ -663,7 +678,10 @@ __attribute__((target("avx2"))) static void win_encode_x2(const win_tabs *t, win
 /* pair_nb from the bucketed table (t->vb) */
 __attribute__((target("avx512f"), always_inline)) static inline uint32_t pair_vb(const win_tabs *t, uint32_t a, uint32_t b) {
     uint64_t key = ((uint64_t)a << BPE_PAIR_ID_BITS) | b;
-    const uint64_t *bk = t->vb + 8 * ((key * VB_MUL) >> t->vshift);
+    uint64_t bi = (key * VB_MUL) >> t->vshift;
+    uint64_t pass = (t->vsig[2 * (size_t)a] >> vb_sig_h(b)) & (t->vsig[2 * (size_t)b + 1] >> vb_sig_h(a)) & 1;
+    bi = (bi & -pass) | (t->vnb & (pass - 1)); /* a pair ruled out by the signatures: the empty bucket (in cache) */
+    const uint64_t *bk = t->vb + 8 * bi;
     __m512i v = _mm512_load_si512((const void *)bk);
     __mmask8 hit = _mm512_cmpeq_epi64_mask(_mm512_srli_epi64(v, 22), _mm512_set1_epi64((long long)key));
     uint32_t r = (uint32_t)bk[__builtin_ctz((unsigned)hit | 0x80u)] & 0x3FFFFF;
@@ -787,10 +805,12 @@ static int x2_join = -1;
 static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, size_t margin, bpe_vec *out) {
     size_t base = out->len;
     win_tabs tb = {m->pair_tab, m->pair_bloom, m->byte_tok, m->byte_pair, m->pair_mask, m->pair_shift, m->bloom_shift,
-                   NULL, 0};
+                   NULL, NULL, 0, 0};
     if (__atomic_load_n(&have_avx512, __ATOMIC_RELAXED) > 0) {
         uint64_t vm = 0;
         tb.vb = win_pair_buckets(m, &vm);
+        tb.vnb = vm + 1;
+        tb.vsig = tb.vb ? tb.vb + 8 * (vm + 2) : NULL;
         tb.vshift = 64;
         for (; vm; vm >>= 1) tb.vshift--;
     }
