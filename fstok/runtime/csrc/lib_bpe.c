@@ -618,39 +618,43 @@ static inline void wl_init(const win_tabs *t, win_lane *L, const uint8_t *s, siz
     for (size_t i = n - 1; i < 32 * L->nb; i++) L->key[i] = WKEY_NONE;
 }
 
-/* one merge (the smallest key); 0 when there is none left */
-__attribute__((target("avx2"), always_inline)) static inline int wl_step(const win_tabs *t, win_lane *L) {
-    const __m256i *p = (const __m256i *)L->key;
-    __m256i a0 = _mm256_load_si256(p), a1 = _mm256_load_si256(p + 1), a2 = _mm256_load_si256(p + 2),
-            a3 = _mm256_load_si256(p + 3);
-    for (size_t b = 1; b < L->nb; b++) {
-        p += 4;
-        a0 = _mm256_min_epu32(a0, _mm256_load_si256(p));
-        a1 = _mm256_min_epu32(a1, _mm256_load_si256(p + 1));
-        a2 = _mm256_min_epu32(a2, _mm256_load_si256(p + 2));
-        a3 = _mm256_min_epu32(a3, _mm256_load_si256(p + 3));
-    }
-    a0 = _mm256_min_epu32(_mm256_min_epu32(a0, a1), _mm256_min_epu32(a2, a3));
-    __m128i x = _mm_min_epu32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));
-    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0x4E));
-    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0xB1));
-    uint32_t kk = (uint32_t)_mm_cvtsi128_si32(x);
-    if (kk >= 0xFF000000u) return 0;
-    uint32_t r = kk >> 8;
-    size_t i = kk & 0xFF, j = L->nx[i], q = L->nx[j];
-    L->tok[i] = r;
-    L->key[j] = WKEY_NONE;
-    L->nx[i] = (uint8_t)q;
-    if (q != WPOS_NONE) {
-        L->pv[q] = (uint8_t)i;
-        L->key[i] = (pair_nb(t, r, L->tok[q]) << 8) | (uint32_t)i;
-    } else {
-        L->key[i] = WKEY_NONE;
-    }
-    size_t pp = L->pv[i];
-    if (pp != WPOS_NONE) L->key[pp] = (pair_nb(t, L->tok[pp], r) << 8) | (uint32_t)pp;
-    return 1;
+/* one merge (the smallest key); 0 when there is none left.  Defined once for each pair lookup (PAIR): wl_step
+ * with pair_nb (AVX2), wl_step_vb with pair_vb (AVX-512, below). */
+#define WL_STEP_DEF(NAME, TARGET, PAIR) \
+__attribute__((target(TARGET), always_inline)) static inline int NAME(const win_tabs *t, win_lane *L) { \
+    const __m256i *p = (const __m256i *)L->key;                                                         \
+    __m256i a0 = _mm256_load_si256(p), a1 = _mm256_load_si256(p + 1), a2 = _mm256_load_si256(p + 2),    \
+            a3 = _mm256_load_si256(p + 3);                                                              \
+    for (size_t b = 1; b < L->nb; b++) {                                                                \
+        p += 4;                                                                                         \
+        a0 = _mm256_min_epu32(a0, _mm256_load_si256(p));                                                \
+        a1 = _mm256_min_epu32(a1, _mm256_load_si256(p + 1));                                            \
+        a2 = _mm256_min_epu32(a2, _mm256_load_si256(p + 2));                                            \
+        a3 = _mm256_min_epu32(a3, _mm256_load_si256(p + 3));                                            \
+    }                                                                                                   \
+    a0 = _mm256_min_epu32(_mm256_min_epu32(a0, a1), _mm256_min_epu32(a2, a3));                          \
+    __m128i x = _mm_min_epu32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));             \
+    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0x4E));                                                   \
+    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0xB1));                                                   \
+    uint32_t kk = (uint32_t)_mm_cvtsi128_si32(x);                                                       \
+    if (kk >= 0xFF000000u) return 0;                                                                    \
+    uint32_t r = kk >> 8;                                                                               \
+    size_t i = kk & 0xFF, j = L->nx[i], q = L->nx[j];                                                   \
+    L->tok[i] = r;                                                                                      \
+    L->key[j] = WKEY_NONE;                                                                              \
+    L->nx[i] = (uint8_t)q;                                                                              \
+    if (q != WPOS_NONE) {                                                                               \
+        L->pv[q] = (uint8_t)i;                                                                          \
+        L->key[i] = (PAIR(t, r, L->tok[q]) << 8) | (uint32_t)i;                                         \
+    } else {                                                                                            \
+        L->key[i] = WKEY_NONE;                                                                          \
+    }                                                                                                   \
+    size_t pp = L->pv[i];                                                                               \
+    if (pp != WPOS_NONE) L->key[pp] = (PAIR(t, L->tok[pp], r) << 8) | (uint32_t)pp;                     \
+    return 1;                                                                                           \
 }
+
+WL_STEP_DEF(wl_step, "avx2", pair_nb)
 
 static inline size_t wl_out(const win_lane *L, uint32_t *out, uint8_t *st) {
     size_t c = 0;
@@ -690,38 +694,7 @@ __attribute__((target("avx512f"), always_inline)) static inline uint32_t pair_vb
 }
 
 /* wl_step with pair_vb */
-__attribute__((target("avx2,avx512f"), always_inline)) static inline int wl_step_vb(const win_tabs *t, win_lane *L) {
-    const __m256i *p = (const __m256i *)L->key;
-    __m256i a0 = _mm256_load_si256(p), a1 = _mm256_load_si256(p + 1), a2 = _mm256_load_si256(p + 2),
-            a3 = _mm256_load_si256(p + 3);
-    for (size_t b = 1; b < L->nb; b++) {
-        p += 4;
-        a0 = _mm256_min_epu32(a0, _mm256_load_si256(p));
-        a1 = _mm256_min_epu32(a1, _mm256_load_si256(p + 1));
-        a2 = _mm256_min_epu32(a2, _mm256_load_si256(p + 2));
-        a3 = _mm256_min_epu32(a3, _mm256_load_si256(p + 3));
-    }
-    a0 = _mm256_min_epu32(_mm256_min_epu32(a0, a1), _mm256_min_epu32(a2, a3));
-    __m128i x = _mm_min_epu32(_mm256_castsi256_si128(a0), _mm256_extracti128_si256(a0, 1));
-    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0x4E));
-    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0xB1));
-    uint32_t kk = (uint32_t)_mm_cvtsi128_si32(x);
-    if (kk >= 0xFF000000u) return 0;
-    uint32_t r = kk >> 8;
-    size_t i = kk & 0xFF, j = L->nx[i], q = L->nx[j];
-    L->tok[i] = r;
-    L->key[j] = WKEY_NONE;
-    L->nx[i] = (uint8_t)q;
-    if (q != WPOS_NONE) {
-        L->pv[q] = (uint8_t)i;
-        L->key[i] = (pair_vb(t, r, L->tok[q]) << 8) | (uint32_t)i;
-    } else {
-        L->key[i] = WKEY_NONE;
-    }
-    size_t pp = L->pv[i];
-    if (pp != WPOS_NONE) L->key[pp] = (pair_vb(t, L->tok[pp], r) << 8) | (uint32_t)pp;
-    return 1;
-}
+WL_STEP_DEF(wl_step_vb, "avx2,avx512f", pair_vb)
 
 __attribute__((target("avx2,avx512f"))) static void win_encode_x2_vb(const win_tabs *t, win_lane *L, const uint8_t *s0,
                                                                      size_t n0, const uint8_t *s1, size_t n1) {
