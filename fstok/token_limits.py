@@ -279,7 +279,8 @@ def chunk_by_tokens(tok: Any, text: str, max_tokens: int, *, return_ids: bool = 
         base = int(bidx[j - 1])  # token index of the boundary at or before p
         hi = int(np.searchsorted(bidx, base + n_max, side="right")) - 1
         found = None
-        for k in _candidates(hi, j):
+        # (when p is inside a token, the global tokens bound nothing: hi can fall below j; still try j)
+        for k in _candidates(max(hi, j), j):
             c = int(bpos[k])
             piece_ids = _enc(tok, text[p:c], allowed)
             if len(piece_ids) <= n_max:

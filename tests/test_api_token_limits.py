@@ -254,3 +254,15 @@ def test_bad_input(bpe, monkeypatch):
         bpe.truncate("x", 3)
     with pytest.raises(ValueError, match="changes the text"):
         token_limits.chunk_by_tokens(bpe, "x", 3)
+
+
+def test_chunk_starting_inside_a_token():
+    """Regression (hypothesis, stop 12): ' ß' is [' \\xc3', '\\x9f'] under cl100k, so after the chunk ' ' the next
+    start lies inside a token and the global tokens bound nothing; the chunker must still try the next
+    character boundary ('ß' alone is one token) instead of reporting that 'ß' needs more than 1 token."""
+    import fstok
+
+    enc = fstok.get_encoding("cl100k_base")
+    assert enc.encode(" ß") == [1717, 253] and enc.encode("ß") == [8156]
+    assert enc.chunk_by_tokens(" ß", 1) == [" ", "ß"]
+    assert enc.chunk_by_tokens("a ßb ß", 1) == ["a", " ", "ß", "b", " ", "ß"]
