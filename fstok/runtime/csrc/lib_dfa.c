@@ -277,8 +277,8 @@ static int dual_window(const fstok_dfa *d, const uint8_t *s, size_t n, size_t p,
     uint32_t sr = d->start;
     size_t ir = q0, c = 0; /* R's next byte, and the number of B's ends R has passed */
     while (ia < lim) {
-        if (ia <= ir) { /* A steps (alone while behind R, or beside it) */
-            int beside = ia == ir;
+        const int a_steps = ia <= ir, r_steps = ir <= ia; /* the one behind steps; both when beside */
+        if (a_steps) {
             DFA_STEP(T, C, sa, s[ia]);
             ends[ka] = ia;
             ka += (uint32_t)(sa - 1u) < nb;
@@ -291,23 +291,13 @@ static int dual_window(const fstok_dfa *d, const uint8_t *s, size_t n, size_t p,
                     return DUAL_DEAD;
                 }
             }
-            if (beside) { /* R reads the same byte */
-                DFA_STEP(T, C, sr, s[ir]);
-                size_t rx = ir + 1;
-                if ((uint32_t)(sr - 1u) < nb) c++;
-                if (FSTOK_UNLIKELY(sr == 0)) { /* B resolved this death: its next end is the match */
-                    rx = bufB[c];
-                    c++;
-                    sr = d->start;
-                }
-                ir = rx;
-            }
             ia = nx;
-        } else { /* R behind A: R steps alone */
+        }
+        if (r_steps) {
             DFA_STEP(T, C, sr, s[ir]);
             size_t rx = ir + 1;
             if ((uint32_t)(sr - 1u) < nb) c++;
-            if (FSTOK_UNLIKELY(sr == 0)) {
+            if (FSTOK_UNLIKELY(sr == 0)) { /* B resolved this death: its next end is the match */
                 rx = bufB[c];
                 c++;
                 sr = d->start;
