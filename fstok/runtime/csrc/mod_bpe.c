@@ -500,6 +500,7 @@ typedef struct {
     Py_buffer views[V_COUNT];
     int nviews;
     PyObject **ints; /* cached PyLong per external id */
+    int ints_pinned; /* ints[] are pinned (pyids.h): items need no Py_INCREF, the model owns no reference */
     uint64_t *span_bloom; /* owned; m.span_bloom */
     int bt_valid;    /* compile-time verdict: backtracking encoder valid */
     /* pre-tokenizer: the regex DFA levels (issue 3's C spanner) */
@@ -558,7 +559,8 @@ static void Model_dealloc(ModelObject *self) {
     for (int i = 0; i < self->nviews; i++) PyBuffer_Release(&self->views[i]);
     for (int i = 0; i < self->n_dfa_views; i++) PyBuffer_Release(&self->dfa_views[i]);
     if (self->ints) {
-        for (uint32_t i = 0; i < self->m.n_ext; i++) Py_XDECREF(self->ints[i]);
+        if (!self->ints_pinned)
+            for (uint32_t i = 0; i < self->m.n_ext; i++) Py_XDECREF(self->ints[i]);
         free(self->ints);
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -689,7 +691,13 @@ static int ensure_ints(ModelObject *self) {
         PyErr_NoMemory();
         return -1;
     }
-    for (uint32_t i = 0; i < self->m.n_ext; i++) {
+    int pinned = pyids_pinned_ints(ints, self->m.n_ext);
+    if (pinned < 0) {
+        free(ints);
+        return -1;
+    }
+    self->ints_pinned = pinned;
+    for (uint32_t i = 0; i < self->m.n_ext && !pinned; i++) {
         ints[i] = PyLong_FromUnsignedLong(i);
         if (!ints[i]) {
             for (uint32_t j = 0; j < i; j++) Py_DECREF(ints[j]);
@@ -703,6 +711,7 @@ static int ensure_ints(ModelObject *self) {
 
 static PyObject *ids_to_list(ModelObject *self, const uint32_t *ids, size_t n) {
     if (ensure_ints(self) < 0) return NULL;
+    if (self->ints_pinned) return pyids_list_pinned(self->ints, self->m.n_ext, ids, n);
     return pyids_list_from_ids(self->ints, self->m.n_ext, ids, n);
 }
 
@@ -1774,6 +1783,7 @@ typedef struct {
     enc_state *st;
     PyObject ***ptrs;
     int *rc;
+    int *missing; /* piece k has ids with no cached int */
     atomic_size_t next;
     pyids_sync *sync;
 } cuts_job;
@@ -1787,7 +1797,7 @@ static void cuts_encode_one(cuts_job *j, size_t i, bpe_memo *memo) {
     int rc = encode_text(self, j->sp, j->sp2, j->s + j->b[i], j->b[i + 1] - j->b[i], &local);
     local.memo = NULL;
     PyObject **pp = NULL;
-    if (!rc && !(pp = pyids_borrow(self->ints, self->m.n_ext, local.ids.ids, local.ids.len))) rc = -1;
+    if (!rc && !(pp = pyids_borrow(self->ints, self->m.n_ext, local.ids.ids, local.ids.len, &j->missing[i]))) rc = -1;
     j->ptrs[i] = pp;
     j->rc[i] = rc;
     j->st[i] = local;
@@ -1842,13 +1852,14 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     enc_state *st = (enc_state *)calloc(np, sizeof(enc_state));
     PyObject ***ptrs = (PyObject ***)calloc(np, sizeof(PyObject **));
     int *rc = (int *)calloc(np, sizeof(int));
+    int *missing = (int *)calloc(np, sizeof(int));
     pyids_sync sync = {0};
     size_t *lens = (size_t *)calloc(np, sizeof(size_t));
     PyObject *result = NULL;
     size_t nref = 0;
     int started = 0, failed = 0;
     pthread_t th[256];
-    if (!st || !ptrs || !rc || pyids_sync_init(&sync, np) < 0 || !lens) {
+    if (!st || !ptrs || !rc || !missing || pyids_sync_init(&sync, np) < 0 || !lens) {
         PyErr_NoMemory();
         goto cleanup;
     }
@@ -1862,6 +1873,7 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     job.st = st;
     job.ptrs = ptrs;
     job.rc = rc;
+    job.missing = missing;
     atomic_init(&job.next, 0);
     job.sync = &sync;
     Py_INCREF(spo);
@@ -1883,7 +1895,9 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
             }
             Py_END_ALLOW_THREADS
         }
-        if (rc[k] || !ptrs[k] || pyids_take_block(ptrs[k], st[k].ids.ids, st[k].ids.len) < 0) {
+        /* (a block of pinned ints is owned as it is) */
+        if (rc[k] || !ptrs[k] ||
+            ((!self->ints_pinned || missing[k]) && pyids_take_block(ptrs[k], st[k].ids.ids, st[k].ids.len) < 0)) {
             failed = 1;
             break;
         }
@@ -1902,7 +1916,7 @@ cleanup:
         for (size_t i = 0; i < np; i++) enc_free(&st[i]);
     if (ptrs)
         for (size_t i = 0; i < np; i++) free(ptrs[i]);
-    free(st), free(ptrs), free(rc), free(lens);
+    free(st), free(ptrs), free(rc), free(missing), free(lens);
     pyids_sync_free(&sync);
     return result;
 }

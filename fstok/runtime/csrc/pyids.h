@@ -57,6 +57,110 @@ static inline void pyids_sync_wait(pyids_sync *y, size_t i) {
     pthread_mutex_unlock(&y->mu);
 }
 
+/* ---- pinned ints: the cached int of a token id is never freed, so a list item needs no Py_INCREF ----
+ *
+ * Building a list of n ids used to cost n refcount writes into n int objects spread over megabytes (the
+ * ints of a 200k vocabulary): ~20% of a warm whole-document encode, and on N threads a serial tail, since
+ * refcounts may only be written by the GIL-holding thread.  A pinned int gets a reference count no list
+ * can bring to zero: immortal on CPython 3.12+ (as CPython's own small ints are; Py_INCREF/Py_DECREF do
+ * not write it), 2^60 before 3.12 (every Py_DECREF of an item fstok handed out without an increment
+ * takes one from 2^60, which 10^9 decrements a second take 36 years to exhaust).  So fstok can hand out
+ * borrowed pointers as owned list items.  The price is that pinned ints are never freed: one table per
+ * extension module holds the ints 0..n-1 for the largest vocabulary loaded (n x ~32 bytes: 6.4 MB for
+ * o200k), shared by every model of that module, like CPython's small-int cache.  Not on free-threaded
+ * builds (refcounts there are split per thread): those keep the Py_INCREF path, as does
+ * FSTOK_PIN_INTS=0 in the environment. */
+#if !defined(Py_GIL_DISABLED) && PY_VERSION_HEX < 0x030F0000
+#define PYIDS_CAN_PIN 1
+#else
+#define PYIDS_CAN_PIN 0
+#endif
+#define PYIDS_PIN_LEGACY ((Py_ssize_t)1 << 60) /* the pre-3.12 count */
+
+static PyObject **pyids_pin_tab = NULL; /* the module's pinned ints 0..pyids_pin_n-1 */
+static size_t pyids_pin_n = 0;
+static int pyids_pin_state = -1;        /* -1 not decided yet, 0 off, 1 on */
+
+/* with the GIL: pin o (its existing references stay counted); 1 if it is now pinned */
+static inline int pyids_pin(PyObject *o) {
+#if PYIDS_CAN_PIN
+#if PY_VERSION_HEX >= 0x030C0000
+    if (_Py_IsImmortal(o)) return 1; /* (CPython's small ints 0..256) */
+#if defined(_Py_IMMORTAL_REFCNT)
+    Py_SET_REFCNT(o, _Py_IMMORTAL_REFCNT);
+#elif defined(_Py_IMMORTAL_INITIAL_REFCNT)
+    Py_SET_REFCNT(o, _Py_IMMORTAL_INITIAL_REFCNT);
+#else
+    return 0;
+#endif
+    return _Py_IsImmortal(o) ? 1 : 0;
+#else
+    if (Py_REFCNT(o) < PYIDS_PIN_LEGACY) Py_SET_REFCNT(o, Py_REFCNT(o) + PYIDS_PIN_LEGACY);
+    return Py_REFCNT(o) >= PYIDS_PIN_LEGACY;
+#endif
+#else
+    (void)o;
+    return 0;
+#endif
+}
+
+/* with the GIL: fill dst[0..n) with the module's pinned ints 0..n-1 (created and pinned on first need)
+ * and return 1; 0 when ints are not pinned here (dst untouched: the caller owns references as before);
+ * -1 with an exception */
+static inline __attribute__((unused)) int pyids_pinned_ints(PyObject **dst, size_t n) {
+    if (pyids_pin_state < 0) {
+        const char *env = getenv("FSTOK_PIN_INTS");
+        pyids_pin_state = PYIDS_CAN_PIN && !(env && env[0] == '0');
+    }
+    if (!pyids_pin_state) return 0;
+    if (n > pyids_pin_n) {
+        PyObject **t = (PyObject **)realloc(pyids_pin_tab, n * sizeof(PyObject *));
+        if (!t) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        pyids_pin_tab = t;
+        for (size_t i = pyids_pin_n; i < n; i++) {
+            PyObject *v = PyLong_FromSize_t(i);
+            if (!v) return -1; /* (the ints pinned so far stay in the table) */
+            if (!pyids_pin(v)) { /* (0..256 are CPython's shared small ints: pinned all the same) */
+                Py_DECREF(v);
+                pyids_pin_state = 0; /* this Python refused: never pin */
+                return 0;
+            }
+            t[i] = v;
+            pyids_pin_n = i + 1;
+        }
+    }
+    memcpy(dst, pyids_pin_tab, n * sizeof(PyObject *));
+    return 1;
+}
+
+/* with the GIL: a new list of pinned ints[ids[i]] (pinned: no reference to take; the table of 8-byte
+ * pointers is the only memory read besides ids), ints made for ids >= n_ints */
+static inline __attribute__((unused)) PyObject *pyids_list_pinned(PyObject *const *ints, size_t n_ints,
+                                                                  const uint32_t *ids, size_t n) {
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    if (!l) return NULL;
+    PyObject **dst = ((PyListObject *)l)->ob_item;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) { /* (4 independent loads per round: the table misses overlap) */
+        uint32_t a = ids[i], b = ids[i + 1], c = ids[i + 2], d = ids[i + 3];
+        if (a >= n_ints || b >= n_ints || c >= n_ints || d >= n_ints) break;
+        dst[i] = ints[a], dst[i + 1] = ints[b], dst[i + 2] = ints[c], dst[i + 3] = ints[d];
+    }
+    for (; i < n; i++) {
+        uint32_t id = ids[i];
+        PyObject *v = id < n_ints ? ints[id] : PyLong_FromUnsignedLong(id);
+        if (!v) { /* (items from i on are still NULL, which list_dealloc skips) */
+            Py_DECREF(l);
+            return NULL;
+        }
+        dst[i] = v;
+    }
+    return l;
+}
+
 /* with the GIL: a new list of the ints of ids[0..n) (cached ints where id < n_cache).  The cache lines
  * of the ints a few items ahead are prefetched: the refcount writes of a long result are mostly cache
  * misses (the ints of a 100k-token vocabulary span megabytes). */
@@ -81,11 +185,18 @@ static inline PyObject *pyids_list_from_ids(PyObject *const *cache, size_t n_cac
     return l;
 }
 
-/* ids -> borrowed cached pointers (no GIL needed); returns the malloc'd block or NULL */
-static inline PyObject **pyids_borrow(PyObject *const *cache, size_t n_cache, const uint32_t *ids, size_t m) {
+/* ids -> borrowed cached pointers (no GIL needed); returns the malloc'd block or NULL.  *missing: whether
+ * some id had no cached int (its pointer is NULL) */
+static inline PyObject **pyids_borrow(PyObject *const *cache, size_t n_cache, const uint32_t *ids, size_t m,
+                                      int *missing) {
     PyObject **pp = (PyObject **)malloc((m ? m : 1) * sizeof(PyObject *));
+    int miss = 0;
     if (pp)
-        for (size_t k = 0; k < m; k++) pp[k] = ids[k] < n_cache ? cache[ids[k]] : NULL;
+        for (size_t k = 0; k < m; k++) {
+            miss |= ids[k] >= n_cache;
+            pp[k] = ids[k] < n_cache ? cache[ids[k]] : NULL;
+        }
+    *missing = miss;
     return pp;
 }
 
