@@ -314,6 +314,11 @@ typedef union {
     } wide;
 } bpe_pc_line;
 _Static_assert(sizeof(bpe_pc_line) == 64, "a piece-cache line is one cache line");
+/* share of dead boundaries in the spans a memo's thread segmented lately (lib_bpe.c encode_segmented) */
+typedef struct {
+    uint32_t dead, all, calls;
+    int branchy;
+} bpe_seg_rate;
 typedef struct {
     bpe_memo_entry e[BPE_MEMO_N];   /* first: the memo is allocated 64-byte aligned (bpe_memo_new) */
     bpe_pc_line pc[BPE_PC_LINES];   /* piece cache (generation: gen), 64-byte aligned */
@@ -321,6 +326,7 @@ typedef struct {
     uint64_t serial, epoch; /* the model it belongs to, and that model's cache epoch when filled */
     uint32_t gen, lgen;     /* generations: emptying a part bumps its counter instead of clearing it (gen < 2^16) */
     uint32_t lused, lcount; /* arena bytes used, long slots used */
+    bpe_seg_rate seg;
     uint8_t arena[BPE_LMEMO_ARENA];
 } bpe_memo;
 

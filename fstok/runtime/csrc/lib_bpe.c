@@ -1133,7 +1133,63 @@ static inline int seg_emit(const bpe_model *m, const uint8_t *s, size_t len, bpe
     return 0;
 }
 
-/* a span whose first dead boundary is d < n: BPE of each segment (merges never cross a dead boundary) */
+/* Dead boundaries as bits, without a branch per boundary: bit k is set when boundary b0 + k of the pre-token s[0:n) is
+ * dead (bpe_seg_cross), for the boundaries in [b0, e); 2 <= b0 < e <= n, e - b0 <= 63.  One bigram flag and one
+ * trigram bit per boundary: the trigram s[b-1..b+1] of boundary b is the left trigram of boundary b + 1. */
+static inline uint64_t seg_dead_bits(const bpe_model *m, const uint8_t *s, size_t n, size_t b0, size_t e) {
+    const uint8_t *big = m->seg_big;
+    const uint64_t *tri = m->seg_tri;
+    uint32_t w = (uint32_t)s[b0 - 2] << 8 | s[b0 - 1]; /* the bytes before boundary b: s[b-2] s[b-1] (then s[b]) */
+    size_t last = e < n ? e : n - 1; /* boundaries below `last` have a byte after them (s[b + 1]) */
+    uint64_t live = 0;
+#define SEG_TRI_BIT(w3) ((uint32_t)(tri[((w3) * 0x9E3779B97F4A7C15ull) >> (64 - BPE_SEG_TRI_BITS) >> 6] >> \
+                                    ((((w3) * 0x9E3779B97F4A7C15ull) >> (64 - BPE_SEG_TRI_BITS)) & 63)) & 1u)
+    w = w << 8 | s[b0];
+    uint32_t tl = SEG_TRI_BIT((uint64_t)w);
+    for (size_t b = b0; b < last; b++) {
+        w = (w << 8 | s[b + 1]) & 0xFFFFFFu; /* s[b-1] s[b] s[b+1] */
+        uint32_t f = big[w >> 8], tr = SEG_TRI_BIT((uint64_t)w);
+        /* BPE_SEG_IN, START, END are bits 0, 1, 2 of f (f < 8), tl and tr are 0 or 1: the result is 0 or 1 */
+        live |= (uint64_t)(f & (f >> 1 | tl) & (f >> 2 | tr)) << (b - b0);
+        tl = tr;
+    }
+#undef SEG_TRI_BIT
+    if (last < e) { /* the last boundary of the pre-token: no token ends after s[n - 1] */
+        uint32_t f = big[(uint32_t)s[last - 1] << 8 | s[last]];
+        live |= (uint64_t)(f & (f >> 1 | tl) & (f >> 2)) << (last - b0);
+    }
+    return ~live & ((2ull << (e - 1 - b0)) - 1);
+}
+
+/* Share of dead boundaries in the spans segmented with this thread's memo (bpe_seg_rate; none without a memo: then
+ * always seg_dead_bits), counted over SEG_RATE_WINDOW boundaries at a time.
+ * At >= SEG_BRANCHY_RATE (r50k on random text: 92%) the branchy scan of seg_next mispredicts rarely and is cheaper
+ * than seg_dead_bits; below it (cl100k 84%, o200k 70%) its branches mispredict and seg_dead_bits wins.  Only
+ * encode_segmented_bits counts (a count in the scan's loop cost r50k random ~3%), so while the scan is chosen, one
+ * span in 16 still takes seg_dead_bits and keeps the rate current.  Only the speed depends on it. */
+#define SEG_RATE_WINDOW 4096
+#define SEG_BRANCHY_RATE 225 /* of 256: 88% */
+static int seg_branchy_rate = -1; /* SEG_BRANCHY_RATE, or $FSTOK_BPE_SEG_RATE (0-257; tests: 0 = the scan, 257 = bits) */
+
+static inline void seg_rate_add(bpe_seg_rate *r, size_t dead, size_t all) {
+    if (!r) return;
+    r->dead += (uint32_t)dead;
+    r->all += (uint32_t)all;
+    if (r->all >= SEG_RATE_WINDOW) {
+        int th = __atomic_load_n(&seg_branchy_rate, __ATOMIC_RELAXED);
+        if (th < 0) {
+            const char *e = getenv("FSTOK_BPE_SEG_RATE");
+            int v = e && *e ? atoi(e) : -1;
+            th = v >= 0 && v <= 257 ? v : SEG_BRANCHY_RATE;
+            __atomic_store_n(&seg_branchy_rate, th, __ATOMIC_RELAXED);
+        }
+        r->branchy = (uint64_t)r->dead * 256 >= (uint64_t)th * r->all;
+        r->dead = r->all = 0;
+    }
+}
+
+/* a span whose first dead boundary is d < n: BPE of each segment (merges never cross a dead boundary), the next dead
+ * boundary found by the branchy scan (seg_next) */
 __attribute__((noinline)) static int encode_segmented(const bpe_model *m, const uint8_t *s, size_t n, size_t d,
                                                       bpe_vec *out) {
     if (bpe_vec_reserve(out, n)) return -1;
@@ -1146,11 +1202,57 @@ __attribute__((noinline)) static int encode_segmented(const bpe_model *m, const 
     }
 }
 
-static inline int encode_multi(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
+/* the same with the boundaries examined 63 at a time (seg_dead_bits): segments of one or two bytes (most of random
+ * text's) are emitted without a branch on their length.  A segment that runs on for SEG_SCAN boundaries without a dead
+ * one takes the rest of the span (exact either way: this bounds the work on spans without dead boundaries). */
+__attribute__((noinline)) static int encode_segmented_bits(const bpe_model *m, const uint8_t *s, size_t n, size_t d,
+                                                           bpe_vec *out, bpe_seg_rate *rate) {
+    if (bpe_vec_reserve(out, n + 1)) return -1; /* a one-byte segment also writes the slot after its id */
+    if (seg_emit(m, s, d, out)) return -1;
+    const uint32_t *bt = m->byte_tok, *bp = m->byte_pair;
+    uint32_t *o = out->ids + out->len;
+    size_t a = d, b0 = d + 1;
+    for (;;) {
+        size_t e = n - b0 > 63 ? b0 + 63 : n;
+        uint64_t bits = b0 < e ? seg_dead_bits(m, s, n, b0, e) : 0;
+        size_t segs = 0; /* dead bits of the block: segments closed, less the end marker */
+        if (e == n) bits |= 1ull << (n - b0); /* the end of the span closes the last segment */
+        while (bits) {
+            segs++;
+            size_t c = b0 + (size_t)__builtin_ctzll(bits), len = c - a;
+            bits &= bits - 1;
+            if (__builtin_expect(len <= 2, 1)) {
+                uint32_t x = s[a], y = s[c - 1], r = bp[x << 8 | y], tx = bt[x], ty = bt[y];
+                int two = len == 2, merged = two & (r != BPE_NONE);
+                o[0] = merged ? r : tx;
+                o[1] = ty;
+                o += 1 + (two & !merged);
+            } else {
+                out->len = (size_t)(o - out->ids);
+                if (seg_emit(m, s + a, len, out)) return -1;
+                o = out->ids + out->len;
+            }
+            a = c;
+        }
+        seg_rate_add(rate, segs - (e == n), e - b0);
+        if (e == n) break;
+        if (e - a >= SEG_SCAN) {
+            out->len = (size_t)(o - out->ids);
+            return seg_emit(m, s + a, n - a, out);
+        }
+        b0 = e;
+    }
+    out->len = (size_t)(o - out->ids);
+    return 0;
+}
+
+static inline int encode_multi(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out, bpe_seg_rate *rate) {
     size_t base = out->len;
     int rc;
     size_t d = m->seg_big ? seg_next(m, s, n, 1) : n;
-    rc = d < n ? encode_segmented(m, s, n, d, out) : encode_plain(m, s, n, out);
+    rc = d >= n                      ? encode_plain(m, s, n, out)
+         : rate && rate->branchy && (++rate->calls & 15) ? encode_segmented(m, s, n, d, out)
+                                 : encode_segmented_bits(m, s, n, d, out, rate);
     if (rc) return rc;
     if (!m->int_is_ext)
         for (size_t i = base; i < out->len; i++) out->ids[i] = m->int_ext[out->ids[i]];
@@ -1189,14 +1291,15 @@ static inline void memo_seen(int c, int hit) {
 int bpe_encode_span_multi(const bpe_model *m, bpe_memo *memo, const uint8_t *s, size_t n, bpe_vec *out) {
     size_t base = out->len;
     int rc;
-    if (!memo) return encode_multi(m, s, n, out);
+    if (!memo) return encode_multi(m, s, n, out, NULL);
+    bpe_seg_rate *rate = &memo->seg;
     if (n <= BPE_MEMO_MAXLEN) {
         uint64_t k[3];
         uint8_t tag;
         int c = n > 16;
         bpe_memo_entry *set = memo_set(memo, s, n, k, &tag), *dst = NULL;
         int sampled = ((size_t)(set - memo->e) >> 1 & MEMO_SAMPLE_MASK) == 0;
-        if (!sampled && memo_rate[c] < MEMO_SKIP_RATE) return encode_multi(m, s, n, out);
+        if (!sampled && memo_rate[c] < MEMO_SKIP_RATE) return encode_multi(m, s, n, out, rate);
         for (int w = 0; w < 2; w++) {
             const bpe_memo_entry *e = set + w;
             if (!memo_match(e, memo->gen, n, k)) {
@@ -1226,20 +1329,20 @@ int bpe_encode_span_multi(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
             break;
         }
         if (sampled) memo_seen(c, 0);
-        if ((rc = encode_multi(m, s, n, out))) return rc;
+        if ((rc = encode_multi(m, s, n, out, rate))) return rc;
         size_t nt = out->len - base;
         memo_put(dst ? dst : set, dst == NULL, memo->gen, n, k, tag, out->ids + base, nt);
         if (nt > BPE_MEMO_MAXTOK) lmemo_put(memo, bpe_hash_bytes(s, n), s, n, out->ids + base, nt, 1);
         return 0;
     }
-    if (n > BPE_LMEMO_MAXLEN) return encode_multi(m, s, n, out);
+    if (n > BPE_LMEMO_MAXLEN) return encode_multi(m, s, n, out, rate);
     uint64_t h = bpe_hash_bytes(s, n);
     int sampled = ((h >> 32) & MEMO_SAMPLE_MASK) == 0, skip = memo_rate[2] < MEMO_SKIP_RATE;
-    if (!sampled && skip) return encode_multi(m, s, n, out);
+    if (!sampled && skip) return encode_multi(m, s, n, out, rate);
     int r = lmemo_get(memo, h, s, n, out);
     if (sampled) memo_seen(2, r != 0);
     if (r) return r < 0 ? -1 : 0;
-    if ((rc = encode_multi(m, s, n, out))) return rc;
+    if ((rc = encode_multi(m, s, n, out, rate))) return rc;
     lmemo_put(memo, h, s, n, out->ids + base, out->len - base, skip ? 1u << MEMO_SAMPLE_BITS : 1);
     return 0;
 }
