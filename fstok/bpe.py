@@ -137,6 +137,11 @@ class _RegexSpanner:
             out += (base + s, base + e)
 
 
+#: pieces per thread of a long text cut at proven boundaries (more pieces balance the threads' loads; each
+#: piece costs a little setup)
+_PARTS_PER_THREAD = max(1, int(os.environ.get("FSTOK_SPLIT_PARTS", "4") or 4))
+
+
 class BPETokenizer:
     """A compiled byte-level BPE tokenizer with tiktoken's encoding API."""
 
@@ -702,7 +707,7 @@ class BPETokenizer:
             self.__dict__["_proven_args"] = args
         sp1, sp2 = self._matchers(allowed)
         try:
-            return self._model.encode_proven(text, *args, 4 * num_threads, sp1, int(num_threads), sp2)
+            return self._model.encode_proven(text, *args, _PARTS_PER_THREAD * num_threads, sp1, int(num_threads), sp2)
         except UnicodeEncodeError:
             return None
 

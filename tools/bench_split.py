@@ -6,7 +6,7 @@
 
 For each document and thread count: `tok.encode(text, num_threads=N)` (list of ids) and, for WordPiece,
 `tok.encode_to_numpy(text, num_threads=N)` (uint32 array: no Python int per token), as the ratio of the
-best of --reps calls to the best one-shot call of the same API in the same run. Tokenizers:
+best of --reps calls (after --warmup untimed ones) to the best one-shot call of the same API in the same run. Tokenizers:
 bert-base-uncased, bert-base-multilingual-cased (WordPiece), cl100k_base, o200k_base (BPE).
 """
 import argparse
@@ -22,7 +22,14 @@ import fstok  # noqa: E402
 CORPUS = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "corpus"))
 
 
+WARMUP = 10
+
+
 def best(f, reps: int) -> float:
+    # warm-up calls first: each thread's pre-token memo must have seen the text's words before the timed
+    # calls, as the one-shot call's single memo has (without them 16 threads time 16 memos filling up)
+    for _ in range(WARMUP):
+        f()
     b = float("inf")
     for _ in range(reps):
         t0 = time.perf_counter()
@@ -40,10 +47,13 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--encodings", default="bert-base-uncased,bert-base-multilingual-cased,cl100k_base,o200k_base")
     p.add_argument("--corpus", default=CORPUS)
+    p.add_argument("--warmup", type=int, default=10, help="untimed calls before each timed series (default 10)")
     a = p.parse_args()
+    global WARMUP
+    WARMUP = a.warmup
     threads = [int(x) for x in a.threads.split(",")]
     print(f"tools/bench split {' '.join(sys.argv[1:])}; cpu_count {os.cpu_count()}; "
-          f"load {os.getloadavg()[0]:.1f}; best of {a.reps}; ratio = threaded / one-shot (same API, same run)")
+          f"load {os.getloadavg()[0]:.1f}; best of {a.reps} after {a.warmup} warm-up calls; ratio = threaded / one-shot (same API, same run)")
     for name in a.encodings.split(","):
         tok = fstok.get_encoding(name)
         is_wp = hasattr(tok, "encode_word")

@@ -18,9 +18,12 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <time.h>
 
 #include "bpe.h"
 #include "pyids.h"
+#include "tpool.h"
 #include "dfa.h"
 
 #define MAX_LEVELS 16
@@ -1788,19 +1791,35 @@ typedef struct {
     pyids_sync *sync;
 } cuts_job;
 
+/* FSTOK_TRACE_THREADS=1: run_bounds prints where its time went to stderr (measuring thread scaling on a
+ * machine without a profiler) */
+static int trace_threads = -1;
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+static _Atomic long long trace_busy_ns; /* summed encode time of the pieces of the current call */
+
 /* encode piece i of the job with this thread's memo and publish it (no GIL needed) */
 static void cuts_encode_one(cuts_job *j, size_t i, bpe_memo *memo) {
     const ModelObject *self = j->self;
+    double t0 = trace_threads > 0 ? now_us() : 0;
     enc_state local;
     memset(&local, 0, sizeof local);
     local.memo = memo;
     int rc = encode_text(self, j->sp, j->sp2, j->s + j->b[i], j->b[i + 1] - j->b[i], &local);
     local.memo = NULL;
     PyObject **pp = NULL;
-    if (!rc && !(pp = pyids_borrow(self->ints, self->m.n_ext, local.ids.ids, local.ids.len, &j->missing[i]))) rc = -1;
+    if (self->ints_pinned) { /* (the list is filled from the ids after the encoding: fill_worker) */
+        for (size_t q = 0; q < local.ids.len && !rc; q++) j->missing[i] |= local.ids.ids[q] >= self->m.n_ext;
+    } else if (!rc && !(pp = pyids_borrow(self->ints, self->m.n_ext, local.ids.ids, local.ids.len, &j->missing[i]))) {
+        rc = -1;
+    }
     j->ptrs[i] = pp;
     j->rc[i] = rc;
     j->st[i] = local;
+    if (trace_threads > 0) atomic_fetch_add(&trace_busy_ns, (long long)((now_us() - t0) * 1e3));
     pyids_sync_mark(j->sync, i);
 }
 
@@ -1814,6 +1833,30 @@ static void *cuts_worker(void *arg) {
         cuts_encode_one(j, i, memo);
     }
     memo_return(self, memo);
+    return NULL;
+}
+
+/* With pinned ints the result list is filled after the encoding, in parallel: piece k's ids become the
+ * items dst[off[k], off[k+1]) (ints[id]: a gather from the table, no reference to take).  Filling it on the
+ * GIL-holding thread alone took 0.2-0.5 ms of a 1-2 ms 16-thread call (1 MB, lent machine). */
+typedef struct {
+    PyObject **dst;
+    PyObject *const *ints;
+    const enc_state *st;
+    const size_t *off;
+    size_t count;
+    atomic_size_t next;
+} fill_job;
+
+static void *fill_worker(void *arg) {
+    fill_job *f = (fill_job *)arg;
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
+        if (i >= f->count) break;
+        const uint32_t *ids = f->st[i].ids.ids;
+        PyObject **d = f->dst + f->off[i];
+        for (size_t q = 0, m = f->st[i].ids.len; q < m; q++) d[q] = f->ints[ids[q]];
+    }
     return NULL;
 }
 
@@ -1849,6 +1892,12 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     const SpecialsObject *sp, *sp2;
     if (get_specials(spo, &sp) || get_specials(sp2o, &sp2)) return NULL;
     if (ensure_ints(self) < 0) return NULL;
+    if (trace_threads < 0) {
+        const char *e = getenv("FSTOK_TRACE_THREADS");
+        trace_threads = e && e[0] == '1';
+    }
+    double tr0 = trace_threads > 0 ? now_us() : 0, tr_spawned = 0, tr_encoded = 0, tr_joined = 0;
+    atomic_store(&trace_busy_ns, 0);
     enc_state *st = (enc_state *)calloc(np, sizeof(enc_state));
     PyObject ***ptrs = (PyObject ***)calloc(np, sizeof(PyObject **));
     int *rc = (int *)calloc(np, sizeof(int));
@@ -1857,7 +1906,7 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     size_t *lens = (size_t *)calloc(np, sizeof(size_t));
     PyObject *result = NULL;
     size_t nref = 0;
-    int started = 0, failed = 0;
+    int started = 0, failed = 0, anymiss = 0;
     pthread_t th[256];
     if (!st || !ptrs || !rc || !missing || pyids_sync_init(&sync, np) < 0 || !lens) {
         PyErr_NoMemory();
@@ -1880,8 +1929,15 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     Py_INCREF(sp2o);
     if (nthreads > 256) nthreads = 256;
     if ((size_t)nthreads > np) nthreads = (int)np;
-    for (int k = 0; k + 1 < nthreads && np > 1; k++)
-        if (pthread_create(&th[started], NULL, cuts_worker, &job) == 0) started++;
+    /* the workers: the module's persistent pool, or threads of this call while the pool runs another job */
+    int pooled = nthreads > 1 && np > 1 ? tp_start(cuts_worker, &job, nthreads - 1) : -1;
+    if (pooled >= 0) {
+        started = pooled;
+    } else {
+        for (int k = 0; k + 1 < nthreads && np > 1; k++)
+            if (pthread_create(&th[started], NULL, cuts_worker, &job) == 0) started++;
+    }
+    if (trace_threads > 0) tr_spawned = now_us();
     bpe_memo *own = NULL; /* the calling thread's memo, borrowed when it first encodes a piece */
     for (size_t k = 0; k < np && !failed; k++) {
         while (!pyids_sync_ready(&sync, k)) {
@@ -1895,22 +1951,69 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
             }
             Py_END_ALLOW_THREADS
         }
-        /* (a block of pinned ints is owned as it is) */
-        if (rc[k] || !ptrs[k] ||
-            ((!self->ints_pinned || missing[k]) && pyids_take_block(ptrs[k], st[k].ids.ids, st[k].ids.len) < 0)) {
+        if (self->ints_pinned) { /* (ids past the int table, never seen in practice: see below) */
+            if (rc[k]) {
+                failed = 1;
+                break;
+            }
+            anymiss |= missing[k];
+        } else if (rc[k] || !ptrs[k] || pyids_take_block(ptrs[k], st[k].ids.ids, st[k].ids.len) < 0) {
             failed = 1;
             break;
         }
         nref = k + 1;
     }
+    if (trace_threads > 0) tr_encoded = now_us();
     Py_BEGIN_ALLOW_THREADS
-    for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+    if (pooled >= 0)
+        tp_wait();
+    else
+        for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
     Py_END_ALLOW_THREADS
+    if (trace_threads > 0) tr_joined = now_us();
     if (own) memo_return(self, own);
     Py_DECREF(spo);
     Py_DECREF(sp2o);
     for (size_t k = 0; k < np; k++) lens[k] = st[k].ids.len;
-    result = pyids_list(ptrs, lens, np, nref, !failed);
+    if (self->ints_pinned && failed) {
+        PyErr_NoMemory();
+    } else if (self->ints_pinned) {
+        if (!anymiss) {
+            size_t *off = lens; /* (lens becomes the offsets: off[k] = items before piece k) */
+            size_t total = 0;
+            for (size_t k = 0; k < np; k++) {
+                size_t l = lens[k];
+                off[k] = total;
+                total += l;
+            }
+            result = PyList_New((Py_ssize_t)total);
+            if (result) {
+                fill_job fj;
+                fj.dst = ((PyListObject *)result)->ob_item;
+                fj.ints = self->ints;
+                fj.st = st;
+                fj.off = off;
+                fj.count = np;
+                atomic_init(&fj.next, 0);
+                Py_BEGIN_ALLOW_THREADS /* (the list is not visible to any other thread yet) */
+                int fill_pooled = started > 0 && total > 65536 ? tp_start(fill_worker, &fj, started) : -1;
+                fill_worker(&fj);
+                if (fill_pooled >= 0) tp_wait();
+                Py_END_ALLOW_THREADS
+            }
+        } else { /* every piece is encoded: the counted way (ints made for the ids past the table) */
+            nref = 0;
+            for (size_t k = 0; k < np && !failed; k++) {
+                int miss;
+                ptrs[k] = pyids_borrow(self->ints, self->m.n_ext, st[k].ids.ids, st[k].ids.len, &miss);
+                if (!ptrs[k] || pyids_take_block(ptrs[k], st[k].ids.ids, st[k].ids.len) < 0) failed = 1;
+                else nref = k + 1;
+            }
+            result = pyids_list(ptrs, lens, np, nref, !failed);
+        }
+    } else {
+        result = pyids_list(ptrs, lens, np, nref, !failed);
+    }
 cleanup:
     if (st)
         for (size_t i = 0; i < np; i++) enc_free(&st[i]);
@@ -1918,6 +2021,13 @@ cleanup:
         for (size_t i = 0; i < np; i++) free(ptrs[i]);
     free(st), free(ptrs), free(rc), free(missing), free(lens);
     pyids_sync_free(&sync);
+    if (trace_threads > 0 && tr_joined > 0) {
+        double end = now_us();
+        fprintf(stderr, "fstok run_bounds: %zu pieces %d threads | spawn %.0f us | encoded %.0f | joined %.0f | "
+                        "list+free %.0f | total %.0f us | encode busy %.0f us (%.2f of threads x total)\n",
+                np, started + 1, tr_spawned - tr0, tr_encoded - tr0, tr_joined - tr0, end - tr_joined, end - tr0,
+                atomic_load(&trace_busy_ns) / 1e3, atomic_load(&trace_busy_ns) / 1e3 / ((started + 1) * (end - tr0)));
+    }
     return result;
 }
 
