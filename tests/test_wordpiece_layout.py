@@ -99,10 +99,13 @@ def test_four_byte_offsets_same_as_three(monkeypatch):
         assert [t4.encode_word(w) for w in words] == [t3.encode_word(w) for w in words]
 
 
-# States inside a UTF-8 character (RK_MID in mod_wordpiece.c) store no f/F: a miss there restarts the
-# character from the state its first byte was read in.  Tokens of 2-, 3- and 4-byte characters that share
-# lead bytes (so the walk often misses one or two bytes into a character), and $FSTOK_WP_NO_MID=1 (every
-# state keeps its f/F) as the second opinion.
+# Characters as steps: a state at a character boundary whose children are all multi-byte characters is
+# looked up by whole characters (RK_CHR in mod_wordpiece.c: 4-byte keys); the states inside characters are
+# stored only where a hub's byte row or a state with ASCII children too leads into them (RK_MID: no f/F, a
+# miss there restarts the character from the state it began in).  Tokens of 2-, 3- and 4-byte characters
+# that share lead bytes (so the walk often misses one or two bytes into a character) and ASCII letters
+# beside them, checked against MaxMatch (words), the pure-Python executor of the same tables (ids) and
+# offsets computed from the words' tokens.
 MID_ALPHA = "абвгдеёжзийклмнопрстуфхцчшщъыьэюяαβγδ漢字のトークン中文日本語𝔸𝔹😀😁"
 
 
@@ -120,33 +123,58 @@ def _mid_words(seed, n=600):
     return ["".join(rnd.choice(MID_ALPHA + "abcё") for _ in range(rnd.randint(1, 12))) for _ in range(n)]
 
 
+def _offsets_from_words(tok, text):
+    """HF's offsets for text = words separated by spaces, '.', '!', '?' (each punctuation mark a word; a CJK
+    ideograph is one too)."""
+    out, i = [], 0
+    spaced = "".join(f" {c} " if c in ".!?" or 0x4E00 <= ord(c) <= 0x9FFF else c for c in text)
+    for piece in spaced.split(" "):
+        if not piece:
+            continue
+        i = text.index(piece, i)
+        toks = words_of(tok, tok.encode_word(piece))
+        if toks == ["[UNK]"]:
+            out.append((i, i + len(piece)))
+        else:
+            for k, t in enumerate(toks):
+                n = len(t) - (2 if k else 0)
+                out.append((i, i + n))
+                i += n
+            assert "".join(x[2:] if k else x for k, x in enumerate(toks)) == piece
+        i = out[-1][1]
+    return out
+
+
 @pytest.mark.parametrize("th", [10**6, 24, 2], ids=["r-only-dense", "default", "dense>=2"])
-def test_mid_character_states(monkeypatch, th):
+def test_character_records(monkeypatch, th):
     monkeypatch.setattr(cw.build_tables, "__defaults__", (th,))
     vocab = _mid_vocab()
     t2i = {t: i for i, t in enumerate(vocab)}
-    monkeypatch.delenv("FSTOK_WP_NO_MID", raising=False)
+    monkeypatch.delenv("FSTOK_WP_POINTER_BYTES", raising=False)
     t = make(vocab)
     stats = t._model.layout_stats()
-    assert stats["mid"] > 100, stats  # the vocabulary really has such states
-    monkeypatch.setenv("FSTOK_WP_NO_MID", "1")
-    ref = make(vocab)
-    assert ref._model.layout_stats()["mid"] == 0
-    assert ref._model.layout_stats()["blob_bytes"] > stats["blob_bytes"]
+    # the vocabulary really has such states: character records, stored and dropped states inside characters
+    assert stats["char"] > 100 and stats["mid"] > 20 and stats["mid_dropped"] > 100, stats
     words = _mid_words(1)
     for w in words:
         want = original_maxmatch(w, t2i, "[UNK]", "##", 100)
         assert words_of(t, t.encode_word(w)) == want, w
-        assert words_of(ref, ref.encode_word(w)) == want, w
     rnd = random.Random(2)
     texts = [" ".join(rnd.sample(words, rnd.randint(1, 20))) + rnd.choice(["", ".", " ! a?"]) for _ in range(80)]
-    assert [t.encode(x) for x in texts] == [ref.encode(x) for x in texts]
-    assert [t.encode_with_offsets(x) for x in texts] == [ref.encode_with_offsets(x) for x in texts]
+    got = [t.encode(x) for x in texts]
     ex = TableExecutor(t)
-    for x in texts[:30]:
-        assert ex.encode(x) == t.encode(x), x
+    for x, ids in zip(texts, got):
+        assert ex.encode(x) == ids, x
+    for w in words[:300]:  # a text that ends inside a word (the last characters' keys read near the end)
+        assert t.encode(w) == ex.encode(w), w
+    for x, ids in zip(texts, got):
+        ids2, offs = t.encode_with_offsets(x)
+        assert ids2 == ids and [tuple(o) for o in offs] == _offsets_from_words(t, x), x
+    assert t.encode_batch(texts, num_threads=2) == got
     monkeypatch.setenv("FSTOK_WP_POINTER_BYTES", "4")
-    monkeypatch.delenv("FSTOK_WP_NO_MID")
     t4 = make(vocab)
-    assert t4._model.layout_stats()["mid"] == stats["mid"] and t4._model.layout_stats()["pointer_bytes"] == 4
-    assert [t4.encode(x) for x in texts] == [ref.encode(x) for x in texts]
+    s4 = t4._model.layout_stats()
+    assert s4["pointer_bytes"] == 4 and (s4["char"], s4["mid"]) == (stats["char"], stats["mid"])
+    assert [t4.encode(x) for x in texts] == got
+    assert [t4.encode_with_offsets(x) for x in texts] == [t.encode_with_offsets(x) for x in texts]
+    assert [t4.encode_word(w) for w in words] == [t.encode_word(w) for w in words]

@@ -68,10 +68,17 @@ typedef struct {
     uint32_t ffsz[8];       /* bytes of the f/F part of a record, by kind */
     uint32_t rtab[256];     /* per header byte: label mask (16) | offset of child pointers << 16 | size << 24 */
     uint32_t nkind[8];      /* states per record kind, and the blob's size (layout_stats) */
+    uint32_t n_chr;         /* RK_CHR records (layout_stats) */
     size_t blob_size;
 } wp_tables;
 
-/* Record of a sparse state u (byte offsets from u):
+/* Records (byte offsets from the state u).  A state is at a character boundary (its string is whole UTF-8
+ * characters: every token state, r, r#) or inside a character.  States at a boundary take a whole
+ * character per step when any of their children is a multi-byte character (RK_CHR), so the walk does not
+ * step through the states inside that character; states inside a character are kept only where a hub's
+ * byte row leads into them (see build_blob).
+ *
+ * Byte record of a boundary state whose children are all ASCII (kinds RK_TOK .. RK_GEN):
  *   [0]      header: kind (3 bits) | nc << 3 (nc = number of children; 31: nc in the next byte)
  *   labels   nc sorted bytes (from 1, or 2 when the next byte holds nc)
  *   f/F      by kind: RK_TOK  id (3 bytes); F = that one id, f = r#  (a token state: 40% of mBERT's)
@@ -79,18 +86,25 @@ typedef struct {
  *                     RK_NONE nothing; F empty, f none                  (r, r#, states no suffix follows)
  *                     RK_SL   F (4, a pool slice), f (pw)
  *                     RK_GEN  F (4), f (4)                              (anything else)
- *                     RK_MID  back (2 bytes): u minus the state its character began in (a state
- *                             inside a character, whose f/F the walk never reads: see mid_children)
- *   children 1..nc-1: their offsets (pw bytes each); child 0 is the next record (DFS preorder).
- * A hub (RK_HUB): [header][f 4][F 4][pad to 8 bytes][256 x (delta' 4, sigma' 4)]. */
+ *   children 1..nc-1: their offsets (pw bytes each); child 0 is the next record (preorder).
+ * Character record (RK_CHR) of a boundary state whose children are all multi-byte characters:
+ *   [0] RK_CHR | f/F kind << 3 (RK_TOK .. RK_GEN), [1] nk = number of child characters (255: nk in bytes
+ *   2-3), nk keys of 4 bytes (a character's UTF-8 bytes, little-endian, zero above), f/F
+ *   by that kind, the offsets of children 1..nk-1; child 0 is the next record (the boundary states are
+ *   in preorder of the character trie).
+ * Record of a state inside a character (RK_MID): [0] RK_MID | nc << 3 (31: nc in the next byte), nc
+ *   labels, the offset of the boundary state its character began in (pw), the offsets of all nc
+ *   children (pw each).  No f/F: a miss there goes back to the character's first byte and fails from
+ *   that state (a LinMaxMatch step: no token ends inside a character).
+ * A hub (RK_HUB): [header][f 4][F 4][pad to 8 bytes][256 x (delta' 4, sigma' 4)] (any state). */
 #define RK_TOK 0
 #define RK_ID 1
 #define RK_NONE 2
 #define RK_SL 3
 #define RK_GEN 4
-#define RK_MID 5 /* a state inside a UTF-8 character that needs no f/F (see mid_children) */
+#define RK_MID 5 /* a state inside a UTF-8 character (all children explicit, no f/F) */
+#define RK_CHR 6 /* a boundary state keyed by whole characters */
 #define RK_HUB 7
-#define MIDFAIL 0xFFFFFFFEu /* wp_step: no child at an RK_MID state (the character restarts, see wp_fail) */
 #define HUB_PAIRS(u) (((u) + 16) & ~7u) /* a hub's pairs: 8-byte aligned, after its header, f and F */
 #define BLOB_PAD 32  /* zero bytes before and after the records (unaligned 16-byte and 4-byte loads) */
 
@@ -100,15 +114,35 @@ HOT uint32_t ld32(const uint8_t *p) {
     return v;
 }
 
+/* RK_CHR record of u: number of keys, and (*lo) where the keys start. */
+HOT uint32_t chr_count(const uint8_t *B, uint32_t u, uint32_t *lo) {
+    const uint32_t nk = B[u + 1];
+    if (__builtin_expect(nk != 255, 1)) {
+        *lo = 2;
+        return nk;
+    }
+    *lo = 4;
+    return B[u + 2] | (uint32_t)B[u + 3] << 8;
+}
+
 /* f(u) and F(u) of any state (decoded from its record). */
 HOT void rec_fail(const wp_tables *t, const uint8_t *B, uint32_t u, uint32_t *f, uint32_t *F) {
-    const uint32_t h = B[u], kind = h & 7;
+    const uint32_t h = B[u];
+    uint32_t kind = h & 7;
+    const uint8_t *p;
     if (kind == RK_HUB) {
         *f = ld32(B + u + 1);
         *F = ld32(B + u + 5);
         return;
     }
-    const uint8_t *p = B + u + ((h >> 3) == 31 ? 2u + B[u + 1] : 1u + (h >> 3));
+    if (kind == RK_CHR) {
+        uint32_t lo;
+        const uint32_t nk = chr_count(B, u, &lo);
+        p = B + u + lo + 4 * nk;
+        kind = h >> 3;
+    } else {
+        p = B + u + ((h >> 3) == 31 ? 2u + B[u + 1] : 1u + (h >> 3));
+    }
     switch (kind) {
     case RK_TOK:
         *F = 0x81u | (ld32(p) & 0xFFFFFFu) << 8;
@@ -118,18 +152,17 @@ HOT void rec_fail(const wp_tables *t, const uint8_t *B, uint32_t u, uint32_t *f,
         *F = 0x81u | (ld32(p) & 0xFFFFFFu) << 8;
         *f = ld32(p + 3) & t->pmask;
         return;
-    case RK_NONE:
-    case RK_MID: /* (never asked: the walk restarts the character instead, see wp_fail) */
-        *F = 0;
-        *f = NONE32;
-        return;
     case RK_SL:
         *F = ld32(p);
         *f = ld32(p + 4) & t->pmask;
         return;
-    default:
+    case RK_GEN:
         *F = ld32(p);
         *f = ld32(p + 4);
+        return;
+    default: /* RK_NONE; RK_MID (never asked: the walk restarts the character instead) */
+        *F = 0;
+        *f = NONE32;
         return;
     }
 }
@@ -197,7 +230,6 @@ typedef struct {
     pend_item *pend;
     size_t npend, pend_cap;
     uint32_t prev_orig; /* origin of the last NFD character outside a reordering run */
-    uint32_t lu;        /* the state the current character's first byte was read in (wp_step) */
 } wstate;
 
 static void emit_slice_slow(wstate *w, uint32_t packed) {
@@ -241,56 +273,108 @@ HOT void emit_slice(wstate *w, uint32_t packed) {
 static __m128i KEYS[256]; /* KEYS[b]: b in every byte; filled at module init */
 #endif
 
-/* Child of sparse state u (header byte h) on byte b, or NONE32 (any number of children). */
-HOT uint32_t blob_child(const wp_tables *t, const uint8_t *B, uint32_t u, uint32_t h, uint32_t b) {
-    const uint32_t big = (h >> 3) == 31;
-    const uint32_t nc = big ? B[u + 1] : h >> 3;
-    if (!nc) return NONE32;
-    const uint32_t lo = 1 + big, po = lo + nc + t->ffsz[h & 7], pw = t->pw;
-    const uint8_t *lab = B + u + lo;
-    const uint32_t child0 = u + po + pw * (nc - 1);
+/* Index of byte b among the nc labels at lab, or -1. */
+HOT int label_find(const uint8_t *lab, uint32_t nc, uint32_t b) {
 #ifdef __SSE2__
     const __m128i key = _mm_load_si128(&KEYS[b]); /* b in all 16 lanes (SSE2 has no byte broadcast) */
     for (uint32_t k = 0; k < nc; k += 16) {
         uint32_t m = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(lab + k)), key));
         uint32_t left = nc - k;
         if (left < 16) m &= (1u << left) - 1;
-        if (m) {
-            uint32_t i = k + (uint32_t)__builtin_ctz(m);
-            return i ? ld32(B + u + po + pw * (i - 1)) & t->pmask : child0;
-        }
+        if (m) return (int)(k + (uint32_t)__builtin_ctz(m));
     }
-    return NONE32;
+    return -1;
 #else
     for (uint32_t i = 0; i < nc && lab[i] <= b; i++)
-        if (lab[i] == b) return i ? ld32(B + u + po + pw * (i - 1)) & t->pmask : child0;
-    return NONE32;
+        if (lab[i] == b) return (int)i;
+    return -1;
 #endif
 }
 
-/* Failure transitions from u on byte b (u has no child on b), then b: their targets are nearly always
- * hubs (r#), and a separate branch site predicts that well (one shared test mispredicted at every token
- * boundary inside a word). */
-HOT uint32_t wp_fail(wstate *w, uint32_t u, uint8_t b) {
-    const wp_tables *t = w->t;
-    const uint8_t *B = t->blob;
-    for (;;) {
-        uint32_t f, p, h, c;
-        rec_fail(t, B, u, &f, &p);
-        if (f == NONE32) return NONE32;
-        if (p) emit_slice(w, p);
-        u = f;
-        h = B[u];
-        if (__builtin_expect((h & 7) == RK_HUB, 1)) {
-            uint64_t d;
-            memcpy(&d, B + HUB_PAIRS(u) + 8 * (uint32_t)b, 8);
-            p = (uint32_t)(d >> 32);
-            if (p) emit_slice(w, p);
-            return (uint32_t)d;
+/* first if k == 0, else other: a cmov, never a branch (which child is taken is data-dependent: as a
+ * branch it mispredicted, uncased English +10%, and the compiler turns the plain select into one) */
+HOT uint32_t sel_child(uint32_t k, uint32_t other, uint32_t first) {
+#if defined(__x86_64__) || defined(__i386__)
+    __asm__("test %2, %2\n\tcmovnz %1, %0" : "+r"(first) : "r"(other), "r"(k) : "cc");
+    return first;
+#else
+    return k ? other : first;
+#endif
+}
+
+/* Child of byte-record state u (header byte h, kinds RK_TOK .. RK_GEN) on byte b, or NONE32. */
+HOT uint32_t blob_child(const wp_tables *t, const uint8_t *B, uint32_t u, uint32_t h, uint32_t b) {
+    const uint32_t big = (h >> 3) == 31;
+    const uint32_t nc = big ? B[u + 1] : h >> 3;
+    const uint32_t lo = 1 + big, po = lo + nc + t->ffsz[h & 7], pw = t->pw;
+    const int i = label_find(B + u + lo, nc, b);
+    if (i < 0) return NONE32;
+    return i ? ld32(B + u + po + pw * ((uint32_t)i - 1)) & t->pmask : u + po + pw * (nc - 1);
+}
+
+/* Child of RK_CHR state u (header h) on the character with key `key`, or NONE32. */
+HOT uint32_t chr_child(const wp_tables *t, const uint8_t *B, uint32_t u, uint32_t h, uint32_t key, const uint32_t PW) {
+    const uint32_t PMASK = PW == 3 ? 0xFFFFFFu : 0xFFFFFFFFu;
+    uint32_t lo;
+    const uint32_t nk = chr_count(B, u, &lo);
+    const uint8_t *keys = B + u + lo;
+    uint32_t i;
+#ifdef __SSE2__
+    const __m128i kv = _mm_set1_epi32((int)key);
+    /* the first 8 keys without a branch on nk (it varies from state to state: a branch mispredicted; the
+     * loads may read past the record, into the next ones or the blob's padding) */
+    const uint32_t lim = nk < 8 ? nk : 8;
+    uint32_t m = (uint32_t)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)keys), kv))) |
+                 (uint32_t)_mm_movemask_ps(
+                     _mm_castsi128_ps(_mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(keys + 16)), kv))) << 4;
+    m &= (1u << lim) - 1;
+    if (__builtin_expect(m != 0, 1)) {
+        i = (uint32_t)__builtin_ctz(m);
+    } else {
+        /* keys 8..15, again without a branch on nk: when there are none, the first 8 are read again (no other
+         * line touched) and masked away */
+        const uint8_t *k2 = nk > 8 ? keys + 32 : keys;
+        const uint32_t lim2 = nk > 16 ? 8 : nk > 8 ? nk - 8 : 0;
+        m = (uint32_t)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)k2), kv))) |
+            (uint32_t)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(k2 + 16)), kv)))
+                << 4;
+        m &= (1u << lim2) - 1;
+        if (m) {
+            i = 8 + (uint32_t)__builtin_ctz(m);
+        } else {
+            for (i = 16;; i += 4) { /* more than 16 children (rare) */
+                if (__builtin_expect(i >= nk, 1)) return NONE32;
+                m = (uint32_t)_mm_movemask_ps(
+                    _mm_castsi128_ps(_mm_cmpeq_epi32(_mm_loadu_si128((const __m128i *)(keys + 4 * i)), kv)));
+                if (nk - i < 4) m &= (1u << (nk - i)) - 1;
+                if (m) {
+                    i += (uint32_t)__builtin_ctz(m);
+                    break;
+                }
+            }
         }
-        c = blob_child(t, B, u, h, b);
-        if (c != NONE32) return c;
     }
+#else
+    for (i = 0;; i++) {
+        if (i >= nk) return NONE32;
+        if (ld32(keys + 4 * i) == key) break;
+    }
+#endif
+    const uint32_t po = lo + 4 * nk + t->ffsz[h >> 3];
+    /* (i = 0: bytes of this record or the one before, not used) */
+    const uint32_t other = ld32(B + u + po + PW * i - PW) & PMASK;
+    return sel_child(i, other, u + po + PW * (nk - 1));
+}
+
+/* Child of RK_MID state u (header h) on byte b, or NONE32 with *anc = the state its character began in. */
+HOT uint32_t mid_child(const uint8_t *B, uint32_t u, uint32_t h, uint32_t b, const uint32_t PW, uint32_t *anc) {
+    const uint32_t PMASK = PW == 3 ? 0xFFFFFFu : 0xFFFFFFFFu;
+    const uint32_t big = (h >> 3) == 31;
+    const uint32_t nc = big ? B[u + 1] : h >> 3, lo = 1 + big;
+    const int i = label_find(B + u + lo, nc, b);
+    if (i >= 0) return ld32(B + u + lo + nc + PW + PW * (uint32_t)i) & PMASK;
+    *anc = ld32(B + u + lo + nc) & PMASK;
+    return NONE32;
 }
 
 /* Bytes from the first byte of the character that p is inside of (1-3) back to p, within [p0, p); 0: none. */
@@ -300,57 +384,36 @@ HOT size_t char_back(const uint8_t *p0, const uint8_t *p) {
     return 0;
 }
 
-/* RK_MID state u: the state its character began in. */
-HOT uint32_t mid_back(const uint8_t *B, uint32_t u) {
-    const uint32_t h = B[u], lo = (h >> 3) == 31 ? 2u + B[u + 1] : 1u + (h >> 3);
-    return u - (B[u + lo] | (uint32_t)B[u + lo + 1] << 8);
+/* The key of the character at p (its UTF-8 bytes, little-endian, zero above: the keys of RK_CHR records)
+ * and (*len) its length, within [p, e); the 4 bytes from p may be read if p + 4 <= lim (the end of the
+ * text, not of the run: a test per run end mispredicted). */
+static const uint8_t U8LEN[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+HOT uint32_t char_key(const uint8_t *p, const uint8_t *e, const uint8_t *lim, uint32_t *len) {
+    /* (through an empty asm: GCC hoisted this table read out of the RK_CHR branch into every step) */
+    const uint8_t *q = p;
+    __asm__ volatile("" : "+r"(q));
+    uint32_t L = U8LEN[*q >> 4];
+    if (__builtin_expect(lim - p >= 4 && L <= (size_t)(e - p), 1)) {
+        *len = L;
+        return ld32(p) & (0xFFFFFFFFu >> (32 - 8 * L));
+    }
+    if (L > (size_t)(e - p)) L = (uint32_t)(e - p); /* (not with valid UTF-8) */
+    *len = L;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < L; i++) k |= (uint32_t)p[i] << (8 * i);
+    return k;
 }
 
-/* One transition: delta'/sigma' for hubs, trie edge or failure link otherwise.  MIDFAIL: u is an
- * RK_MID state without a child on b (w->lu: the state its character began in); the caller restarts
- * the character: wp_fail(w, w->lu, its first byte). */
-HOT uint32_t wp_step(wstate *w, uint32_t u, uint8_t b) {
-    const wp_tables *t = w->t;
-    const uint8_t *B = t->blob;
-    uint32_t h = B[u];
-    if ((h & 7) == RK_HUB) {
-        uint64_t d;
-        memcpy(&d, B + HUB_PAIRS(u) + 8 * (uint32_t)b, 8);
-        uint32_t p = (uint32_t)(d >> 32);
-        if (p) emit_slice(w, p);
-        return (uint32_t)d;
-    }
-    uint32_t c = blob_child(t, B, u, h, b);
-    if (__builtin_expect(c != NONE32, 1)) return c;
-    if ((h & 7) == RK_MID) {
-        w->lu = mid_back(B, u);
-        return MIDFAIL;
-    }
-    return wp_fail(w, u, b);
-}
-
-/* Walk the whole characters [p, e) from state u with wp_step (a miss inside a character restarts it). */
-static uint32_t step_bytes(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e) {
-    const uint8_t *const p0 = p;
-    for (; p < e; p++) {
-        u = wp_step(w, u, *p);
-        if (u == MIDFAIL) { /* inside a character: back to its first byte */
-            const size_t back = char_back(p0, p);
-            if (!back) return NONE32; /* (not with tables the compiler made) */
-            p -= back;
-            u = wp_fail(w, w->lu, *p);
-        }
-        if (u == NONE32) return NONE32;
-    }
-    return u;
-}
-
-/* The walk over a run of word bytes [p, e) from state u, for the common case: no offsets and one-token
- * pops inlined (t->inline_pops).  Same transitions as wp_step, with the blob, the output position and
- * capacity in registers (through wp_step the compiler reloaded w->t, t->blob, t->inline_pops and
- * o->want_offs on every byte).  PW: the width of a state offset in a record (a constant: two
- * instantiations).  Returns the state, NONE32 when the word cannot be tokenized. */
-HOT uint32_t walk_run_pw(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e, const uint32_t PW) {
+/* The walk over whole characters [p, e) from state u (LinMaxMatch, one transition per step): a hub reads
+ * one byte (its delta'/sigma' row), a byte record one ASCII byte, an RK_CHR record a whole character, an
+ * RK_MID record one byte inside a character (a miss there restarts the character from the state it
+ * began in); a miss elsewhere follows failure links.  Returns the state, NONE32 when the word cannot be
+ * tokenized.  PW: the width of a state offset in a record (3 or 4: two instantiations).  FAST: no offsets
+ * and one-token pops inlined (t->inline_pops): the output position and capacity stay in registers
+ * (through a step function the compiler reloaded w->t, t->blob, t->inline_pops and o->want_offs per
+ * byte); otherwise pops go through emit_slice (offsets, pool slices). */
+HOT uint32_t walk_core(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e, const uint8_t *lim, const uint32_t PW,
+                       const int FAST) {
     const wp_tables *t = w->t;
     const uint8_t *B = t->blob;
     const uint32_t PMASK = PW == 3 ? 0xFFFFFFu : 0xFFFFFFFFu;
@@ -360,7 +423,9 @@ HOT uint32_t walk_run_pw(wstate *w, uint32_t u, const uint8_t *p, const uint8_t 
     const uint8_t *const p0 = p;
 #define WR_EMIT(pop)                                                                                               \
     do {                                                                                                           \
-        if (((pop) & 0xFF) == 0x81 && on < cap) {                                                                  \
+        if (!FAST) {                                                                                               \
+            emit_slice(w, (pop));                                                                                  \
+        } else if (((pop) & 0xFF) == 0x81 && on < cap) {                                                           \
             ids[on++] = (pop) >> 8;                                                                                \
         } else {                                                                                                   \
             o->n = on;                                                                                             \
@@ -370,19 +435,46 @@ HOT uint32_t walk_run_pw(wstate *w, uint32_t u, const uint8_t *p, const uint8_t 
             cap = o->cap;                                                                                          \
         }                                                                                                          \
     } while (0)
-    for (; p < e; p++) {
-        uint32_t b = *p;
-        uint32_t h = B[u];
-        if ((h & 7) == RK_HUB) {
-            uint64_t d;
-            memcpy(&d, B + HUB_PAIRS(u) + 8 * b, 8);
-            uint32_t pop = (uint32_t)(d >> 32);
-            if (pop) WR_EMIT(pop);
-            u = (uint32_t)d;
-            if (__builtin_expect(u == NONE32, 0)) break;
-            continue;
+    while (p < e) {
+        uint32_t b = *p, h = B[u], c, L, anc = 0;
+        if ((h & 7) >= RK_MID) {
+            if ((h & 7) == RK_HUB) {
+                uint64_t d;
+                memcpy(&d, B + HUB_PAIRS(u) + 8 * b, 8);
+                uint32_t pop = (uint32_t)(d >> 32);
+                if (pop) WR_EMIT(pop);
+                u = (uint32_t)d;
+                p++;
+                if (__builtin_expect(u == NONE32, 0)) break;
+                continue;
+            }
+            if ((h & 7) == RK_CHR) {
+                const uint32_t key = char_key(p, e, lim, &L);
+                c = chr_child(t, B, u, h, key, PW);
+                if (__builtin_expect(c != NONE32, 1)) {
+                    u = c;
+                    p += L;
+                    continue;
+                }
+                goto fail;
+            }
+            c = mid_child(B, u, h, b, PW, &anc); /* RK_MID */
+            if (c != NONE32) {
+                u = c;
+                p++;
+                continue;
+            }
+            { /* inside a character: fail from where it began, on its first byte */
+                const size_t back = char_back(p0, p);
+                if (__builtin_expect(!back, 0)) { /* (not with tables the compiler made) */
+                    u = NONE32;
+                    break;
+                }
+                u = anc;
+                p -= back;
+            }
+            goto fail;
         }
-        uint32_t c;
 #ifdef __SSE2__
         {
             const uint32_t sn = t->rtab[h];
@@ -394,14 +486,8 @@ HOT uint32_t walk_run_pw(wstate *w, uint32_t u, const uint8_t *p, const uint8_t 
                 const uint32_t k = (uint32_t)__builtin_ctz(m);
                 /* (k = 0: bytes of this record or the one before, not used) */
                 const uint32_t other = ld32(B + u + ((sn >> 16) & 0xFF) + PW * k - PW) & PMASK;
-                u += sn >> 24; /* child 0: the next record */
-#if defined(__x86_64__) || defined(__i386__)
-                /* a cmov, never a branch: which child is taken is data-dependent (a branch mispredicted:
-                 * uncased English +10%), and the compiler turns the plain select into one */
-                __asm__("test %2, %2\n\tcmovnz %1, %0" : "+r"(u) : "r"(other), "r"(k) : "cc");
-#else
-                u = k ? other : u;
-#endif
+                u = sel_child(k, other, u + (sn >> 24)); /* child 0: the next record */
+                p++;
                 continue;
             }
             c = (h >> 3) > 16 ? blob_child(t, B, u, h, b) : NONE32;
@@ -411,19 +497,12 @@ HOT uint32_t walk_run_pw(wstate *w, uint32_t u, const uint8_t *p, const uint8_t 
 #endif
         if (c != NONE32) {
             u = c;
+            p++;
             continue;
         }
-        if ((h & 7) == RK_MID) { /* inside a character: fail from where it began, on its first byte */
-            const size_t back = char_back(p0, p);
-            if (__builtin_expect(!back, 0)) { /* (not with tables the compiler made) */
-                u = NONE32;
-                break;
-            }
-            u = mid_back(B, u);
-            p -= back;
-            b = *p;
-        }
-        for (;;) { /* failure transitions (see wp_fail) */
+    fail:
+        for (;;) { /* failure transitions from u on the character at p: their targets are nearly always hubs
+                    * (r#), and this separate branch site predicts that well */
             uint32_t f, pop;
             rec_fail(t, B, u, &f, &pop);
             if (f == NONE32) {
@@ -435,31 +514,52 @@ HOT uint32_t walk_run_pw(wstate *w, uint32_t u, const uint8_t *p, const uint8_t 
             h = B[u];
             if (__builtin_expect((h & 7) == RK_HUB, 1)) {
                 uint64_t d;
-                memcpy(&d, B + HUB_PAIRS(u) + 8 * b, 8);
+                memcpy(&d, B + HUB_PAIRS(u) + 8 * (uint32_t)*p, 8);
                 pop = (uint32_t)(d >> 32);
                 if (pop) WR_EMIT(pop);
                 u = (uint32_t)d;
+                p++;
                 break;
             }
-            c = blob_child(t, B, u, h, b);
+            if ((h & 7) == RK_CHR) {
+                const uint32_t key = char_key(p, e, lim, &L);
+                c = chr_child(t, B, u, h, key, PW);
+                if (c != NONE32) {
+                    u = c;
+                    p += L;
+                    break;
+                }
+                continue;
+            }
+            if ((h & 7) == RK_MID) { /* (not with tables the compiler made: failure links end at boundaries) */
+                u = NONE32;
+                break;
+            }
+            c = blob_child(t, B, u, h, *p);
             if (c != NONE32) {
                 u = c;
+                p++;
                 break;
             }
         }
         if (__builtin_expect(u == NONE32, 0)) break;
     }
 #undef WR_EMIT
-    o->n = on;
+    if (FAST) o->n = on;
     return u;
 }
 
-HOT uint32_t walk_run3(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e) {
-    return walk_run_pw(w, u, p, e, 3);
+HOT uint32_t walk_fast3(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e, const uint8_t *lim) {
+    return walk_core(w, u, p, e, lim, 3, 1);
 }
 
-HOT uint32_t walk_run4(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e) {
-    return walk_run_pw(w, u, p, e, 4);
+HOT uint32_t walk_fast4(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e, const uint8_t *lim) {
+    return walk_core(w, u, p, e, lim, 4, 1);
+}
+
+/* The walk with pops through emit_slice (offsets, pops not inlined). */
+static uint32_t walk_gen(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e, const uint8_t *lim) {
+    return w->t->pw == 3 ? walk_core(w, u, p, e, lim, 3, 0) : walk_core(w, u, p, e, lim, 4, 0);
 }
 
 static int b2o_reserve(wstate *w, size_t need) {
@@ -492,20 +592,35 @@ HOT void feed(wstate *w, const uint8_t *bytes, int nb, uint32_t orig, const int 
     w->nchars++;
     if (w->failed) return;
     if (w->nchars > w->t->max_chars) { w->failed = 1; return; }
-    if (offs && !b2o_reserve(w, w->wbytes + nb)) { w->failed = 1; return; }
-    uint32_t u = w->u;
-    for (int k = 0; k < nb; k++) {
-        if (offs) w->b2o[w->wbytes] = orig;
-        w->wbytes++;
-        u = wp_step(w, u, bytes[k]);
-        if (u == MIDFAIL) { /* a miss inside the character (one per call): restart it at its first byte */
-            if (k == 0) { w->failed = 1; return; } /* (not with tables the compiler made) */
-            w->wbytes -= (size_t)k;
-            k = 0;
-            u = wp_fail(w, w->lu, bytes[0]);
-        }
-        if (u == NONE32) { w->failed = 1; return; }
+    if (offs) {
+        if (!b2o_reserve(w, w->wbytes + nb)) { w->failed = 1; return; }
+        for (int k = 0; k < nb; k++) w->b2o[w->wbytes + k] = orig;
     }
+    w->wbytes += nb; /* (tokens popped while the character is read end before it) */
+    if (nb == 1) { /* an ASCII character (an upper-case letter when lower-casing, punctuation) at a hub or a byte
+                    * record: the step here (walk_gen is a call) */
+        const uint8_t *B = w->t->blob;
+        const uint32_t u = w->u, h = B[u];
+        if ((h & 7) == RK_HUB) {
+            uint64_t d;
+            memcpy(&d, B + HUB_PAIRS(u) + 8 * (uint32_t)bytes[0], 8);
+            if (d >> 32) emit_slice(w, (uint32_t)(d >> 32));
+            if ((uint32_t)d == NONE32) w->failed = 1;
+            else w->u = (uint32_t)d;
+            return;
+        }
+        if ((h & 7) <= RK_GEN) {
+            const uint32_t c = blob_child(w->t, B, u, h, bytes[0]);
+            if (c != NONE32) {
+                w->u = c;
+                return;
+            }
+        }
+    }
+    uint8_t cb[4] = {0, 0, 0, 0}; /* (a copy: its 4 bytes may be read at once) */
+    memcpy(cb, bytes, nb < 4 ? (size_t)nb : 4);
+    const uint32_t u = walk_gen(w, w->u, cb, cb + (nb < 4 ? nb : 4), cb + 4);
+    if (u == NONE32) { w->failed = 1; return; }
     w->u = u;
 }
 
@@ -562,9 +677,14 @@ HOT void word_end(wstate *w) {
     outbuf *o = w->out;
     if (!w->failed && !o->want_offs) { /* u is a valid state only if not failed */
         const uint8_t *B = t->blob;
-        if ((B[u] & 7) == RK_TOK && o->n < o->cap) { /* f(u) = r#, F(u) = one id (its record's) */
-            const uint32_t h = B[u];
+        const uint32_t h = B[u];
+        if ((h & 7) == RK_TOK && o->n < o->cap) { /* f(u) = r#, F(u) = one id (its record's) */
             o->ids[o->n++] = ld32(B + u + ((h >> 3) == 31 ? 2u + B[u + 1] : 1u + (h >> 3))) & 0xFFFFFFu;
+            w->in_word = 0;
+            return;
+        }
+        if (h == (RK_CHR | RK_TOK << 3) && B[u + 1] != 255 && o->n < o->cap) { /* the same, keyed by characters */
+            o->ids[o->n++] = ld32(B + u + 2 + 4 * (uint32_t)B[u + 1]) & 0xFFFFFFu;
             w->in_word = 0;
             return;
         }
@@ -745,13 +865,11 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
                 if (!w.failed && w.nchars > maxc) w.failed = 1;
                 if (!w.failed) {
                     uint32_t u = w.u;
-                    if (t->inline_pops) {
-                        u = t->pw == 3 ? walk_run3(&w, u, s + i, s + j) : walk_run4(&w, u, s + i, s + j);
-                        if (u == NONE32) w.failed = 1;
-                    } else {
-                        u = step_bytes(&w, u, s + i, s + j);
-                        if (u == NONE32) w.failed = 1;
-                    }
+                    if (t->inline_pops)
+                        u = t->pw == 3 ? walk_fast3(&w, u, s + i, s + j, s + n) : walk_fast4(&w, u, s + i, s + j, s + n);
+                    else
+                        u = walk_gen(&w, u, s + i, s + j, s + n);
+                    if (u == NONE32) w.failed = 1;
                     w.u = u;
                 }
                 w.wbytes += j - i;
@@ -912,94 +1030,213 @@ static uint32_t rec_kind(const wp_tables *t, uint32_t f0, uint32_t Fraw, uint32_
     return RK_GEN;
 }
 
-/* Bytes of a sparse record of this kind with nc children. */
+/* Bytes of a byte record (kinds RK_TOK .. RK_GEN) with nc children. */
 static inline size_t rec_size(const wp_tables *t, uint32_t kind, uint32_t nc) {
     return 1 + (nc >= 31) + nc + t->ffsz[kind] + t->pw * (nc ? nc - 1 : 0);
 }
 
-/* The walk's layout (see wp_tables.blob), from the validated arrays (pops inlined).  States keep
- * their DFS preorder, so the first child of a state is the next record and needs no pointer (57% of
- * mBERT's states have one child); a transition reads one record (header, labels, then the child's
- * offset only for children 1..nc-1), and a failure or word end reads f/F from the same record.
- * Records are bytes, not words: a token state with one child is 5 bytes (header, label, id), a leaf 4,
- * other one-child states 8 (+ f): mBERT 3.1 MB (the word layout before it: 4.75 MB), so the states a
- * pass over a text touches share fewer cache lines (docs/wordpiece-tables.md). */
+/* Bytes of an RK_CHR record (f/F kind `kind`) with nk child characters. */
+static inline size_t chr_size(const wp_tables *t, uint32_t kind, uint32_t nk) {
+    return (nk >= 255 ? 4u : 2u) + 4 * (size_t)nk + t->ffsz[kind] + t->pw * (nk ? nk - 1 : 0);
+}
+
+/* Bytes of an RK_MID record with nc children. */
+static inline size_t mid_size(const wp_tables *t, uint32_t nc) {
+    return 1 + (nc >= 31) + nc + t->pw * (1 + (size_t)nc);
+}
+
 /* Which states lie inside a UTF-8 character (mid[c] = the continuation bytes still due) and the state
  * each such character began in (anc[c], its trie ancestor at the character's first byte), for the
- * children c of u, from the edge labels (build_blob calls it in preorder: parents first).  A token is whole characters, so no token ends inside one; a sparse state v inside a character
- * becomes RK_MID (build_blob) and stores no f/F: a miss at v on byte b (string s + the character's first
- * bytes, s = the string of anc[v]) means no token continues s through this character, so the walk goes
- * back to anc[v] and the character's first byte and takes anc[v]'s failure transitions.  That is a
- * LinMaxMatch step like any other: however v was entered (edge, failure link, hub row), the ids emitted
- * so far + the string of the state = the bytes read, for v and for anc[v] with the character's bytes
- * unread.  mBERT: 57k of 300k states, blob 3.10 -> 2.85 MB; the records one pass over multilingual.txt
- * touches (LRU model): distinct lines -10%, misses at 1 MB -21% (docs/wordpiece-tables.md). */
-HOT void mid_children(const wp_tables *t, size_t u, uint8_t *mid, uint32_t *anc) {
+ * children c of u, from the edge labels (build_blob calls it in preorder: parents first).  A token is
+ * whole characters, so no token ends inside one: a state v inside a character stores no f/F (RK_MID).  A
+ * miss at v on byte b (string s + the character's first bytes, s = the string of anc[v]) means no token
+ * continues s through this character, so the walk goes back to anc[v] and the character's first byte
+ * and takes anc[v]'s failure transitions.  That is a LinMaxMatch step like any other: however v was
+ * entered (edge, failure link, hub row), the ids emitted so far + the string of the state = the bytes
+ * read, for v and for anc[v] with the character's bytes unread.  The same argument lets a boundary state
+ * look a whole character up (RK_CHR): no key for it = a miss somewhere inside it. */
+#define LAB_ASCII 1 /* (labs: u has an ASCII child, a child on a byte >= 0x80) */
+#define LAB_MULTI 2
+HOT void mid_children(const wp_tables *t, size_t u, uint8_t *mid, uint32_t *anc, uint8_t *labs) {
     const uint64_t r = t->node[u];
     const uint32_t nc = (uint32_t)(r >> 32) & 0xFF, es = (uint32_t)r, due = mid[u];
+    uint32_t lb = 0;
     for (uint32_t k = 0; k < nc; k++) {
         const uint32_t c = t->edge_target[es + k], b = t->edge_label[es + k];
+        lb |= b < 0x80 ? LAB_ASCII : LAB_MULTI;
         if (c <= u) continue; /* (not preorder: not a table the compiler made; c stays outside) */
         anc[c] = due ? anc[u] : (uint32_t)u;
         mid[c] = (uint8_t)(b < 0x80 ? 0 : b < 0xC0 ? (due ? due - 1 : 0) : b < 0xE0 ? 1 : b < 0xF0 ? 2 : 3);
     }
+    labs[u] = (uint8_t)lb;
 }
 
+/* The child characters of a boundary state: keys and the boundary states they lead to, in preorder. */
+typedef struct {
+    uint32_t *key, *tg;
+    size_t n, cap;
+} keylist;
+
+static int kl_push(keylist *k, uint32_t key, uint32_t tg) {
+    if (k->n == k->cap) {
+        size_t nc = k->cap ? 2 * k->cap : 256;
+        uint32_t *a = (uint32_t *)realloc(k->key, nc * sizeof(uint32_t));
+        if (!a) return -2;
+        k->key = a;
+        uint32_t *b = (uint32_t *)realloc(k->tg, nc * sizeof(uint32_t));
+        if (!b) return -2;
+        k->tg = b;
+        k->cap = nc;
+    }
+    k->key[k->n] = key;
+    k->tg[k->n++] = tg;
+    return 0;
+}
+
+/* x: the state d bytes into a character of L bytes (key: those bytes). 0, -1: not a character trie, -2: no memory. */
+static int char_walk(const wp_tables *t, const uint8_t *mid, keylist *kl, uint32_t x, uint32_t key, uint32_t d,
+                     uint32_t L) {
+    if (d == L) return mid[x] ? -1 : kl_push(kl, key, x);
+    if (mid[x] != L - d) return -1;
+    const uint64_t r = t->node[x];
+    const uint32_t nc = (uint32_t)(r >> 32) & 0xFF, es = (uint32_t)r;
+    for (uint32_t k = 0; k < nc; k++) {
+        const uint32_t y = t->edge_target[es + k], b = t->edge_label[es + k];
+        if ((b & 0xC0) != 0x80 || y <= x) return -1;
+        int e = char_walk(t, mid, kl, y, key | b << (8 * d), d + 1, L);
+        if (e < 0) return e;
+    }
+    return 0;
+}
+
+/* The child characters of boundary state u, appended to kl.  0, -1: not a character trie, -2: no memory. */
+static int char_children(const wp_tables *t, const uint8_t *mid, keylist *kl, uint32_t u) {
+    const uint64_t r = t->node[u];
+    const uint32_t nc = (uint32_t)(r >> 32) & 0xFF, es = (uint32_t)r;
+    for (uint32_t k = 0; k < nc; k++) {
+        const uint32_t c = t->edge_target[es + k], b = t->edge_label[es + k];
+        int e;
+        if (c <= u) return -1;
+        if (b < 0x80) e = mid[c] ? -1 : kl_push(kl, b, c);
+        else if (b >= 0xC2 && b <= 0xF4) e = char_walk(t, mid, kl, c, b, 1, b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4);
+        else e = -1;
+        if (e < 0) return e;
+    }
+    return 0;
+}
+
+/* The walk's layout (see the records above), from the validated arrays (pops inlined).  The boundary
+ * states come first, in preorder of the character trie: the first child of a state is the next record
+ * and needs no pointer (57% of mBERT's states have one child), and walking down a word reads forward.  A
+ * boundary state with a multi-byte child is an RK_CHR record: one step per character, and the states
+ * inside its characters are not in the walk's way.  The states inside characters that a hub's byte row
+ * leads into (the first character after r, r# and the other hubs) follow, as RK_MID records with
+ * explicit children; the others are not stored.  Records are bytes: a token state with one child is 5
+ * bytes (header, label, id), a leaf 4, other one-child states 8 (+ f), so the states a pass over a text
+ * touches share fewer cache lines (docs/wordpiece-tables.md). */
 static int build_blob(wp_tables *t, size_t npool) {
     size_t n = t->n_nodes;
-    /* one allocation: pos (blob offset), fi (F(u), one-token pops inlined), kinds */
-    /* one allocation: pos (blob offset), fi (F(u), one-token pops inlined), anc and mid (mid_children), kinds */
-    uint32_t *pos = (uint32_t *)malloc((n ? n : 1) * (3 * sizeof(uint32_t) + 2));
+    /* one allocation: pos (blob offset), fi (F(u), one-token pops inlined), anc (mid_children), nk (child
+     * characters of an RK_CHR state, 0 otherwise); kinds, mid, keep */
+    uint32_t *pos = (uint32_t *)malloc((n ? n : 1) * (5 * sizeof(uint32_t) + 5));
     uint8_t *B = NULL;
+    keylist kl = {NULL, NULL, 0, 0};
+    const char *err = NULL;
+    size_t nm = 0; /* kept states inside characters, in preorder: mlist[0..nm) */
     if (!pos) { PyErr_NoMemory(); return -1; }
-    uint32_t *fi = pos + n, *anc = fi + n;
-    uint8_t *kinds = (uint8_t *)(anc + n), *mid = kinds + n;
+    uint32_t *fi = pos + n, *anc = fi + n, *nkey = anc + n, *mlist = nkey + n;
+    uint8_t *kinds = (uint8_t *)(mlist + n), *mid = kinds + n, *keep = mid + n, *nc8 = keep + n, *labs = nc8 + n;
     size_t W = 0;
-    /* RK_MID states ($FSTOK_WP_NO_MID=1 turns them off: a test hook) */
-    const char *nm = getenv("FSTOK_WP_NO_MID");
-    const int use_mid = !(nm && nm[0] == '1');
     memset(mid, 0, n);
+    memset(keep, 0, n);
+    for (size_t u = 0; u < n; u++) {
+        const uint64_t r = t->node[u], fp = t->failpops[u];
+        const uint32_t nc = (uint32_t)(r >> 32) & 0xFF, Fraw = (uint32_t)(fp >> 32);
+        anc[u] = mid[u] ? anc[u] : NONE32;
+        fi[u] = inline_pop(t, npool, Fraw);
+        nkey[u] = 0;
+        if ((uint32_t)(r >> 48) != 0xFFFF) {
+            kinds[u] = RK_HUB;
+        } else if (nc >= 255) { /* the compiler makes such states hubs */
+            err = "WordPiece tables: a sparse state has 255 children";
+            goto fail;
+        } else {
+            kinds[u] = (uint8_t)rec_kind(t, (uint32_t)fp, Fraw, fi[u]);
+        }
+        nc8[u] = (uint8_t)nc;
+        mid_children(t, u, mid, anc, labs);
+    }
+    for (size_t u = 0; u < n; u++) { /* boundary states with a multi-byte child: RK_CHR */
+        if (!(labs[u] & LAB_MULTI) || mid[u] || kinds[u] == RK_HUB) continue;
+        const uint64_t r = t->node[u];
+        const uint32_t nc = (uint32_t)(r >> 32) & 0xFF, es = (uint32_t)r;
+        if (labs[u] & LAB_ASCII) { /* ASCII children too (Latin letters and accented ones): a byte record whose multi-byte
+                      * children are states inside characters, stored (RK_MID); child 0 stays ASCII */
+            for (uint32_t k = 0; k < nc; k++) {
+                const uint32_t c = t->edge_target[es + k];
+                if (t->edge_label[es + k] >= 0x80 && c > u && mid[c]) keep[c] = 1;
+            }
+            continue;
+        }
+        const size_t k0 = kl.n; /* (the keys of all RK_CHR states, in state order: build_blob writes them from here) */
+        int e = char_children(t, mid, &kl, (uint32_t)u);
+        if (e == -2) { PyErr_NoMemory(); goto fail_set; }
+        if (e < 0 || kl.n == k0 || kl.n - k0 > 0xFFFF) {
+            err = "WordPiece tables: the trie is not one of UTF-8 characters";
+            goto fail;
+        }
+        nkey[u] = (uint32_t)(kl.n - k0);
+    }
+    for (size_t u = 0; u < n; u++) { /* states inside characters that hub rows lead into */
+        if (kinds[u] != RK_HUB) continue;
+        const uint64_t *d = t->dense + (size_t)(t->node[u] >> 48) * 256;
+        for (int b = 0; b < 256; b++) {
+            const uint32_t x = (uint32_t)d[b];
+            if (x != NONE32 && x < n && mid[x]) keep[x] = 1;
+        }
+    }
+    for (size_t u = 0; u < n; u++) { /* and the states below those inside the same character (preorder) */
+        if (!mid[u] || !keep[u]) continue;
+        mlist[nm++] = (uint32_t)u;
+        if (kinds[u] == RK_HUB) continue;
+        const uint64_t r = t->node[u];
+        const uint32_t nc = (uint32_t)(r >> 32) & 0xFF, es = (uint32_t)r;
+        for (uint32_t k = 0; k < nc; k++) {
+            const uint32_t c = t->edge_target[es + k];
+            if (c > u && mid[c]) keep[c] = 1;
+        }
+    }
     /* 3-byte state offsets unless the blob reaches 16 MB; $FSTOK_WP_POINTER_BYTES=4 forces 4 (a test hook) */
     const char *pb = getenv("FSTOK_WP_POINTER_BYTES");
     const int first = pb && pb[0] == '4';
     for (int attempt = first; attempt < 2; attempt++) {
         t->pw = attempt ? 4 : 3;
         t->pmask = attempt ? 0xFFFFFFFFu : 0xFFFFFFu;
-        const uint32_t fsz[8] = {3, 3 + t->pw, 0, 4 + t->pw, 8, 2, 0, 0};
+        const uint32_t fsz[8] = {3, 3 + t->pw, 0, 4 + t->pw, 8, t->pw, 0, 0};
         memcpy(t->ffsz, fsz, sizeof(fsz));
         W = BLOB_PAD;
-        for (size_t u = 0; u < n; u++) {
-            uint64_t r = t->node[u];
-            uint32_t nc = (uint32_t)(r >> 32) & 0xFF;
-            if (attempt == first) {
-                uint64_t fp = t->failpops[u];
-                uint32_t Fraw = (uint32_t)(fp >> 32);
-                fi[u] = inline_pop(t, npool, Fraw);
-                if ((uint32_t)(r >> 48) != 0xFFFF) {
-                    kinds[u] = RK_HUB;
-                } else if (nc >= 255) { /* the compiler makes such states hubs */
-                    PyErr_SetString(PyExc_ValueError, "WordPiece tables: a sparse state has 255 children");
+        for (size_t u = 0; u < n; u++) pos[u] = NONE32;
+        for (int pass = 0; pass < 2; pass++) { /* boundary states, then the kept states inside characters */
+            for (size_t x = 0; x < (pass ? nm : n); x++) {
+                const size_t u = pass ? mlist[x] : x;
+                if (!pass && mid[u]) continue;
+                const uint32_t nc = nc8[u];
+                pos[u] = (uint32_t)W;
+                if (kinds[u] == RK_HUB) W = HUB_PAIRS(W) + 256 * 8;
+                else if (mid[u]) W += mid_size(t, nc);
+                else if (nkey[u]) W += chr_size(t, kinds[u], nkey[u]);
+                else W += rec_size(t, kinds[u], nc);
+                if (W >= 0xFFFFFF00u) {
+                    err = "WordPiece tables too large for the runtime layout";
                     goto fail;
-                } else {
-                    kinds[u] = (uint8_t)rec_kind(t, (uint32_t)fp, Fraw, fi[u]);
                 }
-                if (use_mid) mid_children(t, u, mid, anc);
-            }
-            if (kinds[u] == RK_MID) kinds[u] = (uint8_t)rec_kind(t, (uint32_t)t->failpops[u], (uint32_t)(t->failpops[u] >> 32), fi[u]);
-            /* (anc[u] < u: mid_children sets it only for a child after its parent) */
-            if (mid[u] && kinds[u] != RK_HUB && anc[u] < u && W - pos[anc[u]] < 0x10000) kinds[u] = RK_MID;
-            pos[u] = (uint32_t)W;
-            W = kinds[u] == RK_HUB ? HUB_PAIRS(W) + 256 * 8 : W + rec_size(t, kinds[u], nc);
-            if (W >= 0xFFFFFF00u) {
-                PyErr_SetString(PyExc_ValueError, "WordPiece tables too large for the runtime layout");
-                goto fail;
             }
         }
         if (W + BLOB_PAD < t->pmask) break; /* every offset fits the pointer width (and != the mask) */
     }
-    for (int h = 0; h < 256; h++) { /* per header byte: label mask | child pointers' offset | size */
+    for (int h = 0; h < 256; h++) { /* byte records, per header byte: label mask | child pointers' offset | size */
         uint32_t kind = h & 7, nc = (uint32_t)h >> 3;
-        if (kind > RK_MID || nc == 31) {
+        if (kind > RK_GEN || nc == 31) {
             t->rtab[h] = 0;
             continue;
         }
@@ -1007,66 +1244,128 @@ static int build_blob(wp_tables *t, size_t npool) {
         t->rtab[h] = ((1u << (nc < 16 ? nc : 16)) - 1) | po << 16 | (uint32_t)rec_size(t, kind, nc) << 24;
     }
     B = (uint8_t *)calloc(W + BLOB_PAD, 1); /* zero padding at both ends for unaligned loads */
-    if (!B) { PyErr_NoMemory(); goto fail; }
-#define BPOS(x) ((x) == NONE32 ? NONE32 : pos[(x)])
+    if (!B) { PyErr_NoMemory(); goto fail_set; }
+    int bad = 0;
+/* a state's offset: NONE32 stays NONE32 (TGT); a state that is not stored is an error */
+#define TGT(x) ((x) == NONE32 ? NONE32 : (x) < n && pos[(x)] != NONE32 ? pos[(x)] : (bad = 1, 0u))
+#define REQ(x) ((x) < n && pos[(x)] != NONE32 ? pos[(x)] : (bad = 1, 0u))
 /* Always 4 bytes (a constant-size copy): a 3-byte field's value is < 2^24, so its 4th byte is 0 and belongs
  * to the next field or record, which is written after it (fields and records in address order; padding
  * after the last one). */
-#define PUT(dst, v, w)                                                                                             \
+#define PUT(dst, v)                                                                                                \
     do {                                                                                                           \
         uint32_t v_ = (v);                                                                                         \
         memcpy((dst), &v_, 4); /* little-endian */                                                                 \
     } while (0)
-    for (size_t u = 0; u < n; u++) {
+    size_t kc = 0; /* the next RK_CHR state's keys in kl */
+    for (int pass = 0; pass < 2; pass++) /* in address order (see PUT) */
+    for (size_t x = 0; x < (pass ? nm : n); x++) {
+        const size_t u = pass ? mlist[x] : x;
+        if (!pass && mid[u]) continue;
         uint64_t r = t->node[u];
         uint32_t nc = (uint32_t)(r >> 32) & 0xFF, es = (uint32_t)r;
         uint32_t P = pos[u], f0 = (uint32_t)t->failpops[u], Fi = fi[u], kind = kinds[u];
         uint8_t *q = B + P;
         if (kind == RK_HUB) {
             q[0] = RK_HUB;
-            PUT(q + 1, BPOS(f0), 4);
-            PUT(q + 5, Fi, 4);
+            /* (a hub inside a character: its f/F are never read, see rec_fail) */
+            PUT(q + 1, mid[u] ? NONE32 : TGT(f0));
+            PUT(q + 5, mid[u] ? 0 : Fi);
             const uint64_t *d = t->dense + (size_t)(r >> 48) * 256;
             uint8_t *pr = B + HUB_PAIRS(P);
             for (int b = 0; b < 256; b++) {
-                PUT(pr + 8 * b, BPOS((uint32_t)d[b]), 4);
-                PUT(pr + 8 * b + 4, inline_pop(t, npool, (uint32_t)(d[b] >> 32)), 4);
+                PUT(pr + 8 * b, TGT((uint32_t)d[b]));
+                PUT(pr + 8 * b + 4, inline_pop(t, npool, (uint32_t)(d[b] >> 32)));
             }
             continue;
         }
-        uint32_t lo = 1;
-        q[0] = (uint8_t)(kind | (nc >= 31 ? 31u : nc) << 3);
-        if (nc >= 31) q[lo++] = (uint8_t)nc;
-        memcpy(q + lo, t->edge_label + es, nc);
-        uint8_t *ff = q + lo + nc;
+        if (mid[u]) { /* RK_MID: labels, the character's first state, all children */
+            uint32_t lo = 1;
+            q[0] = (uint8_t)(RK_MID | (nc >= 31 ? 31u : nc) << 3);
+            if (nc >= 31) q[lo++] = (uint8_t)nc;
+            memcpy(q + lo, t->edge_label + es, nc);
+            PUT(q + lo + nc, REQ(anc[u]));
+            for (uint32_t k = 0; k < nc; k++) PUT(q + lo + nc + t->pw * (1 + k), REQ(t->edge_target[es + k]));
+            continue;
+        }
+        uint8_t *ff;
+        uint32_t nch, c0;
+        const uint32_t *tgs = NULL; /* RK_CHR: the children, in key order */
+        if (nkey[u]) { /* RK_CHR */
+            const uint32_t *ks = kl.key + kc, *ts = kl.tg + kc;
+            nch = nkey[u];
+            kc += nch;
+            uint32_t lo = 2;
+            q[0] = (uint8_t)(RK_CHR | kind << 3);
+            q[1] = (uint8_t)(nch >= 255 ? 255u : nch);
+            if (nch >= 255) {
+                q[2] = (uint8_t)nch;
+                q[3] = (uint8_t)(nch >> 8);
+                lo = 4;
+            }
+            for (uint32_t k = 0; k < nch; k++) PUT(q + lo + 4 * k, ks[k]);
+            ff = q + lo + 4 * nch;
+            c0 = ts[0];
+            tgs = ts;
+        } else { /* byte record */
+            uint32_t lo = 1;
+            nch = nc;
+            q[0] = (uint8_t)(kind | (nc >= 31 ? 31u : nc) << 3);
+            if (nc >= 31) q[lo++] = (uint8_t)nc;
+            memcpy(q + lo, t->edge_label + es, nc);
+            ff = q + lo + nc;
+            c0 = nc ? t->edge_target[es] : NONE32;
+        }
         switch (kind) {
-        case RK_TOK: PUT(ff, Fi >> 8, 3); break;
-        case RK_ID: PUT(ff, Fi >> 8, 3); PUT(ff + 3, pos[f0], t->pw); break;
+        case RK_TOK: PUT(ff, Fi >> 8); break;
+        case RK_ID: PUT(ff, Fi >> 8); PUT(ff + 3, REQ(f0)); break;
         case RK_NONE: break;
-        case RK_MID: PUT(ff, P - pos[anc[u]], 2); break;
-        case RK_SL: PUT(ff, Fi, 4); PUT(ff + 4, pos[f0], t->pw); break;
-        default: PUT(ff, Fi, 4); PUT(ff + 4, BPOS(f0), 4); break;
+        case RK_SL: PUT(ff, Fi); PUT(ff + 4, REQ(f0)); break;
+        default: PUT(ff, Fi); PUT(ff + 4, TGT(f0)); break;
         }
         uint8_t *pp = ff + t->ffsz[kind];
-        for (uint32_t k = 1; k < nc; k++) PUT(pp + t->pw * (k - 1), pos[t->edge_target[es + k]], t->pw);
-        if (nc && pos[t->edge_target[es]] != P + rec_size(t, kind, nc)) { /* the validated preorder says u + 1 */
-            PyErr_SetString(PyExc_ValueError, "WordPiece tables: first child is not the next state");
+        for (uint32_t k = 1; k < nch; k++) PUT(pp + t->pw * (k - 1), REQ(tgs ? tgs[k] : t->edge_target[es + k]));
+        if (nch && REQ(c0) != (uint32_t)(pp + t->pw * (nch - 1) - B)) { /* the validated preorder says the next record */
+            err = "WordPiece tables: first child is not the next state";
             goto fail;
         }
     }
 #undef PUT
-#undef BPOS
+#undef REQ
+#undef TGT
+    if (bad) {
+        err = "WordPiece tables: the trie is not one of UTF-8 characters";
+        goto fail;
+    }
     memset(t->nkind, 0, sizeof(t->nkind));
-    for (size_t u = 0; u < n; u++) t->nkind[kinds[u] & 7]++;
+    t->n_chr = 0;
+    for (size_t u = 0; u < n; u++) {
+        if (pos[u] == NONE32) t->nkind[6]++; /* (slot 6: states inside characters not stored) */
+        else if (kinds[u] == RK_HUB) t->nkind[RK_HUB]++;
+        else if (mid[u]) t->nkind[RK_MID]++;
+        else t->nkind[kinds[u]]++;
+        if (pos[u] != NONE32 && nkey[u]) t->n_chr++;
+    }
     t->blob_size = W;
     t->blob = B;
     t->broot = pos[t->root];
     t->bsroot = pos[t->suffix_root];
+    if (t->broot == NONE32 || t->bsroot == NONE32) {
+        t->blob = NULL;
+        err = "WordPiece tables: r or r# inside a character";
+        goto fail;
+    }
     free(pos);
+    free(kl.key);
+    free(kl.tg);
     return 0;
 fail:
+    PyErr_SetString(PyExc_ValueError, err);
+fail_set:
     free(pos);
     free(B);
+    free(kl.key);
+    free(kl.tg);
     return -1;
 }
 
@@ -1642,9 +1941,10 @@ done:
 /* The walk's layout (tests and docs): states per record kind, blob bytes, state offset width. */
 static PyObject *Model_layout_stats(ModelObject *self, PyObject *unused) {
     const wp_tables *t = &self->t;
-    return Py_BuildValue("{sIsIsIsIsIsIsIsnsI}", "tok", t->nkind[RK_TOK], "id", t->nkind[RK_ID], "none", t->nkind[RK_NONE],
-                         "slice", t->nkind[RK_SL], "general", t->nkind[RK_GEN], "mid", t->nkind[RK_MID], "hub",
-                         t->nkind[RK_HUB], "blob_bytes", (Py_ssize_t)t->blob_size, "pointer_bytes", t->pw);
+    return Py_BuildValue("{sIsIsIsIsIsIsIsIsIsnsI}", "tok", t->nkind[RK_TOK], "id", t->nkind[RK_ID], "none",
+                         t->nkind[RK_NONE], "slice", t->nkind[RK_SL], "general", t->nkind[RK_GEN], "mid",
+                         t->nkind[RK_MID], "mid_dropped", t->nkind[6], "char", t->n_chr, "hub", t->nkind[RK_HUB],
+                         "blob_bytes", (Py_ssize_t)t->blob_size, "pointer_bytes", t->pw);
 }
 
 static PyMethodDef Model_methods[] = {
