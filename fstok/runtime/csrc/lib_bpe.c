@@ -1338,9 +1338,12 @@ int bpe_encode_span_multi(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
         return 0;
     }
     if (n > BPE_LMEMO_MAXLEN) return encode_multi(m, s, n, out, rate);
-    uint64_t h = bpe_hash_bytes(s, n);
-    int sampled = ((h >> 32) & MEMO_SAMPLE_MASK) == 0, skip = memo_rate[2] < MEMO_SKIP_RATE;
+    /* the sample of the long part: spans whose cheap hash (first and last 8 bytes, length) has zero low bits, so
+     * that a skipped span is not hashed whole (bpe_hash_bytes: a loop over the span) */
+    uint64_t c = (bpe_rd64(s) ^ (bpe_rd64(s + n - 8) * 0xC2B2AE3D27D4EB4Full) ^ n) * 0x9E3779B97F4A7C15ull;
+    int sampled = ((c >> 40) & MEMO_SAMPLE_MASK) == 0, skip = memo_rate[2] < MEMO_SKIP_RATE;
     if (!sampled && skip) return encode_multi(m, s, n, out, rate);
+    uint64_t h = bpe_hash_bytes(s, n);
     int r = lmemo_get(memo, h, s, n, out);
     if (sampled) memo_seen(2, r != 0);
     if (r) return r < 0 ? -1 : 0;
