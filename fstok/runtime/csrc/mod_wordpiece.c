@@ -411,9 +411,11 @@ HOT uint32_t char_key(const uint8_t *p, const uint8_t *e, const uint8_t *lim, ui
  * tokenized.  PW: the width of a state offset in a record (3 or 4: two instantiations).  FAST: no offsets
  * and one-token pops inlined (t->inline_pops): the output position and capacity stay in registers
  * (through a step function the compiler reloaded w->t, t->blob, t->inline_pops and o->want_offs per
- * byte); otherwise pops go through emit_slice (offsets, pool slices). */
+ * byte); otherwise pops go through emit_slice (offsets, pool slices).  wb (a constant NULL or t->wordbyte): also
+ * stop before the first byte that is not an ASCII word byte (*stop: where the walk stopped), so that an
+ * ASCII word is classified while it is walked (scanning it first cost a second mispredicted loop exit). */
 HOT uint32_t walk_core(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e, const uint8_t *lim, const uint32_t PW,
-                       const int FAST) {
+                       const int FAST, const uint8_t *wb, const uint8_t **stop) {
     const wp_tables *t = w->t;
     const uint8_t *B = t->blob;
     const uint32_t PMASK = PW == 3 ? 0xFFFFFFu : 0xFFFFFFFFu;
@@ -435,7 +437,7 @@ HOT uint32_t walk_core(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e
             cap = o->cap;                                                                                          \
         }                                                                                                          \
     } while (0)
-    while (p < e) {
+    while (p < e && (!wb || wb[*p])) {
         uint32_t b = *p, h = B[u], c, L, anc = 0;
         if ((h & 7) >= RK_MID) {
             if ((h & 7) == RK_HUB) {
@@ -546,20 +548,30 @@ HOT uint32_t walk_core(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e
     }
 #undef WR_EMIT
     if (FAST) o->n = on;
+    if (stop) *stop = p;
     return u;
 }
 
 HOT uint32_t walk_fast3(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e, const uint8_t *lim) {
-    return walk_core(w, u, p, e, lim, 3, 1);
+    return walk_core(w, u, p, e, lim, 3, 1, NULL, NULL);
 }
 
 HOT uint32_t walk_fast4(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e, const uint8_t *lim) {
-    return walk_core(w, u, p, e, lim, 4, 1);
+    return walk_core(w, u, p, e, lim, 4, 1, NULL, NULL);
+}
+
+/* The ASCII word bytes from p on (the first one is one), walked (FAST); *stop: the first other byte. */
+HOT uint32_t walk_ascii3(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *end, const uint8_t **stop) {
+    return walk_core(w, u, p, end, end, 3, 1, w->t->wordbyte, stop);
+}
+
+HOT uint32_t walk_ascii4(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *end, const uint8_t **stop) {
+    return walk_core(w, u, p, end, end, 4, 1, w->t->wordbyte, stop);
 }
 
 /* The walk with pops through emit_slice (offsets, pops not inlined). */
 static uint32_t walk_gen(wstate *w, uint32_t u, const uint8_t *p, const uint8_t *e, const uint8_t *lim) {
-    return w->t->pw == 3 ? walk_core(w, u, p, e, lim, 3, 0) : walk_core(w, u, p, e, lim, 4, 0);
+    return w->t->pw == 3 ? walk_core(w, u, p, e, lim, 3, 0, NULL, NULL) : walk_core(w, u, p, e, lim, 4, 0, NULL, NULL);
 }
 
 static int b2o_reserve(wstate *w, size_t need) {
@@ -846,6 +858,31 @@ HOT void wp_e2e_impl(const wp_tables *t, const uint8_t *s, size_t n, outbuf *out
             reg_run:;
                 size_t j = i + (size_t)L;
                 uint32_t nch = 1;
+#ifndef WP_NO_ASCII_WALK
+                if (L == 1 && t->inline_pops && !w.failed) {
+                    /* an ASCII word (from its first byte, an ASCII word byte): walked while it is classified */
+                    if (!w.in_word) word_begin(&w, ci);
+                    const uint8_t *q;
+                    uint32_t u = t->pw == 3 ? walk_ascii3(&w, w.u, s + i, s + n, &q) : walk_ascii4(&w, w.u, s + i, s + n, &q);
+                    if (__builtin_expect(u == NONE32, 0)) { /* cannot be tokenized: the rest of it unwalked */
+                        w.failed = 1;
+                        while (q < s + n && wordbyte[*q]) q++;
+                    }
+                    w.u = u;
+                    const size_t k = (size_t)(q - s) - i;
+                    w.nchars += (uint32_t)k;
+                    if (!w.failed && w.nchars > maxc) w.failed = 1;
+                    w.wbytes += k;
+                    ci += (uint32_t)k;
+                    i += k;
+                    w.last_orig = ci - 1;
+                    w.prev_orig = ci - 1;
+                    if (w.out->n + 8 > w.out->cap) out_reserve(w.out, 8);
+                    if (i >= n || s[i] < 0x80) continue; /* (the word ends here, at a separator) */
+                    j = i; /* non-ASCII characters follow: the scan below decides whether the word goes on */
+                    nch = 0;
+                }
+#endif
                 while (j < n) {
                     uint8_t c = s[j];
                     if (c < 0x80) {
