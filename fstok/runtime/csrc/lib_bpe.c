@@ -1165,8 +1165,8 @@ static inline uint64_t seg_dead_bits(const bpe_model *m, const uint8_t *s, size_
  * always seg_dead_bits), counted over SEG_RATE_WINDOW boundaries at a time.
  * At >= SEG_BRANCHY_RATE (r50k on random text: 92%) the branchy scan of seg_next mispredicts rarely and is cheaper
  * than seg_dead_bits; below it (cl100k 84%, o200k 70%) its branches mispredict and seg_dead_bits wins.  Only
- * encode_segmented_bits counts (a count in the scan's loop cost r50k random ~3%), so while the scan is chosen, one
- * span in 16 still takes seg_dead_bits and keeps the rate current.  Only the speed depends on it. */
+ * encode_segmented_bits counts (the scan's loop is left as it was), so while the scan is chosen, one span in 16
+ * still takes seg_dead_bits and keeps the rate current.  Only the speed depends on it. */
 #define SEG_RATE_WINDOW 4096
 #define SEG_BRANCHY_RATE 225 /* of 256: 88% */
 static int seg_branchy_rate = -1; /* SEG_BRANCHY_RATE, or $FSTOK_BPE_SEG_RATE (0-257; tests: 0 = the scan, 257 = bits) */
