@@ -1227,7 +1227,7 @@ static int build_blob(wp_tables *t, size_t npool) {
     for (size_t u = 0; u < n; u++) { /* states inside characters that hub rows lead into */
         if (kinds[u] != RK_HUB) continue;
         const uint64_t *d = t->dense + (size_t)(t->node[u] >> 48) * 256;
-        for (int b = 0; b < 256; b++) {
+        for (int b = 0x80; b < 256; b++) { /* (an ASCII byte ends a character) */
             const uint32_t x = (uint32_t)d[b];
             if (x != NONE32 && x < n && mid[x]) keep[x] = 1;
         }
@@ -1253,12 +1253,16 @@ static int build_blob(wp_tables *t, size_t npool) {
         memcpy(t->ffsz, fsz, sizeof(fsz));
         W = BLOB_PAD;
         for (size_t u = 0; u < n; u++) pos[u] = NONE32;
+        memset(t->nkind, 0, sizeof(t->nkind));
+        t->n_chr = 0;
         for (int pass = 0; pass < 2; pass++) { /* boundary states, then the kept states inside characters */
             for (size_t x = 0; x < (pass ? nm : n); x++) {
                 const size_t u = pass ? mlist[x] : x;
                 if (!pass && mid[u]) continue;
                 const uint32_t nc = nc8[u];
                 pos[u] = (uint32_t)W;
+                t->nkind[kinds[u] == RK_HUB ? RK_HUB : mid[u] ? RK_MID : kinds[u]]++; /* (layout_stats) */
+                t->n_chr += nkey[u] != 0;
                 if (kinds[u] == RK_HUB) W = HUB_PAIRS(W) + 256 * 8;
                 else if (mid[u]) W += mid_size(t, nc);
                 else if (nkey[u]) W += chr_size(t, kinds[u], nkey[u]);
@@ -1374,14 +1378,10 @@ static int build_blob(wp_tables *t, size_t npool) {
         err = "WordPiece tables: the trie is not one of UTF-8 characters";
         goto fail;
     }
-    memset(t->nkind, 0, sizeof(t->nkind));
-    t->n_chr = 0;
-    for (size_t u = 0; u < n; u++) {
-        if (pos[u] == NONE32) t->nkind[6]++; /* (slot 6: states inside characters not stored) */
-        else if (kinds[u] == RK_HUB) t->nkind[RK_HUB]++;
-        else if (mid[u]) t->nkind[RK_MID]++;
-        else t->nkind[kinds[u]]++;
-        if (pos[u] != NONE32 && nkey[u]) t->n_chr++;
+    { /* (slot 6: states inside characters not stored) */
+        size_t stored = 0;
+        for (int k = 0; k < 8; k++) stored += k == 6 ? 0 : t->nkind[k];
+        t->nkind[6] = (uint32_t)(n - stored);
     }
     t->blob_size = W;
     t->blob = B;
