@@ -11,7 +11,8 @@ fstok one-shot, fstok safe split (proven boundaries: whitespace for BERT, the co
 proven boundaries for BPE), fstok LoPT, fstok encode(num_threads=N) (BPE: one serial pre-tokenization pass,
 BPE of the pieces on N threads), and when tools/lopt_baselines.py is present the delimiter
 (whitespace/comma/period) and id-overlap baselines over fstok (2+ threads, skipped above 4 threads).
-Columns: min and median latency (ms, methods interleaved round-robin), process CPU ms, ratio of mins to
+Columns: min and median latency (ms, methods interleaved round-robin; latency is the call until its result
+is in hand: each result is freed after the clock stops, for every method alike), process CPU ms, ratio of mins to
 fstok one-shot, accuracy (1.0 = ids identical to the one-shot ids of the same tokenizer).  With several
 thread counts a scaling table (ratio to fstok one-shot by threads) follows.  --out FILE also writes
 everything printed to FILE.  Needs only numpy (+ tokenizers for the HF rows, tiktoken for its row).
@@ -146,8 +147,9 @@ def main() -> None:
         for _ in range(args.reps):
             for k, (_, _, fn, _, _) in enumerate(methods):
                 c0, t0 = time.process_time(), time.perf_counter()
-                fn()
+                res = fn()
                 times[k].append((time.perf_counter() - t0, time.process_time() - c0))
+                del res  # (freed after the clock stops: latency = until the ids are in hand, every method alike)
         ref_ms = min(times[1 if hf is not None else 0])[0] * 1e3
         out()
         out(f"{doc}: {len(text):,} chars, {len(text.encode('utf-8')) / 1e6:.2f} MB, {len(ref):,} tokens")
@@ -199,8 +201,9 @@ def plots(tok, args, threads) -> None:
         out = []
         for _ in range(reps):
             t0 = time.perf_counter()
-            fn()
+            res = fn()
             out.append(time.perf_counter() - t0)
+            del res
         return min(out) * 1e3
 
     sizes = [int(len(full) * f) for f in (0.004, 0.01, 0.03, 0.1, 0.3, 0.7)]

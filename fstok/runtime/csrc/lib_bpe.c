@@ -932,9 +932,38 @@ static int encode_window(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
 /* The memo is ~13 MiB, mostly the piece cache.  Anonymous pages come zeroed and are only materialised
  * where written, so a new memo costs no 13 MiB memset (a first encode of a short text touches a few
  * pages); entries of generation 0 are empty. */
+/* Transparent huge pages: the memo is probed at random lines all over its 13 MiB, which in 4 KiB pages is
+ * ~3,300 pages, more than the core's second-level TLB maps, so a probe that hits the cache could still
+ * walk the page table.  Where the kernel's THP mode is "madvise" (the usual default) only an madvise'd
+ * range gets 2 MiB pages, and only where it is 2 MiB aligned: the mapping is made 2 MiB larger and
+ * trimmed to an aligned start.  FSTOK_MEMO_HUGE=0 turns this off (a new memo then costs less: 2 MiB
+ * pages are zeroed whole when first touched). */
+#define MEMO_HUGE_ALIGN ((size_t)2 << 20)
+static int memo_huge = -1;
 bpe_memo *bpe_memo_new(void) {
-    void *p = mmap(NULL, sizeof(bpe_memo), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
+    if (memo_huge < 0) {
+        const char *e = getenv("FSTOK_MEMO_HUGE");
+        memo_huge = !(e && e[0] == '0');
+    }
+    size_t sz = sizeof(bpe_memo);
+    void *p;
+#ifdef MADV_HUGEPAGE
+    if (memo_huge) {
+        size_t big = sz + MEMO_HUGE_ALIGN;
+        uint8_t *q = (uint8_t *)mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (q == MAP_FAILED) return NULL;
+        uint8_t *a = (uint8_t *)(((uintptr_t)q + MEMO_HUGE_ALIGN - 1) & ~(uintptr_t)(MEMO_HUGE_ALIGN - 1));
+        if (a > q) munmap(q, (size_t)(a - q));
+        size_t tail = (size_t)(q + big - (a + sz));
+        if (tail) munmap(a + sz, tail);
+        madvise(a, sz, MADV_HUGEPAGE); /* (advice only: where it fails the memo works in small pages) */
+        p = a;
+    } else
+#endif
+    {
+        p = mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+    }
     bpe_memo *memo = (bpe_memo *)p;
     memo->gen = memo->lgen = 1;
     return memo;

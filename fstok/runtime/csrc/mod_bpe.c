@@ -518,6 +518,9 @@ typedef struct {
     pthread_mutex_t pool_mu;  /* guards the memo pool */
     bpe_memo *pool[16];
     int npool;
+    /* wmemo[i]: the memo of pool thread i (tpool.h tp_worker_index), only ever used by that thread, so a
+     * worker finds its memo again in its own core's cache (memo_worker) */
+    bpe_memo *wmemo[TP_MAX_THREADS];
 } ModelObject;
 
 /* ---- pre-token memos (see bpe.h): a pool per model; each encoding thread borrows one for the
@@ -554,10 +557,40 @@ static void memo_return(ModelObject *self, bpe_memo *mm) {
     bpe_memo_free(mm);
 }
 
+/* The memo of the calling pool thread for this model (made on first use), or a pool memo on any other
+ * thread.  Why: with the shared pool (LIFO) a worker got, call after call, a memo that another core had
+ * filled last, and the text's pieces were looked up in lines of another core's cache: a 16-thread call
+ * of 1 MB English spent 1.9x one-shot's encode time in total (lent machine, FSTOK_TRACE_THREADS=1).  A
+ * pool thread runs one job at a time, so wmemo[i] is never used by two threads at once; the model owns it
+ * (freed in Model_dealloc) and cannot die during a call, which holds a reference to it. */
+static bpe_memo *memo_worker(ModelObject *self) {
+    int i = tp_worker_index();
+    if (i < 0 || i >= TP_MAX_THREADS) return memo_borrow(self);
+    if (!self->use_memo) return NULL;
+    uint64_t epoch = __atomic_load_n(&self->memo_epoch, __ATOMIC_RELAXED);
+    bpe_memo *mm = self->wmemo[i];
+    if (!mm) {
+        mm = bpe_memo_new();
+        if (!mm) return NULL;
+        mm->epoch = epoch;
+        self->wmemo[i] = mm;
+    } else if (mm->epoch != epoch) {
+        bpe_memo_clear(mm);
+        mm->epoch = epoch;
+    }
+    return mm;
+}
+
+static void memo_worker_done(ModelObject *self, bpe_memo *mm) {
+    int i = tp_worker_index();
+    if (i < 0 || i >= TP_MAX_THREADS) memo_return(self, mm);
+}
+
 static void Model_dealloc(ModelObject *self) {
     free(self->span_bloom);
     bpe_model_release(&self->m);
     for (int i = 0; i < self->npool; i++) bpe_memo_free(self->pool[i]);
+    for (int i = 0; i < TP_MAX_THREADS; i++) bpe_memo_free(self->wmemo[i]);
     if (self->serial) pthread_mutex_destroy(&self->pool_mu);
     for (int i = 0; i < self->nviews; i++) PyBuffer_Release(&self->views[i]);
     for (int i = 0; i < self->n_dfa_views; i++) PyBuffer_Release(&self->dfa_views[i]);
@@ -1789,6 +1822,8 @@ typedef struct {
     int *missing; /* piece k has ids with no cached int */
     atomic_size_t next;
     pyids_sync *sync;
+    double *tr_s, *tr_e; /* FSTOK_TRACE_THREADS: piece i's start and end (us) and its thread (-1: caller) */
+    int *tr_w;
 } cuts_job;
 
 /* FSTOK_TRACE_THREADS=1: run_bounds prints where its time went to stderr (measuring thread scaling on a
@@ -1808,6 +1843,7 @@ static void cuts_encode_one(cuts_job *j, size_t i, bpe_memo *memo) {
     enc_state local;
     memset(&local, 0, sizeof local);
     local.memo = memo;
+    if (j->tr_s) j->tr_s[i] = t0, j->tr_w[i] = tp_worker_index();
     int rc = encode_text(self, j->sp, j->sp2, j->s + j->b[i], j->b[i + 1] - j->b[i], &local);
     local.memo = NULL;
     PyObject **pp = NULL;
@@ -1819,20 +1855,24 @@ static void cuts_encode_one(cuts_job *j, size_t i, bpe_memo *memo) {
     j->ptrs[i] = pp;
     j->rc[i] = rc;
     j->st[i] = local;
-    if (trace_threads > 0) atomic_fetch_add(&trace_busy_ns, (long long)((now_us() - t0) * 1e3));
+    if (trace_threads > 0) {
+        double t1 = now_us();
+        atomic_fetch_add(&trace_busy_ns, (long long)((t1 - t0) * 1e3));
+        if (j->tr_e) j->tr_e[i] = t1;
+    }
     pyids_sync_mark(j->sync, i);
 }
 
 static void *cuts_worker(void *arg) {
     cuts_job *j = (cuts_job *)arg;
     ModelObject *self = (ModelObject *)j->self;
-    bpe_memo *memo = memo_borrow(self);
+    bpe_memo *memo = memo_worker(self);
     for (;;) {
         size_t i = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (i >= j->count) break;
         cuts_encode_one(j, i, memo);
     }
-    memo_return(self, memo);
+    memo_worker_done(self, memo);
     return NULL;
 }
 
@@ -1908,11 +1948,12 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     size_t nref = 0;
     int started = 0, failed = 0, anymiss = 0;
     pthread_t th[256];
+    cuts_job job;
+    memset(&job, 0, sizeof job);
     if (!st || !ptrs || !rc || !missing || pyids_sync_init(&sync, np) < 0 || !lens) {
         PyErr_NoMemory();
         goto cleanup;
     }
-    cuts_job job;
     job.self = self;
     job.sp = sp;
     job.sp2 = sp2;
@@ -1925,6 +1966,13 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     job.missing = missing;
     atomic_init(&job.next, 0);
     job.sync = &sync;
+    job.tr_s = job.tr_e = NULL;
+    job.tr_w = NULL;
+    if (trace_threads > 0) {
+        job.tr_s = (double *)calloc(np, sizeof(double));
+        job.tr_e = (double *)calloc(np, sizeof(double));
+        job.tr_w = (int *)calloc(np, sizeof(int));
+    }
     Py_INCREF(spo);
     Py_INCREF(sp2o);
     if (nthreads > 256) nthreads = 256;
@@ -1986,10 +2034,20 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
                 off[k] = total;
                 total += l;
             }
-            result = PyList_New((Py_ssize_t)total);
-            if (result) {
+            /* The item array is not zeroed (PyList_New(total) callocs: a 1.9 MB memset for 1 MB of English,
+             * before the fill writes every item again); the list has size 0 until the fill is done, so a
+             * GC pass that another thread runs meanwhile visits no item. */
+            result = PyList_New(0);
+            PyObject **items = result && total ? (PyObject **)PyMem_Malloc(total * sizeof(PyObject *)) : NULL;
+            if (result && total && !items) {
+                Py_CLEAR(result);
+                PyErr_NoMemory();
+            }
+            if (result && items) {
+                ((PyListObject *)result)->ob_item = items;
+                ((PyListObject *)result)->allocated = (Py_ssize_t)total;
                 fill_job fj;
-                fj.dst = ((PyListObject *)result)->ob_item;
+                fj.dst = items;
                 fj.ints = self->ints;
                 fj.st = st;
                 fj.off = off;
@@ -2000,6 +2058,7 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
                 fill_worker(&fj);
                 if (fill_pooled >= 0) tp_wait();
                 Py_END_ALLOW_THREADS
+                Py_SET_SIZE(result, (Py_ssize_t)total);
             }
         } else { /* every piece is encoded: the counted way (ints made for the ids past the table) */
             nref = 0;
@@ -2027,7 +2086,25 @@ cleanup:
                         "list+free %.0f | total %.0f us | encode busy %.0f us (%.2f of threads x total)\n",
                 np, started + 1, tr_spawned - tr0, tr_encoded - tr0, tr_joined - tr0, end - tr_joined, end - tr0,
                 atomic_load(&trace_busy_ns) / 1e3, atomic_load(&trace_busy_ns) / 1e3 / ((started + 1) * (end - tr0)));
+        if (job.tr_s && job.tr_e && job.tr_w) { /* per thread: first start, last end, busy (us from tr0) */
+            double fs[257], le[257], bz[257];
+            int np_[257];
+            for (int w = 0; w < 257; w++) fs[w] = 1e18, le[w] = bz[w] = 0, np_[w] = 0;
+            for (size_t i = 0; i < np; i++) {
+                int w = job.tr_w[i] + 1;
+                if (w < 0 || w > 256) continue;
+                if (job.tr_s[i] - tr0 < fs[w]) fs[w] = job.tr_s[i] - tr0;
+                if (job.tr_e[i] - tr0 > le[w]) le[w] = job.tr_e[i] - tr0;
+                bz[w] += job.tr_e[i] - job.tr_s[i];
+                np_[w]++;
+            }
+            fprintf(stderr, "  per thread (first start/last end/busy us, pieces):");
+            for (int w = 0; w < 257; w++)
+                if (np_[w]) fprintf(stderr, " [%d] %.0f/%.0f/%.0f %d", w - 1, fs[w], le[w], bz[w], np_[w]);
+            fprintf(stderr, "\n");
+        }
     }
+    free(job.tr_s), free(job.tr_e), free(job.tr_w);
     return result;
 }
 

@@ -12,6 +12,7 @@
 #ifndef FSTOK_TPOOL_H
 #define FSTOK_TPOOL_H
 #include <pthread.h>
+#include <stdint.h>
 
 typedef struct {
     pthread_mutex_t mu;
@@ -28,6 +29,13 @@ typedef struct {
 static fstok_tpool tp_pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
                               0, NULL, NULL, 0, 0, 0, 0, 0};
 
+/* A pool thread's index (0, 1, ... in start order; -1 on any other thread).  A job's fn may use it to keep
+ * per-worker state between jobs: a worker that finds its own pre-token memo again finds it in its core's
+ * cache, where a memo borrowed from a shared pool was last written by another core (see mod_bpe.c). */
+#define TP_MAX_THREADS 256
+static __thread int tp_index = -1;
+static inline __attribute__((unused)) int tp_worker_index(void) { return tp_index; }
+
 static void tp_after_fork_child(void) {
     pthread_mutex_init(&tp_pool.mu, NULL);
     pthread_cond_init(&tp_pool.work_cv, NULL);
@@ -35,8 +43,8 @@ static void tp_after_fork_child(void) {
     tp_pool.nthreads = tp_pool.want = tp_pool.taken = tp_pool.running = tp_pool.busy = 0;
 }
 
-static void *tp_main(void *unused) {
-    (void)unused;
+static void *tp_main(void *index) {
+    tp_index = (int)(intptr_t)index;
     pthread_mutex_lock(&tp_pool.mu);
     for (;;) {
         while (tp_pool.taken >= tp_pool.want) pthread_cond_wait(&tp_pool.work_cv, &tp_pool.mu);
@@ -67,9 +75,10 @@ static inline __attribute__((unused)) int tp_start(void *(*fn)(void *), void *ar
         pthread_attr_t at;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (n > TP_MAX_THREADS) n = TP_MAX_THREADS;
         while (tp_pool.nthreads < n) {
             pthread_t t;
-            if (pthread_create(&t, &at, tp_main, NULL) != 0) break;
+            if (pthread_create(&t, &at, tp_main, (void *)(intptr_t)tp_pool.nthreads) != 0) break;
             tp_pool.nthreads++;
         }
         pthread_attr_destroy(&at);
