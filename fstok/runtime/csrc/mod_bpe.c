@@ -1215,7 +1215,51 @@ static void pc_init_lines(void) {
 
 static inline bpe_pc_line *pc_line(bpe_memo *memo, uint64_t h) { return &memo->pc[((h >> 32) * pc_nlines) >> 32]; }
 
+/* The buddy of a line: the other line of its 128-byte pair (itself when that is not in use: $FSTOK_BPE_PC_LINES
+ * odd).  A piece lives in its own line or, when that one is taken by entries still in use, in the buddy
+ * (two choices: o200k random text, ~71k distinct pieces of <= 16 bytes, most of them wide entries, missed
+ * 29k times a pass with one choice, 11k with two; stop 14).  A piece of 12-16 tokens takes both lines. */
+_Static_assert(BPE_PC_LINES % 2 == 0, "lines come in pairs");
+static inline bpe_pc_line *pc_buddy(bpe_memo *memo, bpe_pc_line *l) {
+    size_t i = (size_t)(l - memo->pc) ^ 1u;
+    return i < pc_nlines ? memo->pc + i : l;
+}
+
+/* tag = gen << 16 | ntok << 8 | flags | len (len <= 16: bits 0-4).  PC_HIT: the entry was stored or hit since a
+ * miss last found it in the way (a miss does not evict such an entry, it clears the bit; so of two pieces that
+ * keep taking each other's line, one stays).  PC_DBL: a piece of 12-16 tokens, whose ids 11.. are in the buddy, in
+ * an entry with the same key and PC_CONT, which never matches a lookup (the bit is in the compare mask). */
 #define PC_NTOK(tag) (((tag) >> 8) & 0xFFu)
+#define PC_DBL 0x20u
+#define PC_HIT 0x40u
+#define PC_CONT 0x80u
+#define PC_MATCH 0xFFFF009Fu /* compared bits of a tag: gen, PC_CONT, len */
+#define PC_GEN(tag) ((tag) & 0xFFFF0000u)
+
+static inline int pc_slot_is(const bpe_pc_slot *e, const piece_key *k, uint32_t want) {
+    return e->k0 == k->w0 && e->k1 == k->w1 && (e->tag & PC_MATCH) == want;
+}
+
+/* room in line l for a new entry of nt ids without evicting a current entry (gen: the memo's, << 16) */
+static inline int pc_free(const bpe_pc_line *l, uint32_t gen, size_t nt) {
+    uint32_t t0 = l->s[0].tag;
+    if (PC_GEN(t0) != gen) return 1;
+    return nt <= BPE_PC_SLOTTOK && PC_NTOK(t0) <= BPE_PC_SLOTTOK && PC_GEN(l->s[1].tag) != gen;
+}
+
+/* would storing nt ids in line l evict a current entry with PC_HIT? */
+static inline int pc_protected(const bpe_pc_line *l, uint32_t gen, size_t nt) {
+    uint32_t t0 = l->s[0].tag, t1 = l->s[1].tag;
+    int slots = PC_NTOK(t0) <= BPE_PC_SLOTTOK;
+    int p1 = slots && PC_GEN(t1) == gen && (t1 & PC_HIT);
+    if (nt <= BPE_PC_SLOTTOK && slots) return p1; /* slot 0 moves to slot 1: only slot 1 is evicted */
+    return (PC_GEN(t0) == gen && (t0 & PC_HIT)) || p1;
+}
+
+static inline void pc_age(bpe_pc_line *l) {
+    l->s[0].tag &= ~PC_HIT;
+    if (PC_NTOK(l->s[0].tag) <= BPE_PC_SLOTTOK) l->s[1].tag &= ~PC_HIT;
+}
 
 /* store piece (key k, nt ids) in its line: a wide entry takes the line; a slot entry goes to slot 0 and the
  * old slot 0 moves to slot 1 (dropped if it was wide: slot 1 was its ids) */
@@ -1235,29 +1279,110 @@ static inline void pc_store(bpe_pc_line *l, const piece_key *k, uint32_t tag, co
     }
 }
 
+/* a piece missed the cache and encodes to nt ids: store it in its line l, or else the buddy b, where that evicts
+ * no current PC_HIT entry (when both would, clear their bits and store nothing); 12-16 ids take both lines
+ * (head in l, PC_CONT in b) */
+static inline void pc_insert(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint32_t want, uint32_t gen,
+                             const uint32_t *ids, size_t nt) {
+    uint32_t tag = want | (uint32_t)(nt << 8) | PC_HIT;
+    if (nt > BPE_PC_MAXTOK) {
+        if (b == l) return;
+        if ((pc_free(l, gen, nt) || !pc_protected(l, gen, nt)) && (pc_free(b, gen, nt) || !pc_protected(b, gen, nt))) {
+            pc_store(l, k, tag | PC_DBL, ids, BPE_PC_MAXTOK);
+            b->wide.k0 = k->w0;
+            b->wide.k1 = k->w1;
+            b->wide.tag = tag | PC_CONT;
+            memcpy(b->wide.ids, ids + BPE_PC_MAXTOK, (nt - BPE_PC_MAXTOK) * sizeof(uint32_t));
+        } else {
+            pc_age(l);
+            pc_age(b);
+        }
+        return;
+    }
+    bpe_pc_line *d;
+    if (pc_free(l, gen, nt) || !pc_protected(l, gen, nt)) d = l; /* its own line first: hits there take the fast path */
+    else if (pc_free(b, gen, nt) || !pc_protected(b, gen, nt)) d = b;
+    else {
+        pc_age(l);
+        pc_age(b);
+        return;
+    }
+    pc_store(d, k, tag, ids, nt);
+}
+
+/* a hit in slot 1 of line l: the most recently used to slot 0 */
+static inline void pc_hit_slot1(bpe_pc_line *l) {
+    bpe_pc_slot hit = l->s[1];
+    hit.tag |= PC_HIT;
+    l->s[1] = l->s[0];
+    l->s[0] = hit;
+}
+
 /* One short piece s[pb, pb + len) of base (key computed): the piece cache, else the span table (one
- * token), else the memo and the encoders; a result of <= BPE_PC_MAXTOK tokens goes into the cache.  The
- * caller keeps room for BPE_PC_MAXTOK ids in st->ids (a hit in slot 0 writes that many, keeps ntok).
+ * token), else the memo and the encoders; a result of <= BPE_PC_MAXLEN tokens goes into the cache.  The
+ * caller keeps room for BPE_PC_MAXLEN ids in st->ids (a hit writes up to that many, keeps ntok).
  * Returns 0 on a cache hit, 1 on a miss, -1 when out of memory. */
 static inline int piece_emit(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *p, size_t len,
                              const piece_key *k, size_t room, enc_state *st) {
-    bpe_pc_line *l = pc_line(memo, k->h);
+    bpe_pc_line *l = pc_line(memo, k->h), *b;
     const uint32_t want = gen | (uint32_t)len;
     uint32_t t0 = l->s[0].tag;
-    if (FSTOK_LIKELY(l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (t0 & 0xFFFF00FFu) == want)) {
+    if (FSTOK_LIKELY(l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (t0 & PC_MATCH) == want)) {
         memcpy(st->ids.ids + st->ids.len, l->wide.ids, sizeof l->wide.ids); /* all: no branch on ntok */
+        if (FSTOK_UNLIKELY((t0 & (PC_HIT | PC_DBL)) != PC_HIT)) {
+            if (t0 & PC_DBL) { /* 12-16 ids: the rest in the buddy, if it is still there */
+                b = pc_buddy(memo, l);
+                if (!(b != l && pc_slot_is(&b->s[0], k, want | PC_CONT))) {
+                    l->s[0].tag = t0 & ~PC_HIT; /* its second line was taken: let the piece store itself again */
+                    goto miss;
+                }
+                memcpy(st->ids.ids + st->ids.len + BPE_PC_MAXTOK, b->wide.ids,
+                       (BPE_PC_MAXLEN - BPE_PC_MAXTOK) * sizeof(uint32_t));
+                b->s[0].tag |= PC_HIT;
+            }
+            l->s[0].tag = t0 | PC_HIT;
+        }
         st->ids.len += PC_NTOK(t0);
         return 0;
     }
-    if (PC_NTOK(t0) <= BPE_PC_SLOTTOK && l->s[1].k0 == k->w0 && l->s[1].k1 == k->w1 &&
-        (l->s[1].tag & 0xFFFF00FFu) == want) {
-        bpe_pc_slot hit = l->s[1]; /* most recently used to slot 0 */
-        l->s[1] = l->s[0];
-        l->s[0] = hit;
-        memcpy(st->ids.ids + st->ids.len, hit.ids, sizeof hit.ids);
-        st->ids.len += PC_NTOK(hit.tag);
+    if (PC_NTOK(t0) <= BPE_PC_SLOTTOK && pc_slot_is(&l->s[1], k, want)) {
+        memcpy(st->ids.ids + st->ids.len, l->s[1].ids, sizeof l->s[1].ids);
+        st->ids.len += PC_NTOK(l->s[1].tag);
+        pc_hit_slot1(l);
         return 0;
     }
+    b = pc_buddy(memo, l);
+    if (b != l) {
+        uint32_t tb = b->s[0].tag;
+        int w = pc_slot_is(&b->s[0], k, want) && PC_NTOK(tb) <= BPE_PC_MAXTOK ? 0
+                : PC_NTOK(tb) <= BPE_PC_SLOTTOK && pc_slot_is(&b->s[1], k, want) ? 1 : -1;
+        if (w >= 0) { /* a hit in the buddy */
+            const uint32_t tag = b->s[w].tag, *ids = w ? b->s[1].ids : b->wide.ids;
+            size_t nt = PC_NTOK(tag);
+            memcpy(st->ids.ids + st->ids.len, ids, nt * sizeof(uint32_t));
+            st->ids.len += nt;
+            if (pc_free(l, gen, nt) || !pc_protected(l, gen, nt)) {
+                /* its own line can take it now (it was full when the piece was stored): move it there, so that
+                 * its next hits take the fast path */
+                pc_store(l, k, tag | PC_HIT, ids, nt);
+                if (w == 1) b->s[1].tag = 0;
+                else if (nt <= BPE_PC_SLOTTOK) {
+                    b->s[0] = b->s[1];
+                    b->s[1].tag = 0;
+                } else
+                    b->s[0].tag = 0;
+            } else {
+                /* its own line holds entries hit since they were last aged: age them now, so that entries no
+                 * longer in use (another text's) give the line back on this piece's next hit */
+                pc_age(l);
+                if (w == 1) pc_hit_slot1(b);
+                else if (!(tb & PC_HIT)) b->s[0].tag = tb | PC_HIT;
+            }
+            return 0;
+        }
+    }
+miss:;
+    b = pc_buddy(memo, l);
     size_t before = st->ids.len;
     uint32_t id = len <= m->max_span_len && bpe_seg_may_be_token(m, p, len) ? bpe_span_probe(m, m->span_tab, m->span_mask, k->h, k->w0, p, len) : BPE_NONE;
     if (id != BPE_NONE)
@@ -1265,7 +1390,7 @@ static inline int piece_emit(const bpe_model *m, bpe_memo *memo, uint32_t gen, c
     else if (bpe_encode_span_multi(m, memo, p, len, &st->ids))
         return -1;
     size_t nt = st->ids.len - before;
-    if (nt <= BPE_PC_MAXTOK) pc_store(l, k, want | (uint32_t)(nt << 8), st->ids.ids + before, nt);
+    if (nt <= BPE_PC_MAXLEN) pc_insert(l, b, k, want, gen, st->ids.ids + before, nt);
     return st->ids.cap - st->ids.len >= room ? 1 : bpe_vec_reserve(&st->ids, room) ? -1 : 1;
 }
 
@@ -1291,7 +1416,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
     const size_t n = b - a;
     const uint8_t *base = s + a;
     const size_t avail_end = st->text_len - a; /* bytes readable from base */
-    const size_t room = BPE_PC_MAXTOK * (SPAN_CHUNK + 2);
+    const size_t room = BPE_PC_MAXLEN * (SPAN_CHUNK + 2);
     size_t ends[SPAN_CHUNK + 1];
     piece_key keys[PC_AHEAD];
     size_t pos = 0;
@@ -1318,8 +1443,12 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
         if (len_ <= BPE_PC_MAXLEN) {                                                        \
             piece_key *k_ = &keys[(jj) % PC_AHEAD];                                         \
             piece_key_of(base + pb_, len_, avail_end - pb_, k_);                            \
-            __builtin_prefetch(pc_line(memo, k_->h));                                       \
-            if (cold) __builtin_prefetch(m->span_tab + 2 * (k_->h & m->span_mask));        \
+            size_t i_ = ((k_->h >> 32) * pc_nlines) >> 32;                                  \
+            __builtin_prefetch(memo->pc + i_);                                              \
+            if (cold) {                                                                     \
+                __builtin_prefetch(memo->pc + (i_ ^ 1)); /* the buddy (even size: in range) */ \
+                __builtin_prefetch(m->span_tab + 2 * (k_->h & m->span_mask));               \
+            }                                                                               \
         }                                                                                   \
     } while (0)
         for (size_t j = 0; j < k && j < PC_AHEAD; j++) PC_AHEAD_KEY(j);
