@@ -1,7 +1,7 @@
 """The piece cache's two choices (stop 14, docs/bpe.md "Stop 14: adversarial (helper)"): a piece lives in its own
 line or in the buddy (the other line of its 128-byte pair), entries hit since they were last aged are not evicted
 by a miss (the miss ages them instead), a hit in the buddy moves the entry back to its own line when that line can
-take it, and pieces of 12-16 tokens take both lines (head + PC_CONT entry).  Checked against tiktoken over texts
+take it, and pieces of 12-16 tokens or of 17-24 bytes take both lines (head + PC_CONT entry).  Checked against tiktoken over texts
 whose pieces are slots (1-3 tokens), wide entries (4-11) and double entries (12-16), many passes, texts
 alternating (so that entries age, move and are evicted), with the full cache and, in subprocesses, with
 $FSTOK_BPE_PC_LINES = 2, 4, 6 lines (every piece collides: buddies, aging, moves and doubles overwritten by other
@@ -72,6 +72,10 @@ for name in ("r50k_base", "cl100k_base", "o200k_base"):
     base = _random_text(4, 3000)
     # a few pieces repeated often (they stay and get hit), many once (misses that age and evict)
     hot = [base[i:i + rnd.randint(1, 16)] for i in range(0, 600, 16)]
+    # pieces of 17-24 bytes (long entries over two lines) that share their first 16 bytes and their length: only
+    # the third key word tells them apart
+    hot += [" abcdefghijklmno" + "".join(rnd.choice("pqrstuvwxyz") for _ in range(k)) for k in (1, 4, 8) for _ in range(6)]
+    hot += ["".join(rnd.choice("中文字符集") for _ in range(k)) for k in (6, 7, 8) for _ in range(4)]
     for rounds in range(4):
         cold = _random_text(10 + rounds, 2000)
         text = " ".join(rnd.choice(hot) for _ in range(3000)) + cold + " ".join(rnd.choice(hot) for _ in range(3000))

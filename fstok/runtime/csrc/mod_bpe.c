@@ -1188,6 +1188,7 @@ static void pc_init_masks(void) {
  * readable at p; near the end of the text (avail < 16) the words come from a zero-padded copy. */
 typedef struct {
     uint64_t w0, w1, h;
+    uint64_t w2; /* pieces of 17..PC_LONG_MAXLEN bytes: the third word (zero padded) */
 } piece_key;
 
 static inline void piece_key_of(const uint8_t *p, size_t len, size_t avail, piece_key *k) {
@@ -1201,6 +1202,28 @@ static inline void piece_key_of(const uint8_t *p, size_t len, size_t avail, piec
         k->w1 = bpe_rd64(t + 8);
     }
     k->h = len <= 8 ? bpe_hash_w(k->w0, len) : bpe_hash_bytes(p, len);
+}
+
+/* Pieces of 17..PC_LONG_MAXLEN bytes (random text, words of scripts without spaces) are cached too, as *long
+ * entries* over a line and its buddy: the head (first two words, tag with PC_DBL, ids 0..10) in the piece's own
+ * line, the third word, the first word again and ids 11..21 in the buddy (PC_CONT; ntok field 255 so the buddy
+ * is never read as two slots).  Up to PC_LONG_MAXTOK ids. */
+#define PC_LONG_MAXLEN 24
+#define PC_LONG_MAXTOK (2 * BPE_PC_MAXTOK)
+
+static inline void piece_key_long(const uint8_t *p, size_t len, size_t avail, piece_key *k) {
+    if (FSTOK_LIKELY(avail >= PC_LONG_MAXLEN)) {
+        k->w0 = bpe_rd64(p);
+        k->w1 = bpe_rd64(p + 8);
+        k->w2 = bpe_rd64(p + 16) & PC_MASK0[len - 16];
+    } else {
+        uint8_t t[PC_LONG_MAXLEN] = {0};
+        memcpy(t, p, len);
+        k->w0 = bpe_rd64(t);
+        k->w1 = bpe_rd64(t + 8);
+        k->w2 = bpe_rd64(t + 16);
+    }
+    k->h = bpe_hash_bytes(p, len);
 }
 
 /* lines in use: BPE_PC_LINES, or fewer from $FSTOK_BPE_PC_LINES read at import (tests: 1-3 lines make every
@@ -1310,6 +1333,61 @@ static inline void pc_insert(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k,
     pc_store(d, k, tag, ids, nt);
 }
 
+/* a long entry (a piece of 17..PC_LONG_MAXLEN bytes, nt <= PC_LONG_MAXTOK ids) over l and its buddy b, when neither
+ * holds current PC_HIT entries (else they are aged) */
+static inline void pc_insert_long(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint32_t want, uint32_t gen,
+                                  const uint32_t *ids, size_t nt) {
+    if (b == l || nt > PC_LONG_MAXTOK) return;
+    if (!(pc_free(l, gen, BPE_PC_MAXTOK) || !pc_protected(l, gen, BPE_PC_MAXTOK)) ||
+        !(pc_free(b, gen, BPE_PC_MAXTOK) || !pc_protected(b, gen, BPE_PC_MAXTOK))) {
+        pc_age(l);
+        pc_age(b);
+        return;
+    }
+    size_t n0 = nt < BPE_PC_MAXTOK ? nt : BPE_PC_MAXTOK;
+    l->wide.k0 = k->w0;
+    l->wide.k1 = k->w1;
+    l->wide.tag = want | (uint32_t)(nt << 8) | PC_HIT | PC_DBL;
+    memcpy(l->wide.ids, ids, n0 * sizeof(uint32_t));
+    if (nt <= BPE_PC_SLOTTOK) l->s[1].tag = 0; /* slot 1 must not stay valid beside a long head */
+    b->wide.k0 = k->w2;
+    b->wide.k1 = k->w0;
+    b->wide.tag = want | (255u << 8) | PC_HIT | PC_CONT;
+    memcpy(b->wide.ids, ids + n0, (nt - n0) * sizeof(uint32_t));
+}
+
+/* piece_emit for a piece of 17..PC_LONG_MAXLEN bytes: a hit needs the head in its line and the PC_CONT entry in the
+ * buddy.  Returns 0 on a hit, 1 on a miss, -1 when out of memory. */
+static int piece_emit_long(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *p, size_t len,
+                           const piece_key *k, size_t room, enc_state *st) {
+    bpe_pc_line *l = pc_line(memo, k->h), *b = pc_buddy(memo, l);
+    const uint32_t want = gen | (uint32_t)len;
+    uint32_t t0 = l->s[0].tag, tb = b->s[0].tag;
+    if (l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (t0 & PC_MATCH) == want && b != l && b->s[0].k0 == k->w2 &&
+        b->s[0].k1 == k->w0 && (tb & PC_MATCH) == (want | PC_CONT)) {
+        memcpy(st->ids.ids + st->ids.len, l->wide.ids, sizeof l->wide.ids);
+        memcpy(st->ids.ids + st->ids.len + BPE_PC_MAXTOK, b->wide.ids, sizeof b->wide.ids);
+        st->ids.len += PC_NTOK(t0);
+        if (FSTOK_UNLIKELY(!(t0 & tb & PC_HIT))) {
+            l->s[0].tag = t0 | PC_HIT;
+            b->s[0].tag = tb | PC_HIT;
+        }
+        return 0;
+    }
+    size_t before = st->ids.len;
+    uint32_t id = len <= m->max_span_len && bpe_seg_may_be_token(m, p, len)
+                      ? bpe_span_get_w(m, p, len, k->w0)
+                      : BPE_NONE;
+    if (id != BPE_NONE) {
+        if (bpe_vec_reserve(&st->ids, 1)) return -1;
+        st->ids.ids[st->ids.len++] = id;
+    } else if (bpe_encode_span_multi(m, memo, p, len, &st->ids))
+        return -1;
+    size_t nt = st->ids.len - before;
+    pc_insert_long(l, b, k, want, gen, st->ids.ids + before, nt);
+    return st->ids.cap - st->ids.len >= room ? 1 : bpe_vec_reserve(&st->ids, room) ? -1 : 1;
+}
+
 /* a hit in slot 1 of line l: the most recently used to slot 0 */
 static inline void pc_hit_slot1(bpe_pc_line *l) {
     bpe_pc_slot hit = l->s[1];
@@ -1416,7 +1494,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
     const size_t n = b - a;
     const uint8_t *base = s + a;
     const size_t avail_end = st->text_len - a; /* bytes readable from base */
-    const size_t room = BPE_PC_MAXLEN * (SPAN_CHUNK + 2);
+    const size_t room = PC_LONG_MAXLEN * (SPAN_CHUNK + 2); /* a hit writes up to 22 ids (2 x 11) */
     size_t ends[SPAN_CHUNK + 1];
     piece_key keys[PC_AHEAD];
     size_t pos = 0;
@@ -1449,6 +1527,12 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
                 __builtin_prefetch(memo->pc + (i_ ^ 1)); /* the buddy (even size: in range) */ \
                 __builtin_prefetch(m->span_tab + 2 * (k_->h & m->span_mask));               \
             }                                                                               \
+        } else if (len_ <= PC_LONG_MAXLEN) {                                                \
+            piece_key *k_ = &keys[(jj) % PC_AHEAD];                                         \
+            piece_key_long(base + pb_, len_, avail_end - pb_, k_);                          \
+            size_t i_ = ((k_->h >> 32) * pc_nlines) >> 32;                                  \
+            __builtin_prefetch(memo->pc + i_);                                              \
+            __builtin_prefetch(memo->pc + (i_ ^ 1));                                        \
         }                                                                                   \
     } while (0)
         for (size_t j = 0; j < k && j < PC_AHEAD; j++) PC_AHEAD_KEY(j);
@@ -1464,6 +1548,11 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
                     misses++;
                     rc = 0;
                 }
+            } else if (len <= PC_LONG_MAXLEN) {
+                piece_key key = keys[j % PC_AHEAD];
+                if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
+                rc = piece_emit_long(m, memo, gen, base + pb, len, &key, room, st);
+                if (rc > 0) rc = 0;
             } else {
                 if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
                 rc = bpe_encode_span_avail(m, memo, base + pb, len, avail_end - pb, &st->ids);
