@@ -14,7 +14,10 @@
  *    so a transition touches one place and walking down a word reads forward in memory;
  *  - sparse states compare their sorted labels with SIMD, then follow f(v) (usually to a hub);
  *  - offsets are computed only when asked for (a separate instantiation of the loop);
- *  - the GIL is released around every encode; encode_batch runs on pthreads.
+ *  - the GIL is released around every encode; encode_batch and long texts (encode_split) run on the
+ *    module's persistent worker pool (tpool.h);
+ *  - token-id ints are pinned (pyids.h: never freed), so result lists hold them without Py_INCREF and a
+ *    long text's list is filled by the pool threads (split_pinned).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,8 +26,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pyids.h"
+#include "tpool.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -1001,8 +1006,9 @@ typedef struct {
     uint16_t *slot_of;  /* per id: 1 + its slot, 0 while it has none */
     PyObject **slots;   /* the ints, in the order they were first needed (WP_SLOTS at most) */
     size_t n_slots, slot_cap; /* slot_cap: WP_SLOTS, or less for the tests ($FSTOK_WP_SLOTS) */
-    PyObject **idcache; /* per id, for ids beyond the first WP_SLOTS distinct ones (allocated then) */
+    PyObject **idcache; /* per id, for ids beyond the first WP_SLOTS distinct ones (allocated then; not pinned) */
     size_t n_ids;
+    int pinned; /* slots hold pinned ints of the module table (wpin_*): no reference owned, none handed out */
 } ModelObject;
 #define WP_SLOTS 65535
 
@@ -1014,7 +1020,8 @@ static void Model_dealloc(ModelObject *self) {
         for (size_t i = 0; i < self->n_ids; i++) Py_XDECREF(self->idcache[i]);
         free(self->idcache);
     }
-    for (size_t i = 0; i < self->n_slots; i++) Py_DECREF(self->slots[i]);
+    if (!self->pinned)
+        for (size_t i = 0; i < self->n_slots; i++) Py_DECREF(self->slots[i]);
     free(self->slots);
     free(self->slot_of);
     for (int i = 0; i < self->nbufs; i++) PyBuffer_Release(&self->bufs[i]);
@@ -1469,6 +1476,68 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
  * with acquire loads (peek_int). */
 static PyObject *id_int_new(ModelObject *self, uint32_t id);
 
+/* ---- pinned ints (pyids.h): one table per extension module, indexed by value in chunks of 1024
+ * pointers (allocated on first need and never moved, so threads without the GIL can read it while a GIL
+ * holder adds entries), filled lazily: an int is created, pinned and published the first time any model of
+ * this module needs it, so the ints still lie in memory in first-use order.  Shared by all models (a model
+ * loaded again reuses them: bounded by the largest vocabulary, like pyids_pinned_ints).  A model's slots
+ * point into it (pinned models own no reference: Model_dealloc leaves them).  With pinned ints a result
+ * list holds borrowed pointers and no Py_INCREF is taken, so the list of a long text can be filled by the
+ * pool threads without the GIL (split_pinned).  FSTOK_PIN_INTS=0 (or a Python that cannot pin) keeps the
+ * counted path. */
+#define WPIN_BITS 10
+#define WPIN_CHUNKS 4096 /* ids < 4M (larger ids: a fresh int each time, never seen in practice) */
+#define WPIN_MAX ((uint32_t)WPIN_CHUNKS << WPIN_BITS)
+static PyObject **wpin_chunk[WPIN_CHUNKS];
+
+/* with the GIL: whether this module pins ints (decided once: FSTOK_PIN_INTS, and a trial pin) */
+static int wpin_on(void) {
+    if (pyids_pin_state < 0) {
+        const char *env = getenv("FSTOK_PIN_INTS");
+        pyids_pin_state = PYIDS_CAN_PIN && !(env && env[0] == '0');
+        if (pyids_pin_state) { /* can this Python pin an int that is not one of its small ints? */
+            PyObject *v = PyLong_FromUnsignedLong(WPIN_MAX + 12345u); /* (kept pinned: one int) */
+            if (!v) {
+                PyErr_Clear();
+                pyids_pin_state = 0;
+            } else if (!pyids_pin(v)) {
+                Py_DECREF(v);
+                pyids_pin_state = 0;
+            }
+        }
+    }
+    return pyids_pin_state;
+}
+
+/* without the GIL: the pinned int of id, or NULL if none has been made yet */
+static inline PyObject *wpin_peek(uint32_t id) {
+    if (id >= WPIN_MAX) return NULL;
+    PyObject **c = __atomic_load_n(&wpin_chunk[id >> WPIN_BITS], __ATOMIC_ACQUIRE);
+    return c ? __atomic_load_n(&c[id & ((1u << WPIN_BITS) - 1)], __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* with the GIL, id < WPIN_MAX: the pinned int of id (borrowed; it is never freed), made on first need;
+ * NULL with an exception */
+static PyObject *wpin_get(uint32_t id) {
+    PyObject *v = wpin_peek(id);
+    if (v) return v;
+    PyObject **c = wpin_chunk[id >> WPIN_BITS];
+    if (!c) {
+        c = (PyObject **)calloc((size_t)1 << WPIN_BITS, sizeof(PyObject *));
+        if (!c) return PyErr_NoMemory();
+        __atomic_store_n(&wpin_chunk[id >> WPIN_BITS], c, __ATOMIC_RELEASE);
+    }
+    v = PyLong_FromUnsignedLong(id);
+    if (!v) return NULL;
+    if (!pyids_pin(v)) { /* (wpin_on's trial pin worked: not expected) */
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_RuntimeError, "fstok: could not pin a token-id int");
+        return NULL;
+    }
+    __atomic_store_n(&c[id & ((1u << WPIN_BITS) - 1)], v, __ATOMIC_RELEASE);
+    return v;
+}
+
 HOT PyObject *id_int(ModelObject *self, uint32_t id) {
     if (__builtin_expect(id < self->n_ids, 1)) {
         const uint32_t s = self->slot_of[id];
@@ -1481,8 +1550,28 @@ HOT PyObject *id_int(ModelObject *self, uint32_t id) {
     return id_int_new(self, id);
 }
 
+/* id_int for a pinned model: the list item without a reference taken (a fresh int for ids past the tables) */
+HOT PyObject *id_int_pinned(ModelObject *self, uint32_t id) {
+    if (__builtin_expect(id < self->n_ids, 1)) {
+        const uint32_t s = self->slot_of[id];
+        if (__builtin_expect(s != 0, 1)) return self->slots[s - 1];
+    }
+    return id_int_new(self, id);
+}
+
+/* the slow path of id_int / id_int_pinned (same reference rules) */
 static PyObject *id_int_new(ModelObject *self, uint32_t id) {
     if (id >= self->n_ids) return PyLong_FromUnsignedLong(id);
+    if (self->pinned) {
+        if (id >= WPIN_MAX) return PyLong_FromUnsignedLong(id);
+        PyObject *v = wpin_get(id);
+        if (v && self->n_slots < self->slot_cap) {
+            __atomic_store_n(&self->slots[self->n_slots], v, __ATOMIC_RELEASE);
+            self->n_slots++;
+            __atomic_store_n(&self->slot_of[id], (uint16_t)self->n_slots, __ATOMIC_RELEASE);
+        }
+        return v; /* (past the slots: the module table is the per-id table) */
+    }
     if (self->idcache && self->idcache[id]) {
         Py_INCREF(self->idcache[id]);
         return self->idcache[id];
@@ -1511,6 +1600,7 @@ static inline PyObject *peek_int(const ModelObject *self, uint32_t id) {
     if (id >= self->n_ids) return NULL;
     const uint32_t s = __atomic_load_n(&self->slot_of[id], __ATOMIC_ACQUIRE);
     if (s) return __atomic_load_n(&self->slots[s - 1], __ATOMIC_ACQUIRE);
+    if (self->pinned) return wpin_peek(id);
     PyObject **c = __atomic_load_n(&self->idcache, __ATOMIC_ACQUIRE);
     return c ? __atomic_load_n(&c[id], __ATOMIC_ACQUIRE) : NULL;
 }
@@ -1519,6 +1609,17 @@ static PyObject *ids_to_list(ModelObject *self, const outbuf *o) {
     PyObject *l = PyList_New((Py_ssize_t)o->n);
     if (!l) return NULL;
     PyObject **dst = ((PyListObject *)l)->ob_item;
+    if (self->pinned) {
+        for (size_t i = 0; i < o->n; i++) {
+            PyObject *v = id_int_pinned(self, o->ids[i]);
+            if (!v) {
+                Py_DECREF(l); /* (the items not yet set are NULL) */
+                return NULL;
+            }
+            dst[i] = v;
+        }
+        return l;
+    }
     for (size_t i = 0; i < o->n; i++) {
         PyObject *v = id_int(self, o->ids[i]);
         if (!v) {
@@ -1540,6 +1641,7 @@ static int build_idcache(ModelObject *self) {
     self->slots = (PyObject **)calloc(self->slot_cap ? self->slot_cap : 1, sizeof(PyObject *));
     if (!self->slot_of || !self->slots) { PyErr_NoMemory(); return -1; }
     self->n_ids = n;
+    self->pinned = wpin_on();
     return 0;
 }
 
@@ -1652,6 +1754,23 @@ static PyObject *Model_fast_encode(ModelObject *self, PyObject *fallback) {
     return f;
 }
 
+/* FSTOK_TRACE_THREADS=1: the long-text path prints where its time went to stderr (split_pinned; as
+ * run_bounds does in the BPE module) */
+static int trace_threads = -1;
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+static _Atomic long long trace_busy_ns; /* summed encode time of the texts of the current call */
+static int tracing(void) {
+    if (trace_threads < 0) {
+        const char *e = getenv("FSTOK_TRACE_THREADS");
+        trace_threads = e && e[0] == '1';
+    }
+    return trace_threads > 0;
+}
+
 typedef struct {
     const wp_tables *t;
     const char **s;
@@ -1665,6 +1784,7 @@ typedef struct {
 
 static void *batch_worker(void *arg) {
     batch_job *j = (batch_job *)arg;
+    const int tr = trace_threads > 0;
     for (;;) {
         pthread_mutex_lock(&j->mu);
         size_t i = j->next;
@@ -1673,6 +1793,7 @@ static void *batch_worker(void *arg) {
         pthread_mutex_unlock(&j->mu);
         if (i >= j->count) break;
         size_t end = i + chunk < j->count ? i + chunk : j->count;
+        double t0 = tr ? now_us() : 0;
         for (; i < end; i++) {
             /* encode into a copy on this thread's stack: the outs[] entries of neighbouring texts
              * share cache lines, and the encoder updates its outbuf once per token (false sharing
@@ -1682,13 +1803,38 @@ static void *batch_worker(void *arg) {
             else wp_encode_e2e(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &local);
             j->outs[i] = local;
         }
+        if (tr) atomic_fetch_add(&trace_busy_ns, (long long)((now_us() - t0) * 1e3));
     }
     return NULL;
 }
 
-/* Encode count texts on nthreads threads (the caller's thread is one of them), GIL released. */
-static void run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *outs, size_t count, int word,
-                     int nthreads) {
+/* Start fn(arg) on nthreads - 1 workers besides the caller: the module's persistent pool (tpool.h), or
+ * threads of this call while the pool runs another job (a second Python thread).  Returns the number of
+ * workers; *pooled says which kind (tp_wait vs pthread_join in workers_join).  No GIL needed. */
+static int workers_start(void *(*fn)(void *), void *arg, int nthreads, pthread_t *th, int *pooled) {
+    *pooled = 0;
+    if (nthreads <= 1) return 0;
+    int got = tp_start(fn, arg, nthreads - 1);
+    if (got >= 0) {
+        *pooled = 1;
+        return got;
+    }
+    int started = 0;
+    for (int k = 1; k < nthreads; k++)
+        if (pthread_create(&th[started], NULL, fn, arg) == 0) started++;
+    return started;
+}
+
+static void workers_join(int started, pthread_t *th, int pooled) {
+    if (pooled) tp_wait();
+    else
+        for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+}
+
+/* Encode count texts on nthreads threads (the caller's thread is one of them), GIL released.  Returns
+ * the number of threads that ran (the caller included). */
+static int run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *outs, size_t count, int word,
+                    int nthreads) {
     if (nthreads < 1) nthreads = 1;
     if ((size_t)nthreads > count) nthreads = (int)(count > 0 ? count : 1);
     if (nthreads > 256) nthreads = 256;
@@ -1701,23 +1847,147 @@ static void run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *
     job.next = 0;
     job.word = word;
     pthread_mutex_init(&job.mu, NULL);
+    int started = 0;
     Py_BEGIN_ALLOW_THREADS
     pthread_t th[256];
-    int started = 0;
-    for (int k = 1; k < nthreads; k++) {
-        if (pthread_create(&th[started], NULL, batch_worker, &job) == 0) started++;
-    }
+    int pooled;
+    started = workers_start(batch_worker, &job, nthreads, th, &pooled);
     batch_worker(&job);
-    for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+    workers_join(started, th, pooled);
     Py_END_ALLOW_THREADS
     pthread_mutex_destroy(&job.mu);
+    return started + 1;
 }
 
-/* Pipelined long-text encoding: nthreads workers encode the pieces (handed out in order) and turn
- * each piece's ids into borrowed pointers to the cached int objects (a read-only table: safe off the
- * GIL); the calling thread takes finished pieces in order and only INCREFs those pointers (that must
- * stay on the GIL-holding thread), prefetching ahead.  Building the 10^5-10^6 items of the result was
- * the serial tail that capped the speedup; now it overlaps the encoding and is mostly memory writes. */
+/* With pinned ints, a long text's list is filled after the encoding, by the pool: piece k's ids become the
+ * items dst[off[k], off[k+1]) (peek_int: slot table reads, no reference to take, no GIL).  An id whose int
+ * does not exist yet (a token this model never returned before) is left NULL and its piece flagged; the
+ * caller makes those ints afterwards, with the GIL. */
+typedef struct {
+    PyObject **dst;
+    const ModelObject *model;
+    const outbuf *outs;
+    const size_t *off;
+    int *missing;
+    size_t count;
+    atomic_size_t next;
+} wfill_job;
+
+static void *wfill_worker(void *arg) {
+    wfill_job *f = (wfill_job *)arg;
+    const ModelObject *self = f->model;
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
+        if (i >= f->count) break;
+        const uint32_t *ids = f->outs[i].ids;
+        PyObject **d = f->dst + f->off[i];
+        PyObject *miss = (PyObject *)1;
+        const size_t m = f->outs[i].n;
+        const uint16_t *slot_of = self->slot_of;
+        PyObject *const *slots = self->slots;
+        const uint32_t n_ids = (uint32_t)self->n_ids;
+        for (size_t q = 0; q < m; q++) {
+            uint32_t id = ids[q];
+            uint32_t sl = id < n_ids ? __atomic_load_n(&slot_of[id], __ATOMIC_ACQUIRE) : 0;
+            PyObject *v = sl ? __atomic_load_n(&slots[sl - 1], __ATOMIC_ACQUIRE) : peek_int(self, id);
+            d[q] = v;
+            miss = v ? miss : NULL;
+        }
+        f->missing[i] = !miss;
+    }
+    return NULL;
+}
+
+/* The list of a long text with pinned ints: encode the pieces on the pool (the caller too), allocate the
+ * list once, fill it on the pool without the GIL, make the ints not made yet.  split_pipelined (the
+ * counted way) has to take a reference per item on the GIL-holding thread, one after another: at 16
+ * threads that serial tail bounded the list output at 0.16-0.32 of one-shot. */
+static PyObject *split_pinned(ModelObject *self, const char **ps, Py_ssize_t *pn, outbuf *outs, size_t np,
+                              int nthreads) {
+    const int tr = tracing();
+    double tr0 = tr ? now_us() : 0, tr_enc = 0, tr_alloc = 0, tr_fill = 0, tr_fix = 0;
+    if (tr) atomic_store(&trace_busy_ns, 0);
+    size_t *off = (size_t *)calloc(np + 1, sizeof(size_t));
+    int *missing = (int *)calloc(np + 1, sizeof(int));
+    PyObject *result = NULL;
+    int ran = 0, filled_by = 0;
+    size_t total = 0, nfix = 0;
+    if (!off || !missing) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    ran = run_jobs(&self->t, ps, pn, outs, np, 0, nthreads);
+    if (tr) tr_enc = now_us();
+    for (size_t k = 0; k < np; k++) {
+        if (outs[k].oom) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        off[k] = total;
+        total += outs[k].n;
+    }
+    result = PyList_New((Py_ssize_t)total);
+    if (!result) goto done;
+    if (tr) tr_alloc = now_us();
+    {
+        wfill_job fj;
+        fj.dst = ((PyListObject *)result)->ob_item;
+        fj.model = self;
+        fj.outs = outs;
+        fj.off = off;
+        fj.missing = missing;
+        fj.count = np;
+        atomic_init(&fj.next, 0);
+        /* (small lists: filling on the caller alone is cheaper than waking the pool) */
+        int want = total >= 32768 ? (int)(total / 16384) : 1;
+        if (want > ran) want = ran;
+        Py_BEGIN_ALLOW_THREADS /* (the list is not visible to any other thread yet) */
+        /* (the pool, or the caller alone while another job holds the pool: threads of our own would cost
+         * more than the fill) */
+        int pooled = want > 1 ? tp_start(wfill_worker, &fj, want - 1) : -1;
+        filled_by = pooled > 0 ? pooled + 1 : 1;
+        wfill_worker(&fj);
+        if (pooled >= 0) tp_wait();
+        Py_END_ALLOW_THREADS
+    }
+    if (tr) tr_fill = now_us();
+    for (size_t k = 0; k < np; k++) { /* ints made for the first time, with the GIL */
+        if (!missing[k]) continue;
+        PyObject **d = ((PyListObject *)result)->ob_item + off[k];
+        for (size_t q = 0; q < outs[k].n; q++) {
+            if (d[q]) continue;
+            PyObject *v = id_int_pinned(self, outs[k].ids[q]);
+            if (!v) {
+                Py_CLEAR(result); /* (NULL items are skipped; the others are pinned or owned) */
+                goto done;
+            }
+            d[q] = v;
+            nfix++;
+        }
+    }
+    if (tr) tr_fix = now_us();
+done:
+    if (tr && tr_fix > 0) {
+        double end = now_us();
+        fprintf(stderr,
+                "fstok wordpiece split_pinned: %zu pieces %d threads | encoded %.0f us | list alloc %.0f | "
+                "filled %.0f (%d threads) | %zu ints made %.0f | total %.0f us | encode busy %.0f us (%.2f of "
+                "threads x encode) | %zu ids\n",
+                np, ran, tr_enc - tr0, tr_alloc - tr_enc, tr_fill - tr_alloc, filled_by, nfix, tr_fix - tr_fill,
+                end - tr0, atomic_load(&trace_busy_ns) / 1e3,
+                atomic_load(&trace_busy_ns) / 1e3 / (ran * (tr_enc - tr0)), total);
+    }
+    free(off);
+    free(missing);
+    return result;
+}
+
+/* Pipelined long-text encoding (ints not pinned: FSTOK_PIN_INTS=0): nthreads workers encode the pieces
+ * (handed out in order) and turn each piece's ids into borrowed pointers to the cached int objects (a
+ * read-only table: safe off the GIL); the calling thread takes finished pieces in order and only INCREFs
+ * those pointers (that must stay on the GIL-holding thread), prefetching ahead.  Building the 10^5-10^6
+ * items of the result was the serial tail that capped the speedup; now it overlaps the encoding and is
+ * mostly memory writes. */
 typedef struct {
     const wp_tables *t;
     const char **s;
@@ -1760,7 +2030,7 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
     size_t *lens = (size_t *)calloc(npieces, sizeof(size_t));
     size_t nref = 0; /* pieces whose items hold references */
     pthread_t th[256];
-    int started = 0, failed = 0;
+    int started = 0, failed = 0, pooled = 0;
     if (pyids_sync_init(&sync, npieces) < 0 || !ptrs || !lens) {
         pyids_sync_free(&sync);
         free(ptrs);
@@ -1777,9 +2047,9 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
     job.count = npieces;
     atomic_init(&job.next, 0);
     job.sync = &sync;
-    if (nthreads > 256) nthreads = 256;
-    for (int k = 0; k < nthreads; k++)
-        if (pthread_create(&th[started], NULL, split_worker, &job) == 0) started++;
+    if (nthreads > 255) nthreads = 255;
+    /* nthreads workers (the pool, or threads of this call): the caller INCREFs meanwhile */
+    started = workers_start(split_worker, &job, nthreads + 1, th, &pooled);
     if (!started) split_worker(&job); /* no thread could be started: encode here */
     for (size_t k = 0; k < npieces && !failed; k++) {
         if (!pyids_sync_ready(&sync, k)) {
@@ -1794,7 +2064,7 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
         nref = k + 1;
     }
     Py_BEGIN_ALLOW_THREADS
-    for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+    workers_join(started, th, pooled);
     Py_END_ALLOW_THREADS
     for (size_t k = 0; k < npieces; k++) lens[k] = outs[k].n;
     PyObject *result = pyids_list(ptrs, lens, npieces, nref, !failed);
@@ -1876,7 +2146,8 @@ static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
         }
     }
     if (mode == 0 && nthreads > 1 && npieces > 1) {
-        result = split_pipelined(self, ps, pn, outs, npieces, nthreads);
+        if (self->pinned) result = split_pinned(self, ps, pn, outs, npieces, nthreads);
+        else result = split_pipelined(self, ps, pn, outs, npieces, nthreads);
         goto done;
     }
     run_jobs(&self->t, ps, pn, outs, npieces, 0, nthreads);
