@@ -75,9 +75,18 @@ def test_pieces_without_tokens():
 def test_corpus_lists(name, corpus):
     t = tok(name)
     text = read_corpus(corpus)[:400_000]
+    if len(text) < t.PARALLEL_THRESHOLD:  # (multilingual.txt is smaller: repeated)
+        text = (text + "\n") * 2
     want = t.encode(text)
     for threads in (2, 4, 11):
         assert t.encode(text, num_threads=threads) == want
+    # numpy output: the ids copied into the bytes by the pool (>= 65536 ids) or by the caller
+    want_np = t._model.encode(text, 2)
+    assert len(want_np) // 4 >= 65536 or corpus == "multilingual"
+    for threads, parts in ((2, 0), (4, 0), (16, 0), (3, 4096)):
+        junk = bytes([255]) * len(want_np)  # (a freed block of the size: a piece not copied shows)
+        del junk
+        assert t._model.encode_split(text, threads, parts, 2) == want_np
 
 
 def test_error_then_pool_still_works():
