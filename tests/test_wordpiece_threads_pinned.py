@@ -89,6 +89,18 @@ def test_corpus_lists(name, corpus):
         assert t._model.encode_split(text, threads, parts, 2) == want_np
 
 
+def test_batch_on_the_pool():
+    # encode_batch runs on the pool too (a thread per 8 KB of text at most: small batches stay on the caller)
+    t = tok("bert-base-multilingual-cased")
+    texts = [TEXT[i:i + 97 + i % 300] for i in range(0, 200_000, 101)]
+    want = [t.encode(x) for x in texts]
+    for threads in (1, 2, 4, 8, 16):
+        assert t.encode_batch(texts, num_threads=threads) == want
+        assert t.encode_batch(texts[:5], num_threads=threads) == want[:5]
+    got_o = t.encode_batch(texts[:300], num_threads=4, with_offsets=True)
+    assert got_o == [t.encode_with_offsets(x) for x in texts[:300]]
+
+
 def test_error_then_pool_still_works():
     t = tok("bert-base-uncased")
     bad = "a b " * 70_000 + "\ud800"
