@@ -2172,6 +2172,10 @@ static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "encode_split: mode must be 0 (list) or 2 (bytes)");
         return NULL;
     }
+    const int tr = tracing();
+    double tr0 = tr ? now_us() : 0, tr_cut = 0, tr_enc = 0, tr_out = 0;
+    const char *how = "?";
+    int ran = 0;
     const char *s;
     Py_ssize_t n;
     if (text_bytes(text, &s, &n) < 0) return NULL;
@@ -2213,12 +2217,18 @@ static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
             pn[i] = (Py_ssize_t)(cut[i + 1] - cut[i]);
         }
     }
+    if (tr) tr_cut = now_us();
     if (mode == 0 && nthreads > 1 && npieces > 1) {
+        how = self->pinned ? "list, pinned (split_pinned)" : "list, counted (split_pipelined)";
         if (self->pinned) result = split_pinned(self, ps, pn, outs, npieces, nthreads);
         else result = split_pipelined(self, ps, pn, outs, npieces, nthreads);
+        if (tr) tr_enc = tr_out = now_us();
         goto done;
     }
-    int ran = run_jobs(&self->t, ps, pn, outs, npieces, 0, nthreads);
+    how = mode == 2 ? "bytes" : "list, one thread";
+    if (tr) atomic_store(&trace_busy_ns, 0);
+    ran = run_jobs(&self->t, ps, pn, outs, npieces, 0, nthreads);
+    if (tr) tr_enc = now_us();
     {
         size_t total = 0;
         for (size_t i = 0; i < npieces; i++) {
@@ -2245,8 +2255,23 @@ static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
             }
         }
     }
+    if (tr) tr_out = now_us();
 done:
     if (outs) for (size_t i = 0; i < npieces; i++) out_free(&outs[i]);
+    if (tr && tr_out > 0) {
+        double end = now_us();
+        if (ran) /* (the list paths print their own phases first) */
+            fprintf(stderr,
+                    "fstok wordpiece encode_split (%s): %zu pieces %d threads | utf8+cuts %.0f us | encoded %.0f | "
+                    "output %.0f | pieces freed %.0f | total %.0f us | encode busy %.0f us (%.2f of threads x encode)\n",
+                    how, npieces, ran, tr_cut - tr0, tr_enc - tr_cut, tr_out - tr_enc, end - tr_out, end - tr0,
+                    atomic_load(&trace_busy_ns) / 1e3, atomic_load(&trace_busy_ns) / 1e3 / (ran * (tr_enc - tr_cut)));
+        else
+            fprintf(stderr,
+                    "fstok wordpiece encode_split (%s): %zu pieces %d threads | utf8+cuts %.0f us | encoded+list %.0f | "
+                    "pieces freed %.0f | total %.0f us\n",
+                    how, npieces, nthreads, tr_cut - tr0, tr_out - tr_cut, end - tr_out, end - tr0);
+    }
     free(cut);
     free(ps);
     free(pn);
