@@ -217,3 +217,63 @@ def test_fresh_process_counted():
     assert r.returncode == 0, r.stderr[-3000:]
     if sys.version_info < (3, 12):
         assert "COUNTED" in r.stdout, r.stdout
+
+
+# tpool.h keeps one pool per extension module (its state is static: each .so has its own copy): a WordPiece
+# call and a BPE call each start pool threads of their own, and both can run their jobs at the same time.
+_POOLS = textwrap.dedent(
+    r"""
+    import os, sys, threading
+    sys.path.insert(0, os.environ["WP_TEST_DIR"])
+    from test_wordpiece_threads_pinned import _mixed_text
+    import fstok
+    def nthreads():
+        return len(os.listdir("/proc/self/task"))
+    wp = fstok.get_encoding("bert-base-uncased")
+    bpe = fstok.get_encoding("cl100k_base")
+    text = _mixed_text(300_000, seed=9)
+    want_wp, want_bpe = wp.encode(text), bpe.encode_ordinary(text)
+    n0 = nthreads()
+    assert wp.encode(text, num_threads=5) == want_wp
+    n1 = nthreads()
+    assert bpe.encode_ordinary(text, num_threads=5) == want_bpe
+    n2 = nthreads()
+    assert wp.encode(text, num_threads=5) == want_wp and bpe.encode_ordinary(text, num_threads=5) == want_bpe
+    n3 = nthreads()
+    errors = []
+    def run(f, want):
+        for _ in range(10):
+            if f() != want:
+                errors.append(1)
+    ths = [threading.Thread(target=run, args=(lambda: wp.encode(text, num_threads=5), want_wp)),
+           threading.Thread(target=run, args=(lambda: bpe.encode_ordinary(text, num_threads=5), want_bpe))]
+    for t in ths: t.start()
+    for t in ths: t.join()
+    print(n0, n1, n2, n3, nthreads(), "errors", len(errors))
+    """
+)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="needs /proc")
+def test_one_pool_per_extension_module():
+    env = dict(os.environ, WP_TEST_DIR=os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", _POOLS], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    n0, n1, n2, n3, n4, _, errors = r.stdout.split()
+    n0, n1, n2, n3, n4 = map(int, (n0, n1, n2, n3, n4))
+    assert int(errors) == 0
+    assert n1 - n0 == 4, r.stdout  # WordPiece's pool: 4 workers besides the caller, kept
+    assert n2 - n1 == 4, r.stdout  # BPE's own pool: 4 more (not WordPiece's)
+    assert n3 == n2, r.stdout      # both reused
+
+
+def test_trace_threads_prints_the_phases():
+    code = ("import fstok; t = fstok.get_encoding('bert-base-uncased'); x = ('a b ' * 80_000);"
+            "assert t.encode(x, num_threads=3) == t.encode(x);"
+            "assert list(t.encode_to_numpy(x, num_threads=3)) == t.encode(x)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, FSTOK_TRACE_THREADS="1", FSTOK_PIN_INTS="1"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    if _gil():
+        assert "split_pinned:" in r.stderr and "filled" in r.stderr, r.stderr
+    assert "encode_split (bytes)" in r.stderr and "encode busy" in r.stderr, r.stderr
