@@ -2181,7 +2181,15 @@ static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
     if (text_bytes(text, &s, &n) < 0) return NULL;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > 256) nthreads = 256;
-    if (parts < 1) parts = 4 * nthreads;
+    if (parts < 1) { /* pieces per thread: 4, or $FSTOK_SPLIT_PARTS (as for BPE; read once) */
+        static int per_thread = 0;
+        if (!per_thread) {
+            const char *e = getenv("FSTOK_SPLIT_PARTS");
+            long v = e ? strtol(e, NULL, 10) : 4;
+            per_thread = v < 1 ? 4 : v > 64 ? 64 : (int)v;
+        }
+        parts = per_thread * nthreads;
+    }
     if (parts > 4096) parts = 4096;
     size_t *cut = (size_t *)malloc(((size_t)parts + 1) * sizeof(size_t));
     const char **ps = (const char **)calloc((size_t)parts + 1, sizeof(char *));
