@@ -277,3 +277,35 @@ def test_trace_threads_prints_the_phases():
     if _gil():
         assert "split_pinned:" in r.stderr and "filled" in r.stderr, r.stderr
     assert "encode_split (bytes)" in r.stderr and "encode busy" in r.stderr, r.stderr
+
+
+def test_garbage_collections_while_the_pool_fills():
+    # the list is filled by the pool while this call has released the GIL; another thread's collections
+    # must not see its items before they are written (the list is untracked until then)
+    import gc
+
+    t = tok("bert-base-uncased")
+    texts = [TEXT, TEXT[::-1]]
+    want = [t.encode(x) for x in texts]
+    stop = threading.Event()
+    errors = []
+
+    def churn():
+        junk = []
+        while not stop.is_set():
+            junk.append([[object()] for _ in range(200)])
+            junk.append(bytes([255]) * (8 * len(want[0])))  # (freed blocks full of bad pointers)
+            if len(junk) > 6:
+                junk.clear()
+            gc.collect(0)
+
+    th = threading.Thread(target=churn)
+    th.start()
+    try:
+        for i in range(40):
+            if t.encode(texts[i % 2], num_threads=2 + i % 3) != want[i % 2]:
+                errors.append(i)
+    finally:
+        stop.set()
+        th.join()
+    assert not errors

@@ -1861,7 +1861,8 @@ static int run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *o
 
 /* with the GIL: a list of n items whose item array is allocated but not zeroed (PyList_New calloc's it: a
  * serial memset of 8 bytes per token, 30-60 us for 1 MB of English on 2 vCPUs); the caller must set every
- * item before the list is used or freed. */
+ * item before the list is used or freed, and keep the list untracked by the garbage collector until then
+ * (PyObject_GC_UnTrack: a collection in another thread would read the items). */
 static PyObject *list_unset(size_t n) {
     if (n == 0 || n > (size_t)PY_SSIZE_T_MAX / sizeof(PyObject *)) return PyList_New((Py_ssize_t)n);
     PyObject **items = (PyObject **)PyMem_Malloc(n * sizeof(PyObject *));
@@ -1996,6 +1997,9 @@ static PyObject *split_pinned(ModelObject *self, const char **ps, Py_ssize_t *pn
     }
     result = list_unset(total);
     if (!result) goto done;
+    /* untracked while its items are not all written: another Python thread takes the GIL while the pool
+     * fills it, and a garbage collection there would traverse the list's items (they are not zeroed) */
+    PyObject_GC_UnTrack(result);
     if (tr) tr_alloc = now_us();
     {
         wfill_job fj;
@@ -2009,7 +2013,7 @@ static PyObject *split_pinned(ModelObject *self, const char **ps, Py_ssize_t *pn
         /* (small lists: filling on the caller alone is cheaper than waking the pool) */
         int want = total >= 32768 ? (int)(total / 16384) : 1;
         if (want > ran) want = ran;
-        Py_BEGIN_ALLOW_THREADS /* (the list is not visible to any other thread yet) */
+        Py_BEGIN_ALLOW_THREADS /* (the list is not visible to any other thread: untracked, one reference) */
         /* (the pool, or the caller alone while another job holds the pool: threads of our own would cost
          * more than the fill) */
         int pooled = want > 1 ? tp_start(wfill_worker, &fj, want - 1) : -1;
@@ -2033,6 +2037,7 @@ static PyObject *split_pinned(ModelObject *self, const char **ps, Py_ssize_t *pn
             nfix++;
         }
     }
+    PyObject_GC_Track(result); /* (every item is an int now, or NULL) */
     if (tr) tr_fix = now_us();
 done:
     if (tr && tr_fix > 0) {
