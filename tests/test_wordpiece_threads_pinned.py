@@ -107,8 +107,13 @@ def test_error_then_pool_still_works():
     for _ in range(3):
         with pytest.raises(ValueError, match="lone surrogate"):
             t.encode(bad, num_threads=4)
+        with pytest.raises(ValueError, match="lone surrogate U\\+D800 at index 280000"):
+            t.encode_to_numpy(bad, num_threads=4)
+        with pytest.raises(ValueError, match="lone surrogate"):
+            t.encode_to_numpy(bad)
     want = t.encode(TEXT)
     assert t.encode(TEXT, num_threads=4) == want
+    assert t.encode_to_numpy(TEXT, num_threads=4).tolist() == want
 
 
 def test_two_python_threads_at_once():
