@@ -1464,14 +1464,15 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     return build_idcache(self);
 }
 
-/* The int object of token id `id` (a new reference), with the GIL.  The model's int objects are
+/* The int object of token id `id` (a new reference; for a pinned model see id_int_pinned and the pinned
+ * ints below), with the GIL.  The model's int objects are
  * created on first use, not at load: they then lie in memory in the order the text first needed them
  * (the ids of one language's common tokens side by side) instead of spread over the whole vocabulary
  * (120k ints = 3.8 MB for mBERT; see docs/wordpiece-tables.md).  The table that finds them is in that
  * order too: slot_of[id] (2 bytes per id) names the int's slot, and slots[] holds the pointers in
  * first-use order, so the ~15k distinct ids of a pass over multilingual.txt read ~2k lines of slots
  * and ~3k of slot_of instead of 8.3k lines of a per-id pointer table (0.96 MB for mBERT).  Past
- * WP_SLOTS distinct ids a per-id table takes the rest.  Entries only go from empty to an int, under
+ * WP_SLOTS distinct ids a per-id table takes the rest (pinned: the module's table).  Entries only go from empty to an int, under
  * the GIL (slot first, then its number, both with release stores); threads without the GIL read them
  * with acquire loads (peek_int). */
 static PyObject *id_int_new(ModelObject *self, uint32_t id);
