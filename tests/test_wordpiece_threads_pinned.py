@@ -282,6 +282,11 @@ def test_trace_threads_prints_the_phases():
     if _gil():
         assert "split_pinned:" in r.stderr and "filled" in r.stderr, r.stderr
     assert "encode_split (bytes)" in r.stderr and "encode busy" in r.stderr, r.stderr
+    assert "12 pieces 3 threads" in r.stderr, r.stderr  # 4 pieces per thread by default
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, FSTOK_TRACE_THREADS="1", FSTOK_SPLIT_PARTS="7"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "21 pieces 3 threads" in r.stderr, r.stderr  # FSTOK_SPLIT_PARTS: pieces per thread
 
 
 def test_garbage_collections_while_the_pool_fills():
