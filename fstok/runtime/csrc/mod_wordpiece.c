@@ -1472,9 +1472,9 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
  * order too: slot_of[id] (2 bytes per id) names the int's slot, and slots[] holds the pointers in
  * first-use order, so the ~15k distinct ids of a pass over multilingual.txt read ~2k lines of slots
  * and ~3k of slot_of instead of 8.3k lines of a per-id pointer table (0.96 MB for mBERT).  Past
- * WP_SLOTS distinct ids a per-id table takes the rest (pinned: the module's table).  Entries only go from empty to an int, under
- * the GIL (slot first, then its number, both with release stores); threads without the GIL read them
- * with acquire loads (peek_int). */
+ * WP_SLOTS distinct ids a per-id table takes the rest (pinned: the module's table).  Entries only go
+ * from empty to an int, under the GIL (slot first, then its number, both with release stores); threads
+ * without the GIL read them with acquire loads (peek_int). */
 static PyObject *id_int_new(ModelObject *self, uint32_t id);
 
 /* ---- pinned ints (pyids.h): one table per extension module, indexed by value in chunks of 1024
