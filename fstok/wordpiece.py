@@ -414,12 +414,15 @@ class WordPieceTokenizer:
     def encode_to_numpy(self, text: str, num_threads: Optional[int] = None) -> np.ndarray:
         """Ids as a uint32 array; with num_threads > 1 a long text is split across threads (same ids)."""
         text = _as_text(text)
-        _check_surrogates(text)
         if num_threads is not None:
             _check_threads(num_threads)
-        if num_threads is not None and num_threads > 1 and len(text) >= self.PARALLEL_THRESHOLD:
-            return np.frombuffer(self._model.encode_split(text, int(num_threads), 0, 2), dtype=np.uint32)
-        return np.frombuffer(self._model.encode(text, 2), dtype=np.uint32)
+        try:  # (a lone surrogate fails the UTF-8 conversion in C; no extra pass over the text here)
+            if num_threads is not None and num_threads > 1 and len(text) >= self.PARALLEL_THRESHOLD:
+                return np.frombuffer(self._model.encode_split(text, int(num_threads), 0, 2), dtype=np.uint32)
+            return np.frombuffer(self._model.encode(text, 2), dtype=np.uint32)
+        except UnicodeEncodeError:
+            _check_surrogates(text)
+            raise
 
     def encode_with_offsets_numpy(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         text = _as_text(text)

@@ -14,7 +14,10 @@
  *    so a transition touches one place and walking down a word reads forward in memory;
  *  - sparse states compare their sorted labels with SIMD, then follow f(v) (usually to a hub);
  *  - offsets are computed only when asked for (a separate instantiation of the loop);
- *  - the GIL is released around every encode; encode_batch runs on pthreads.
+ *  - the GIL is released around every encode; encode_batch and long texts (encode_split) run on the
+ *    module's persistent worker pool (tpool.h);
+ *  - token-id ints are pinned (pyids.h: never freed), so result lists hold them without Py_INCREF and a
+ *    long text's list is filled by the pool threads (split_pinned).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -23,8 +26,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "pyids.h"
+#include "tpool.h"
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -1001,8 +1006,9 @@ typedef struct {
     uint16_t *slot_of;  /* per id: 1 + its slot, 0 while it has none */
     PyObject **slots;   /* the ints, in the order they were first needed (WP_SLOTS at most) */
     size_t n_slots, slot_cap; /* slot_cap: WP_SLOTS, or less for the tests ($FSTOK_WP_SLOTS) */
-    PyObject **idcache; /* per id, for ids beyond the first WP_SLOTS distinct ones (allocated then) */
+    PyObject **idcache; /* per id, for ids beyond the first WP_SLOTS distinct ones (allocated then; not pinned) */
     size_t n_ids;
+    int pinned; /* slots hold pinned ints of the module table (wpin_*): no reference owned, none handed out */
 } ModelObject;
 #define WP_SLOTS 65535
 
@@ -1014,7 +1020,8 @@ static void Model_dealloc(ModelObject *self) {
         for (size_t i = 0; i < self->n_ids; i++) Py_XDECREF(self->idcache[i]);
         free(self->idcache);
     }
-    for (size_t i = 0; i < self->n_slots; i++) Py_DECREF(self->slots[i]);
+    if (!self->pinned)
+        for (size_t i = 0; i < self->n_slots; i++) Py_DECREF(self->slots[i]);
     free(self->slots);
     free(self->slot_of);
     for (int i = 0; i < self->nbufs; i++) PyBuffer_Release(&self->bufs[i]);
@@ -1457,17 +1464,80 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     return build_idcache(self);
 }
 
-/* The int object of token id `id` (a new reference), with the GIL.  The model's int objects are
+/* The int object of token id `id` (a new reference; for a pinned model see id_int_pinned and the pinned
+ * ints below), with the GIL.  The model's int objects are
  * created on first use, not at load: they then lie in memory in the order the text first needed them
  * (the ids of one language's common tokens side by side) instead of spread over the whole vocabulary
  * (120k ints = 3.8 MB for mBERT; see docs/wordpiece-tables.md).  The table that finds them is in that
  * order too: slot_of[id] (2 bytes per id) names the int's slot, and slots[] holds the pointers in
  * first-use order, so the ~15k distinct ids of a pass over multilingual.txt read ~2k lines of slots
  * and ~3k of slot_of instead of 8.3k lines of a per-id pointer table (0.96 MB for mBERT).  Past
- * WP_SLOTS distinct ids a per-id table takes the rest.  Entries only go from empty to an int, under
- * the GIL (slot first, then its number, both with release stores); threads without the GIL read them
- * with acquire loads (peek_int). */
+ * WP_SLOTS distinct ids a per-id table takes the rest (pinned: the module's table).  Entries only go
+ * from empty to an int, under the GIL (slot first, then its number, both with release stores); threads
+ * without the GIL read them with acquire loads (peek_int). */
 static PyObject *id_int_new(ModelObject *self, uint32_t id);
+
+/* ---- pinned ints (pyids.h): one table per extension module, indexed by value in chunks of 1024
+ * pointers (allocated on first need and never moved, so threads without the GIL can read it while a GIL
+ * holder adds entries), filled lazily: an int is created, pinned and published the first time any model of
+ * this module needs it, so the ints still lie in memory in first-use order.  Shared by all models (a model
+ * loaded again reuses them: bounded by the largest vocabulary, like pyids_pinned_ints).  A model's slots
+ * point into it (pinned models own no reference: Model_dealloc leaves them).  With pinned ints a result
+ * list holds borrowed pointers and no Py_INCREF is taken, so the list of a long text can be filled by the
+ * pool threads without the GIL (split_pinned).  FSTOK_PIN_INTS=0 (or a Python that cannot pin) keeps the
+ * counted path. */
+#define WPIN_BITS 10
+#define WPIN_CHUNKS 4096 /* ids < 4M (larger ids: a fresh int each time, never seen in practice) */
+#define WPIN_MAX ((uint32_t)WPIN_CHUNKS << WPIN_BITS)
+static PyObject **wpin_chunk[WPIN_CHUNKS];
+
+/* with the GIL: whether this module pins ints (decided once: FSTOK_PIN_INTS, and a trial pin) */
+static int wpin_on(void) {
+    if (pyids_pin_state < 0) {
+        const char *env = getenv("FSTOK_PIN_INTS");
+        pyids_pin_state = PYIDS_CAN_PIN && !(env && env[0] == '0');
+        if (pyids_pin_state) { /* can this Python pin an int that is not one of its small ints? */
+            PyObject *v = PyLong_FromUnsignedLong(WPIN_MAX + 12345u); /* (kept pinned: one int) */
+            if (!v) {
+                PyErr_Clear();
+                pyids_pin_state = 0;
+            } else if (!pyids_pin(v)) {
+                Py_DECREF(v);
+                pyids_pin_state = 0;
+            }
+        }
+    }
+    return pyids_pin_state;
+}
+
+/* without the GIL: the pinned int of id, or NULL if none has been made yet */
+static inline PyObject *wpin_peek(uint32_t id) {
+    if (id >= WPIN_MAX) return NULL;
+    PyObject **c = __atomic_load_n(&wpin_chunk[id >> WPIN_BITS], __ATOMIC_ACQUIRE);
+    return c ? __atomic_load_n(&c[id & ((1u << WPIN_BITS) - 1)], __ATOMIC_ACQUIRE) : NULL;
+}
+
+/* with the GIL, id < WPIN_MAX: the pinned int of id (borrowed; it is never freed), made on first need;
+ * NULL with an exception */
+static PyObject *wpin_get(uint32_t id) {
+    PyObject *v = wpin_peek(id);
+    if (v) return v;
+    PyObject **c = wpin_chunk[id >> WPIN_BITS];
+    if (!c) {
+        c = (PyObject **)calloc((size_t)1 << WPIN_BITS, sizeof(PyObject *));
+        if (!c) return PyErr_NoMemory();
+        __atomic_store_n(&wpin_chunk[id >> WPIN_BITS], c, __ATOMIC_RELEASE);
+    }
+    v = PyLong_FromUnsignedLong(id);
+    if (!v) return NULL;
+    if (!pyids_pin(v)) { /* (wpin_on's trial pin worked: not expected) */
+        Py_DECREF(v);
+        PyErr_SetString(PyExc_RuntimeError, "fstok: could not pin a token-id int");
+        return NULL;
+    }
+    __atomic_store_n(&c[id & ((1u << WPIN_BITS) - 1)], v, __ATOMIC_RELEASE);
+    return v;
+}
 
 HOT PyObject *id_int(ModelObject *self, uint32_t id) {
     if (__builtin_expect(id < self->n_ids, 1)) {
@@ -1481,8 +1551,28 @@ HOT PyObject *id_int(ModelObject *self, uint32_t id) {
     return id_int_new(self, id);
 }
 
+/* id_int for a pinned model: the list item without a reference taken (a fresh int for ids past the tables) */
+HOT PyObject *id_int_pinned(ModelObject *self, uint32_t id) {
+    if (__builtin_expect(id < self->n_ids, 1)) {
+        const uint32_t s = self->slot_of[id];
+        if (__builtin_expect(s != 0, 1)) return self->slots[s - 1];
+    }
+    return id_int_new(self, id);
+}
+
+/* the slow path of id_int / id_int_pinned (same reference rules) */
 static PyObject *id_int_new(ModelObject *self, uint32_t id) {
     if (id >= self->n_ids) return PyLong_FromUnsignedLong(id);
+    if (self->pinned) {
+        if (id >= WPIN_MAX) return PyLong_FromUnsignedLong(id);
+        PyObject *v = wpin_get(id);
+        if (v && self->n_slots < self->slot_cap) {
+            __atomic_store_n(&self->slots[self->n_slots], v, __ATOMIC_RELEASE);
+            self->n_slots++;
+            __atomic_store_n(&self->slot_of[id], (uint16_t)self->n_slots, __ATOMIC_RELEASE);
+        }
+        return v; /* (past the slots: the module table is the per-id table) */
+    }
     if (self->idcache && self->idcache[id]) {
         Py_INCREF(self->idcache[id]);
         return self->idcache[id];
@@ -1511,6 +1601,7 @@ static inline PyObject *peek_int(const ModelObject *self, uint32_t id) {
     if (id >= self->n_ids) return NULL;
     const uint32_t s = __atomic_load_n(&self->slot_of[id], __ATOMIC_ACQUIRE);
     if (s) return __atomic_load_n(&self->slots[s - 1], __ATOMIC_ACQUIRE);
+    if (self->pinned) return wpin_peek(id);
     PyObject **c = __atomic_load_n(&self->idcache, __ATOMIC_ACQUIRE);
     return c ? __atomic_load_n(&c[id], __ATOMIC_ACQUIRE) : NULL;
 }
@@ -1519,6 +1610,17 @@ static PyObject *ids_to_list(ModelObject *self, const outbuf *o) {
     PyObject *l = PyList_New((Py_ssize_t)o->n);
     if (!l) return NULL;
     PyObject **dst = ((PyListObject *)l)->ob_item;
+    if (self->pinned) {
+        for (size_t i = 0; i < o->n; i++) {
+            PyObject *v = id_int_pinned(self, o->ids[i]);
+            if (!v) {
+                Py_DECREF(l); /* (the items not yet set are NULL) */
+                return NULL;
+            }
+            dst[i] = v;
+        }
+        return l;
+    }
     for (size_t i = 0; i < o->n; i++) {
         PyObject *v = id_int(self, o->ids[i]);
         if (!v) {
@@ -1540,6 +1642,7 @@ static int build_idcache(ModelObject *self) {
     self->slots = (PyObject **)calloc(self->slot_cap ? self->slot_cap : 1, sizeof(PyObject *));
     if (!self->slot_of || !self->slots) { PyErr_NoMemory(); return -1; }
     self->n_ids = n;
+    self->pinned = wpin_on();
     return 0;
 }
 
@@ -1652,6 +1755,23 @@ static PyObject *Model_fast_encode(ModelObject *self, PyObject *fallback) {
     return f;
 }
 
+/* FSTOK_TRACE_THREADS=1: the long-text path prints where its time went to stderr (split_pinned; as
+ * run_bounds does in the BPE module) */
+static int trace_threads = -1;
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+static _Atomic long long trace_busy_ns; /* summed encode time of the texts of the current call */
+static int tracing(void) {
+    if (trace_threads < 0) {
+        const char *e = getenv("FSTOK_TRACE_THREADS");
+        trace_threads = e && e[0] == '1';
+    }
+    return trace_threads > 0;
+}
+
 typedef struct {
     const wp_tables *t;
     const char **s;
@@ -1665,6 +1785,7 @@ typedef struct {
 
 static void *batch_worker(void *arg) {
     batch_job *j = (batch_job *)arg;
+    const int tr = trace_threads > 0;
     for (;;) {
         pthread_mutex_lock(&j->mu);
         size_t i = j->next;
@@ -1673,6 +1794,7 @@ static void *batch_worker(void *arg) {
         pthread_mutex_unlock(&j->mu);
         if (i >= j->count) break;
         size_t end = i + chunk < j->count ? i + chunk : j->count;
+        double t0 = tr ? now_us() : 0;
         for (; i < end; i++) {
             /* encode into a copy on this thread's stack: the outs[] entries of neighbouring texts
              * share cache lines, and the encoder updates its outbuf once per token (false sharing
@@ -1682,13 +1804,38 @@ static void *batch_worker(void *arg) {
             else wp_encode_e2e(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &local);
             j->outs[i] = local;
         }
+        if (tr) atomic_fetch_add(&trace_busy_ns, (long long)((now_us() - t0) * 1e3));
     }
     return NULL;
 }
 
-/* Encode count texts on nthreads threads (the caller's thread is one of them), GIL released. */
-static void run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *outs, size_t count, int word,
-                     int nthreads) {
+/* Start fn(arg) on nthreads - 1 workers besides the caller: the module's persistent pool (tpool.h), or
+ * threads of this call while the pool runs another job (a second Python thread).  Returns the number of
+ * workers; *pooled says which kind (tp_wait vs pthread_join in workers_join).  No GIL needed. */
+static int workers_start(void *(*fn)(void *), void *arg, int nthreads, pthread_t *th, int *pooled) {
+    *pooled = 0;
+    if (nthreads <= 1) return 0;
+    int got = tp_start(fn, arg, nthreads - 1);
+    if (got >= 0) {
+        *pooled = 1;
+        return got;
+    }
+    int started = 0;
+    for (int k = 1; k < nthreads; k++)
+        if (pthread_create(&th[started], NULL, fn, arg) == 0) started++;
+    return started;
+}
+
+static void workers_join(int started, pthread_t *th, int pooled) {
+    if (pooled) tp_wait();
+    else
+        for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+}
+
+/* Encode count texts on nthreads threads (the caller's thread is one of them), GIL released.  Returns
+ * the number of threads that ran (the caller included). */
+static int run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *outs, size_t count, int word,
+                    int nthreads) {
     if (nthreads < 1) nthreads = 1;
     if ((size_t)nthreads > count) nthreads = (int)(count > 0 ? count : 1);
     if (nthreads > 256) nthreads = 256;
@@ -1701,23 +1848,220 @@ static void run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *
     job.next = 0;
     job.word = word;
     pthread_mutex_init(&job.mu, NULL);
+    int started = 0;
     Py_BEGIN_ALLOW_THREADS
     pthread_t th[256];
-    int started = 0;
-    for (int k = 1; k < nthreads; k++) {
-        if (pthread_create(&th[started], NULL, batch_worker, &job) == 0) started++;
-    }
+    int pooled;
+    started = workers_start(batch_worker, &job, nthreads, th, &pooled);
     batch_worker(&job);
-    for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+    workers_join(started, th, pooled);
     Py_END_ALLOW_THREADS
     pthread_mutex_destroy(&job.mu);
+    return started + 1;
 }
 
-/* Pipelined long-text encoding: nthreads workers encode the pieces (handed out in order) and turn
- * each piece's ids into borrowed pointers to the cached int objects (a read-only table: safe off the
- * GIL); the calling thread takes finished pieces in order and only INCREFs those pointers (that must
- * stay on the GIL-holding thread), prefetching ahead.  Building the 10^5-10^6 items of the result was
- * the serial tail that capped the speedup; now it overlaps the encoding and is mostly memory writes. */
+/* with the GIL: a list of n items whose item array is allocated but not zeroed (PyList_New calloc's it: a
+ * serial memset of 8 bytes per token, 30-60 us for 1 MB of English on 2 vCPUs); the caller must set every
+ * item before the list is used or freed, and keep the list untracked by the garbage collector until then
+ * (PyObject_GC_UnTrack: a collection in another thread would read the items). */
+static PyObject *list_unset(size_t n) {
+    if (n == 0 || n > (size_t)PY_SSIZE_T_MAX / sizeof(PyObject *)) return PyList_New((Py_ssize_t)n);
+    PyObject **items = (PyObject **)PyMem_Malloc(n * sizeof(PyObject *));
+    if (!items) return PyErr_NoMemory();
+    PyObject *l = PyList_New(0);
+    if (!l) {
+        PyMem_Free(items);
+        return NULL;
+    }
+    PyListObject *L = (PyListObject *)l;
+    L->ob_item = items;
+    L->allocated = (Py_ssize_t)n;
+    Py_SET_SIZE(L, (Py_ssize_t)n);
+    return l;
+}
+
+/* the numpy output of a long text: the pieces' ids copied into dst, by the pool when there are many (the
+ * copy of 1 MB of ids on one thread was ~0.1 ms of a 16-thread call) */
+typedef struct {
+    uint32_t *dst;
+    const outbuf *outs;
+    const size_t *off; /* piece k's ids go to dst + off[k] */
+    size_t count;
+    atomic_size_t next;
+} wcopy_job;
+
+static void *wcopy_worker(void *arg) {
+    wcopy_job *c = (wcopy_job *)arg;
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
+        if (i >= c->count) break;
+        if (c->outs[i].n) memcpy(c->dst + c->off[i], c->outs[i].ids, c->outs[i].n * sizeof(uint32_t));
+    }
+    return NULL;
+}
+
+static void copy_ids(const outbuf *outs, size_t np, uint32_t *dst, size_t total, int nthreads) {
+    int want = total >= 65536 ? (int)(total / 32768) : 1;
+    if (want > nthreads) want = nthreads;
+    size_t *off = want > 1 ? (size_t *)malloc((np + 1) * sizeof(size_t)) : NULL;
+    if (!off) { /* (one thread, or no memory for the offsets: copied here) */
+        for (size_t i = 0; i < np; i++) {
+            if (outs[i].n) memcpy(dst, outs[i].ids, outs[i].n * sizeof(uint32_t));
+            dst += outs[i].n;
+        }
+        return;
+    }
+    for (size_t i = 0, o = 0; i < np; i++) {
+        off[i] = o;
+        o += outs[i].n;
+    }
+    wcopy_job cj;
+    cj.dst = dst;
+    cj.outs = outs;
+    cj.off = off;
+    cj.count = np;
+    atomic_init(&cj.next, 0);
+    Py_BEGIN_ALLOW_THREADS /* (the bytes object is not visible to any other thread yet) */
+    int pooled = tp_start(wcopy_worker, &cj, want - 1);
+    wcopy_worker(&cj);
+    if (pooled >= 0) tp_wait();
+    Py_END_ALLOW_THREADS
+    free(off);
+}
+
+/* With pinned ints, a long text's list is filled after the encoding, by the pool: piece k's ids become the
+ * items dst[off[k], off[k+1]) (peek_int: slot table reads, no reference to take, no GIL).  An id whose int
+ * does not exist yet (a token this model never returned before) is left NULL and its piece flagged; the
+ * caller makes those ints afterwards, with the GIL. */
+typedef struct {
+    PyObject **dst;
+    const ModelObject *model;
+    const outbuf *outs;
+    const size_t *off;
+    int *missing;
+    size_t count;
+    atomic_size_t next;
+} wfill_job;
+
+static void *wfill_worker(void *arg) {
+    wfill_job *f = (wfill_job *)arg;
+    const ModelObject *self = f->model;
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
+        if (i >= f->count) break;
+        const uint32_t *ids = f->outs[i].ids;
+        PyObject **d = f->dst + f->off[i];
+        PyObject *miss = (PyObject *)1;
+        const size_t m = f->outs[i].n;
+        const uint16_t *slot_of = self->slot_of;
+        PyObject *const *slots = self->slots;
+        const uint32_t n_ids = (uint32_t)self->n_ids;
+        for (size_t q = 0; q < m; q++) {
+            uint32_t id = ids[q];
+            uint32_t sl = id < n_ids ? __atomic_load_n(&slot_of[id], __ATOMIC_ACQUIRE) : 0;
+            PyObject *v = sl ? __atomic_load_n(&slots[sl - 1], __ATOMIC_ACQUIRE) : peek_int(self, id);
+            d[q] = v;
+            miss = v ? miss : NULL;
+        }
+        f->missing[i] = !miss;
+    }
+    return NULL;
+}
+
+/* The list of a long text with pinned ints: encode the pieces on the pool (the caller too), allocate the
+ * list once, fill it on the pool without the GIL, make the ints not made yet.  split_pipelined (the
+ * counted way) has to take a reference per item on the GIL-holding thread, one after another: at 16
+ * threads that serial tail bounded the list output at 0.16-0.32 of one-shot. */
+static PyObject *split_pinned(ModelObject *self, const char **ps, Py_ssize_t *pn, outbuf *outs, size_t np,
+                              int nthreads) {
+    const int tr = tracing();
+    double tr0 = tr ? now_us() : 0, tr_enc = 0, tr_alloc = 0, tr_fill = 0, tr_fix = 0;
+    if (tr) atomic_store(&trace_busy_ns, 0);
+    size_t *off = (size_t *)calloc(np + 1, sizeof(size_t));
+    int *missing = (int *)calloc(np + 1, sizeof(int));
+    PyObject *result = NULL;
+    int ran = 0, filled_by = 0;
+    size_t total = 0, nfix = 0;
+    if (!off || !missing) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    ran = run_jobs(&self->t, ps, pn, outs, np, 0, nthreads);
+    if (tr) tr_enc = now_us();
+    for (size_t k = 0; k < np; k++) {
+        if (outs[k].oom) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        off[k] = total;
+        total += outs[k].n;
+    }
+    result = list_unset(total);
+    if (!result) goto done;
+    /* untracked while its items are not all written: another Python thread takes the GIL while the pool
+     * fills it, and a garbage collection there would traverse the list's items (they are not zeroed) */
+    PyObject_GC_UnTrack(result);
+    if (tr) tr_alloc = now_us();
+    {
+        wfill_job fj;
+        fj.dst = ((PyListObject *)result)->ob_item;
+        fj.model = self;
+        fj.outs = outs;
+        fj.off = off;
+        fj.missing = missing;
+        fj.count = np;
+        atomic_init(&fj.next, 0);
+        /* (small lists: filling on the caller alone is cheaper than waking the pool) */
+        int want = total >= 32768 ? (int)(total / 16384) : 1;
+        if (want > ran) want = ran;
+        Py_BEGIN_ALLOW_THREADS /* (the list is not visible to any other thread: untracked, one reference) */
+        /* (the pool, or the caller alone while another job holds the pool: threads of our own would cost
+         * more than the fill) */
+        int pooled = want > 1 ? tp_start(wfill_worker, &fj, want - 1) : -1;
+        filled_by = pooled > 0 ? pooled + 1 : 1;
+        wfill_worker(&fj);
+        if (pooled >= 0) tp_wait();
+        Py_END_ALLOW_THREADS
+    }
+    if (tr) tr_fill = now_us();
+    for (size_t k = 0; k < np; k++) { /* ints made for the first time, with the GIL */
+        if (!missing[k]) continue;
+        PyObject **d = ((PyListObject *)result)->ob_item + off[k];
+        for (size_t q = 0; q < outs[k].n; q++) {
+            if (d[q]) continue;
+            PyObject *v = id_int_pinned(self, outs[k].ids[q]);
+            if (!v) {
+                Py_CLEAR(result); /* (NULL items are skipped; the others are pinned or owned) */
+                goto done;
+            }
+            d[q] = v;
+            nfix++;
+        }
+    }
+    PyObject_GC_Track(result); /* (every item is an int now, or NULL) */
+    if (tr) tr_fix = now_us();
+done:
+    if (tr && tr_fix > 0) {
+        double end = now_us();
+        fprintf(stderr,
+                "fstok wordpiece split_pinned: %zu pieces %d threads | encoded %.0f us | list alloc %.0f | "
+                "filled %.0f (%d threads) | %zu ints made %.0f | total %.0f us | encode busy %.0f us (%.2f of "
+                "threads x encode) | %zu ids\n",
+                np, ran, tr_enc - tr0, tr_alloc - tr_enc, tr_fill - tr_alloc, filled_by, nfix, tr_fix - tr_fill,
+                end - tr0, atomic_load(&trace_busy_ns) / 1e3,
+                atomic_load(&trace_busy_ns) / 1e3 / (ran * (tr_enc - tr0)), total);
+    }
+    free(off);
+    free(missing);
+    return result;
+}
+
+/* Pipelined long-text encoding (ints not pinned: FSTOK_PIN_INTS=0): nthreads workers encode the pieces
+ * (handed out in order) and turn each piece's ids into borrowed pointers to the cached int objects (a
+ * read-only table: safe off the GIL); the calling thread takes finished pieces in order and only INCREFs
+ * those pointers (that must stay on the GIL-holding thread), prefetching ahead.  Building the 10^5-10^6
+ * items of the result was the serial tail that capped the speedup; now it overlaps the encoding and is
+ * mostly memory writes. */
 typedef struct {
     const wp_tables *t;
     const char **s;
@@ -1760,7 +2104,7 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
     size_t *lens = (size_t *)calloc(npieces, sizeof(size_t));
     size_t nref = 0; /* pieces whose items hold references */
     pthread_t th[256];
-    int started = 0, failed = 0;
+    int started = 0, failed = 0, pooled = 0;
     if (pyids_sync_init(&sync, npieces) < 0 || !ptrs || !lens) {
         pyids_sync_free(&sync);
         free(ptrs);
@@ -1777,9 +2121,9 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
     job.count = npieces;
     atomic_init(&job.next, 0);
     job.sync = &sync;
-    if (nthreads > 256) nthreads = 256;
-    for (int k = 0; k < nthreads; k++)
-        if (pthread_create(&th[started], NULL, split_worker, &job) == 0) started++;
+    if (nthreads > 255) nthreads = 255;
+    /* nthreads workers (the pool, or threads of this call): the caller INCREFs meanwhile */
+    started = workers_start(split_worker, &job, nthreads + 1, th, &pooled);
     if (!started) split_worker(&job); /* no thread could be started: encode here */
     for (size_t k = 0; k < npieces && !failed; k++) {
         if (!pyids_sync_ready(&sync, k)) {
@@ -1794,7 +2138,7 @@ static PyObject *split_pipelined(ModelObject *self, const char **ps, Py_ssize_t 
         nref = k + 1;
     }
     Py_BEGIN_ALLOW_THREADS
-    for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+    workers_join(started, th, pooled);
     Py_END_ALLOW_THREADS
     for (size_t k = 0; k < npieces; k++) lens[k] = outs[k].n;
     PyObject *result = pyids_list(ptrs, lens, npieces, nref, !failed);
@@ -1834,12 +2178,24 @@ static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "encode_split: mode must be 0 (list) or 2 (bytes)");
         return NULL;
     }
+    const int tr = tracing();
+    double tr0 = tr ? now_us() : 0, tr_cut = 0, tr_enc = 0, tr_out = 0;
+    const char *how = "?";
+    int ran = 0;
     const char *s;
     Py_ssize_t n;
     if (text_bytes(text, &s, &n) < 0) return NULL;
     if (nthreads < 1) nthreads = 1;
     if (nthreads > 256) nthreads = 256;
-    if (parts < 1) parts = 4 * nthreads;
+    if (parts < 1) { /* pieces per thread: 4, or $FSTOK_SPLIT_PARTS (as for BPE; read once) */
+        static int per_thread = 0;
+        if (!per_thread) {
+            const char *e = getenv("FSTOK_SPLIT_PARTS");
+            long v = e ? strtol(e, NULL, 10) : 4;
+            per_thread = v < 1 ? 4 : v > 64 ? 64 : (int)v;
+        }
+        parts = per_thread * nthreads;
+    }
     if (parts > 4096) parts = 4096;
     size_t *cut = (size_t *)malloc(((size_t)parts + 1) * sizeof(size_t));
     const char **ps = (const char **)calloc((size_t)parts + 1, sizeof(char *));
@@ -1875,11 +2231,18 @@ static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
             pn[i] = (Py_ssize_t)(cut[i + 1] - cut[i]);
         }
     }
+    if (tr) tr_cut = now_us();
     if (mode == 0 && nthreads > 1 && npieces > 1) {
-        result = split_pipelined(self, ps, pn, outs, npieces, nthreads);
+        how = self->pinned ? "list, pinned (split_pinned)" : "list, counted (split_pipelined)";
+        if (self->pinned) result = split_pinned(self, ps, pn, outs, npieces, nthreads);
+        else result = split_pipelined(self, ps, pn, outs, npieces, nthreads);
+        if (tr) tr_enc = tr_out = now_us();
         goto done;
     }
-    run_jobs(&self->t, ps, pn, outs, npieces, 0, nthreads);
+    how = mode == 2 ? "bytes" : "list, one thread";
+    if (tr) atomic_store(&trace_busy_ns, 0);
+    ran = run_jobs(&self->t, ps, pn, outs, npieces, 0, nthreads);
+    if (tr) tr_enc = now_us();
     {
         size_t total = 0;
         for (size_t i = 0; i < npieces; i++) {
@@ -1889,18 +2252,14 @@ static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
         if (mode == 2) {
             result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(total * 4));
             if (!result) goto done;
-            char *dst = PyBytes_AS_STRING(result);
-            for (size_t i = 0; i < npieces; i++) {
-                if (outs[i].n) memcpy(dst, outs[i].ids, outs[i].n * 4);
-                dst += outs[i].n * 4;
-            }
+            copy_ids(outs, npieces, (uint32_t *)PyBytes_AS_STRING(result), total, ran);
         } else {
             result = PyList_New((Py_ssize_t)total);
             if (!result) goto done;
             Py_ssize_t k = 0;
             for (size_t i = 0; i < npieces; i++) {
                 for (size_t j = 0; j < outs[i].n; j++) {
-                    PyObject *v = id_int(self, outs[i].ids[j]);
+                    PyObject *v = self->pinned ? id_int_pinned(self, outs[i].ids[j]) : id_int(self, outs[i].ids[j]);
                     if (!v) {
                         Py_CLEAR(result);
                         goto done;
@@ -1910,8 +2269,23 @@ static PyObject *Model_encode_split(ModelObject *self, PyObject *args) {
             }
         }
     }
+    if (tr) tr_out = now_us();
 done:
     if (outs) for (size_t i = 0; i < npieces; i++) out_free(&outs[i]);
+    if (tr && tr_out > 0) {
+        double end = now_us();
+        if (ran) /* (the list paths print their own phases first) */
+            fprintf(stderr,
+                    "fstok wordpiece encode_split (%s): %zu pieces %d threads | utf8+cuts %.0f us | encoded %.0f | "
+                    "output %.0f | pieces freed %.0f | total %.0f us | encode busy %.0f us (%.2f of threads x encode)\n",
+                    how, npieces, ran, tr_cut - tr0, tr_enc - tr_cut, tr_out - tr_enc, end - tr_out, end - tr0,
+                    atomic_load(&trace_busy_ns) / 1e3, atomic_load(&trace_busy_ns) / 1e3 / (ran * (tr_enc - tr_cut)));
+        else
+            fprintf(stderr,
+                    "fstok wordpiece encode_split (%s): %zu pieces %d threads | utf8+cuts %.0f us | encoded+list %.0f | "
+                    "pieces freed %.0f | total %.0f us\n",
+                    how, npieces, nthreads, tr_cut - tr0, tr_out - tr_cut, end - tr_out, end - tr0);
+    }
     free(cut);
     free(ps);
     free(pn);
@@ -1919,6 +2293,7 @@ done:
     return result;
 }
 
+#define BATCH_BYTES_PER_THREAD 8192
 static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     PyObject *seq;
     int nthreads = 1, mode = 0, word = 0;
@@ -1946,6 +2321,14 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
             goto done;
         }
         outs[i].want_offs = mode & 1;
+    }
+    {
+        /* a thread per BATCH_BYTES_PER_THREAD of text at most: waking a pool thread costs more than encoding
+         * a few short texts (32 English lines, 854 bytes: 7.5 us on one thread, 30 us on two) */
+        size_t bytes = 0;
+        for (Py_ssize_t i = 0; i < cnt; i++) bytes += (size_t)n[i];
+        size_t cap = 1 + bytes / BATCH_BYTES_PER_THREAD;
+        if (nthreads > 1 && (size_t)nthreads > cap) nthreads = (int)cap;
     }
     run_jobs(&self->t, s, n, outs, (size_t)cnt, word, nthreads);
     result = PyList_New(cnt);
