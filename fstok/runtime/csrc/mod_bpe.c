@@ -1188,7 +1188,6 @@ static void pc_init_masks(void) {
  * readable at p; near the end of the text (avail < 16) the words come from a zero-padded copy. */
 typedef struct {
     uint64_t w0, w1, h;
-    uint64_t w2; /* pieces of 17..PC_LONG_MAXLEN bytes: the third word (zero padded) */
 } piece_key;
 
 static inline void piece_key_of(const uint8_t *p, size_t len, size_t avail, piece_key *k) {
@@ -1211,19 +1210,18 @@ static inline void piece_key_of(const uint8_t *p, size_t len, size_t avail, piec
 #define PC_LONG_MAXLEN 24
 #define PC_LONG_MAXTOK (2 * BPE_PC_MAXTOK)
 
-static inline void piece_key_long(const uint8_t *p, size_t len, size_t avail, piece_key *k) {
-    if (FSTOK_LIKELY(avail >= PC_LONG_MAXLEN)) {
-        k->w0 = bpe_rd64(p);
-        k->w1 = bpe_rd64(p + 8);
-        k->w2 = bpe_rd64(p + 16) & PC_MASK0[len - 16];
-    } else {
-        uint8_t t[PC_LONG_MAXLEN] = {0};
-        memcpy(t, p, len);
-        k->w0 = bpe_rd64(t);
-        k->w1 = bpe_rd64(t + 8);
-        k->w2 = bpe_rd64(t + 16);
-    }
+static inline void piece_key_long(const uint8_t *p, size_t len, piece_key *k) { /* (len > 16 bytes readable) */
+    k->w0 = bpe_rd64(p);
+    k->w1 = bpe_rd64(p + 8);
     k->h = bpe_hash_bytes(p, len);
+}
+
+/* the third key word of a piece of 17..PC_LONG_MAXLEN bytes (zero padded) */
+static inline uint64_t piece_w2(const uint8_t *p, size_t len, size_t avail) {
+    if (FSTOK_LIKELY(avail >= PC_LONG_MAXLEN)) return bpe_rd64(p + 16) & PC_MASK0[len - 16];
+    uint8_t t[8] = {0};
+    memcpy(t, p + 16, len - 16);
+    return bpe_rd64(t);
 }
 
 /* lines in use: BPE_PC_LINES, or fewer from $FSTOK_BPE_PC_LINES read at import (tests: 1-3 lines make every
@@ -1248,10 +1246,10 @@ static inline bpe_pc_line *pc_buddy(bpe_memo *memo, bpe_pc_line *l) {
     return i < pc_nlines ? memo->pc + i : l;
 }
 
-/* tag = gen << 16 | ntok << 8 | flags | len (len <= 16: bits 0-4).  PC_HIT: the entry was stored or hit since a
- * miss last found it in the way (a miss does not evict such an entry, it clears the bit; so of two pieces that
- * keep taking each other's line, one stays).  PC_DBL: a piece of 12-16 tokens, whose ids 11.. are in the buddy, in
- * an entry with the same key and PC_CONT, which never matches a lookup (the bit is in the compare mask). */
+/* tag = gen << 16 | ntok << 8 | flags | len (len <= 24: bits 0-4).  PC_HIT: the entry was stored or hit since a
+ * miss last found it in the way: a miss stores its piece in the line (own or buddy) that holds no such entry; when
+ * both do, it clears their bits.  PC_DBL: a piece of 12-16 tokens, whose ids 11.. are in the buddy, in an entry
+ * with the same key and PC_CONT, which never matches a lookup (the bit is in the compare mask), or a long entry. */
 #define PC_NTOK(tag) (((tag) >> 8) & 0xFFu)
 #define PC_DBL 0x20u
 #define PC_HIT 0x40u
@@ -1303,8 +1301,8 @@ static inline void pc_store(bpe_pc_line *l, const piece_key *k, uint32_t tag, co
 }
 
 /* a piece missed the cache and encodes to nt ids: store it in its line l, or else the buddy b, where that evicts
- * no current PC_HIT entry (when both would, clear their bits and store nothing); 12-16 ids take both lines
- * (head in l, PC_CONT in b) */
+ * no current PC_HIT entry (when both would: clear their bits, store it in l); 12-16 ids take both lines (head in l,
+ * PC_CONT in b), and only where neither holds PC_HIT entries (else the bits are cleared and nothing is stored) */
 static inline void pc_insert(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint32_t want, uint32_t gen,
                              const uint32_t *ids, size_t nt) {
     uint32_t tag = want | (uint32_t)(nt << 8) | PC_HIT;
@@ -1326,17 +1324,20 @@ static inline void pc_insert(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k,
     if (pc_free(l, gen, nt) || !pc_protected(l, gen, nt)) d = l; /* its own line first: hits there take the fast path */
     else if (pc_free(b, gen, nt) || !pc_protected(b, gen, nt)) d = b;
     else {
+        /* both lines hold entries hit since they were last aged: age them, and still store the piece in its own
+         * line.  (Storing nothing kept o200k random text at 15.0k misses a pass instead of 16.3k, but a text seen
+         * for the first time after others then needed two misses per piece: +25% misses on new English.) */
         pc_age(l);
         pc_age(b);
-        return;
+        d = l;
     }
     pc_store(d, k, tag, ids, nt);
 }
 
 /* a long entry (a piece of 17..PC_LONG_MAXLEN bytes, nt <= PC_LONG_MAXTOK ids) over l and its buddy b, when neither
  * holds current PC_HIT entries (else they are aged) */
-static inline void pc_insert_long(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint32_t want, uint32_t gen,
-                                  const uint32_t *ids, size_t nt) {
+static inline void pc_insert_long(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint64_t w2, uint32_t want,
+                                  uint32_t gen, const uint32_t *ids, size_t nt) {
     if (b == l || nt > PC_LONG_MAXTOK) return;
     if (!(pc_free(l, gen, BPE_PC_MAXTOK) || !pc_protected(l, gen, BPE_PC_MAXTOK)) ||
         !(pc_free(b, gen, BPE_PC_MAXTOK) || !pc_protected(b, gen, BPE_PC_MAXTOK))) {
@@ -1350,7 +1351,7 @@ static inline void pc_insert_long(bpe_pc_line *l, bpe_pc_line *b, const piece_ke
     l->wide.tag = want | (uint32_t)(nt << 8) | PC_HIT | PC_DBL;
     memcpy(l->wide.ids, ids, n0 * sizeof(uint32_t));
     if (nt <= BPE_PC_SLOTTOK) l->s[1].tag = 0; /* slot 1 must not stay valid beside a long head */
-    b->wide.k0 = k->w2;
+    b->wide.k0 = w2;
     b->wide.k1 = k->w0;
     b->wide.tag = want | (255u << 8) | PC_HIT | PC_CONT;
     memcpy(b->wide.ids, ids + n0, (nt - n0) * sizeof(uint32_t));
@@ -1359,11 +1360,11 @@ static inline void pc_insert_long(bpe_pc_line *l, bpe_pc_line *b, const piece_ke
 /* piece_emit for a piece of 17..PC_LONG_MAXLEN bytes: a hit needs the head in its line and the PC_CONT entry in the
  * buddy.  Returns 0 on a hit, 1 on a miss, -1 when out of memory. */
 static int piece_emit_long(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *p, size_t len,
-                           const piece_key *k, size_t room, enc_state *st) {
+                           const piece_key *k, uint64_t w2, size_t room, enc_state *st) {
     bpe_pc_line *l = pc_line(memo, k->h), *b = pc_buddy(memo, l);
     const uint32_t want = gen | (uint32_t)len;
     uint32_t t0 = l->s[0].tag, tb = b->s[0].tag;
-    if (l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (t0 & PC_MATCH) == want && b != l && b->s[0].k0 == k->w2 &&
+    if (l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (t0 & PC_MATCH) == want && b != l && b->s[0].k0 == w2 &&
         b->s[0].k1 == k->w0 && (tb & PC_MATCH) == (want | PC_CONT)) {
         memcpy(st->ids.ids + st->ids.len, l->wide.ids, sizeof l->wide.ids);
         memcpy(st->ids.ids + st->ids.len + BPE_PC_MAXTOK, b->wide.ids, sizeof b->wide.ids);
@@ -1384,7 +1385,7 @@ static int piece_emit_long(const bpe_model *m, bpe_memo *memo, uint32_t gen, con
     } else if (bpe_encode_span_multi(m, memo, p, len, &st->ids))
         return -1;
     size_t nt = st->ids.len - before;
-    pc_insert_long(l, b, k, want, gen, st->ids.ids + before, nt);
+    pc_insert_long(l, b, k, w2, want, gen, st->ids.ids + before, nt);
     return st->ids.cap - st->ids.len >= room ? 1 : bpe_vec_reserve(&st->ids, room) ? -1 : 1;
 }
 
@@ -1529,7 +1530,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
             }                                                                               \
         } else if (len_ <= PC_LONG_MAXLEN) {                                                \
             piece_key *k_ = &keys[(jj) % PC_AHEAD];                                         \
-            piece_key_long(base + pb_, len_, avail_end - pb_, k_);                          \
+            piece_key_long(base + pb_, len_, k_);                                           \
             size_t i_ = ((k_->h >> 32) * pc_nlines) >> 32;                                  \
             __builtin_prefetch(memo->pc + i_);                                              \
             __builtin_prefetch(memo->pc + (i_ ^ 1));                                        \
@@ -1551,7 +1552,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
             } else if (len <= PC_LONG_MAXLEN) {
                 piece_key key = keys[j % PC_AHEAD];
                 if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
-                rc = piece_emit_long(m, memo, gen, base + pb, len, &key, room, st);
+                rc = piece_emit_long(m, memo, gen, base + pb, len, &key, piece_w2(base + pb, len, avail_end - pb), room, st);
                 if (rc > 0) rc = 0;
             } else {
                 if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
