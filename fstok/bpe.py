@@ -672,8 +672,9 @@ class BPETokenizer:
     ) -> list[int]:
         """Encode text (tiktoken `encode`): raises ValueError on disallowed special-token text.
 
-        num_threads > 1 on a long text (>= 128 KiB): the text is pre-tokenized in one pass and the pieces are
-        BPE-encoded on that many C threads (exact: the same ids as one thread)."""
+        num_threads > 1 on a long text (>= PARALLEL_THRESHOLD characters): the text is cut at positions the
+        compiled pre-tokenizer proves are piece boundaries, and the parts are encoded on that many C threads
+        (exact: the same ids as one thread; docs/parallel.md)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
@@ -688,11 +689,12 @@ class BPETokenizer:
     #: texts at least this long are cut at proven pre-tokenizer boundaries by encode(..., num_threads=N)
     PARALLEL_THRESHOLD = 256_000
 
-    def _encode_split(self, text: str, num_threads: int, allowed: frozenset) -> Optional[list[int]]:
-        """A long text cut at proven pre-tokenizer boundaries (fstok.parallel.ProvenSplitter, about 4
-        pieces per thread), the pieces encoded on native threads as texts of their own, one result list
-        (Model.encode_proven).  None where that does not apply (no compiled DFA, an HF normalizer or prefix
-        space, no proven boundary, lone surrogates): the caller encodes another way."""
+    def _encode_split(self, text: str, num_threads: int, allowed: frozenset, kind: int = 0):
+        """A long text cut at proven pre-tokenizer boundaries (fstok.parallel.ProvenSplitter, _PARTS_PER_THREAD
+        pieces per thread), the pieces encoded on native threads as texts of their own, one result
+        (Model.encode_proven; kind 0: a list, 1: the uint32 ids as bytes, 2: their number).  None where that
+        does not apply (no compiled DFA, an HF normalizer or prefix space, no proven boundary, lone
+        surrogates): the caller encodes another way."""
         if not self._native or self._python_text_path():
             return None
         from .parallel import bpe_splitter
@@ -709,7 +711,8 @@ class BPETokenizer:
             self.__dict__["_proven_args"] = args
         sp1, sp2 = self._matchers(allowed)
         try:
-            return self._model.encode_proven(text, *args, _PARTS_PER_THREAD * num_threads, sp1, int(num_threads), sp2)
+            return self._model.encode_proven(text, *args, _PARTS_PER_THREAD * num_threads, sp1, int(num_threads), sp2,
+                                             16384, kind)
         except UnicodeEncodeError:
             return None
 
@@ -729,12 +732,19 @@ class BPETokenizer:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        num_threads: int | None = None,
     ) -> np.ndarray:
+        """`encode` as a read-only uint32 array (no Python int per token); num_threads as in `encode`."""
         allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         self._check_disallowed(text, disallowed)
-        return np.frombuffer(self._run(text, allowed, 1)[0], dtype=np.uint32)
+        nt = 1 if num_threads is None else self._threads(num_threads, 1 << 30)
+        if nt > 1 and len(text) >= self.PARALLEL_THRESHOLD:
+            raw = self._encode_split(text, nt, allowed, 1)
+            if raw is not None:
+                return np.frombuffer(raw, dtype=np.uint32)
+        return np.frombuffer(self._run(text, allowed, 1, nt)[0], dtype=np.uint32)
 
     def count(
         self,
@@ -742,13 +752,20 @@ class BPETokenizer:
         *,
         allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
         disallowed_special: Literal["all"] | Collection[str] = (),
+        num_threads: int | None = None,
     ) -> int:
-        """Number of tokens of `encode(text, ...)` without building the list (specials ordinary by default)."""
+        """Number of tokens of `encode(text, ...)` without building the list (specials ordinary by default);
+        num_threads as in `encode`."""
         allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         self._check_disallowed(text, disallowed)
-        return self._run(text, allowed, 2)[0]
+        nt = 1 if num_threads is None else self._threads(num_threads, 1 << 30)
+        if nt > 1 and len(text) >= self.PARALLEL_THRESHOLD:
+            n = self._encode_split(text, nt, allowed, 2)
+            if n is not None:
+                return n
+        return self._run(text, allowed, 2, nt)[0]
 
     def encode_with_offsets(
         self,

@@ -2043,6 +2043,7 @@ typedef struct {
     pyids_sync *sync;
     double *tr_s, *tr_e; /* FSTOK_TRACE_THREADS: piece i's start and end (us) and its thread (-1: caller) */
     int *tr_w;
+    int kind; /* OUT_LIST, OUT_BYTES (uint32 ids) or OUT_COUNT: only a list needs the ints */
 } cuts_job;
 
 /* FSTOK_TRACE_THREADS=1: run_bounds prints where its time went to stderr (measuring thread scaling on a
@@ -2062,11 +2063,14 @@ static void cuts_encode_one(cuts_job *j, size_t i, bpe_memo *memo) {
     enc_state local;
     memset(&local, 0, sizeof local);
     local.memo = memo;
+    local.count_only = j->kind == OUT_COUNT;
     if (j->tr_s) j->tr_s[i] = t0, j->tr_w[i] = tp_worker_index();
     int rc = encode_text(self, j->sp, j->sp2, j->s + j->b[i], j->b[i + 1] - j->b[i], &local);
     local.memo = NULL;
     PyObject **pp = NULL;
-    if (self->ints_pinned) { /* (the list is filled from the ids after the encoding: fill_worker) */
+    if (j->kind != OUT_LIST) {
+        /* ids or a count: nothing to map */
+    } else if (self->ints_pinned) { /* (the list is filled from the ids after the encoding: fill_worker) */
         for (size_t q = 0; q < local.ids.len && !rc; q++) j->missing[i] |= local.ids.ids[q] >= self->m.n_ext;
     } else if (!rc && !(pp = pyids_borrow(self->ints, self->m.n_ext, local.ids.ids, local.ids.len, &j->missing[i]))) {
         rc = -1;
@@ -2100,6 +2104,7 @@ static void *cuts_worker(void *arg) {
  * GIL-holding thread alone took 0.2-0.5 ms of a 1-2 ms 16-thread call (1 MB, lent machine). */
 typedef struct {
     PyObject **dst;
+    uint32_t *dst_ids; /* OUT_BYTES: the ids themselves are copied here instead */
     PyObject *const *ints;
     const enc_state *st;
     const size_t *off;
@@ -2113,6 +2118,10 @@ static void *fill_worker(void *arg) {
         size_t i = atomic_fetch_add_explicit(&f->next, 1, memory_order_relaxed);
         if (i >= f->count) break;
         const uint32_t *ids = f->st[i].ids.ids;
+        if (f->dst_ids) {
+            if (f->st[i].ids.len) memcpy(f->dst_ids + f->off[i], ids, f->st[i].ids.len * sizeof(uint32_t));
+            continue;
+        }
         PyObject **d = f->dst + f->off[i];
         for (size_t q = 0, m = f->st[i].ids.len; q < m; q++) d[q] = f->ints[ids[q]];
     }
@@ -2140,6 +2149,37 @@ static size_t utf8_seek(const uint8_t *s, size_t n, size_t pos, size_t cnt, size
     return n;
 }
 
+/* The result of run_bounds for OUT_BYTES (the ids of every piece in order, as the bytes of a uint32 array, copied
+ * by the pool when large) or OUT_COUNT (their number).  Every piece is encoded and none failed. */
+static PyObject *run_ids_or_count(enc_state *st, size_t np, size_t nthreads, int kind) {
+    size_t total = 0;
+    for (size_t k = 0; k < np; k++) total += st[k].count + st[k].ids.len;
+    if (kind == OUT_COUNT) return PyLong_FromSize_t(total);
+    if (total > (size_t)PY_SSIZE_T_MAX / sizeof(uint32_t)) return PyErr_NoMemory();
+    PyObject *res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(total * sizeof(uint32_t)));
+    if (!res) return NULL;
+    size_t *off = (size_t *)malloc((np + 1) * sizeof(size_t));
+    if (!off) {
+        Py_DECREF(res);
+        return PyErr_NoMemory();
+    }
+    for (size_t k = 0, o = 0; k < np; k++) off[k] = o, o += st[k].ids.len;
+    fill_job fj;
+    memset(&fj, 0, sizeof fj);
+    fj.dst_ids = (uint32_t *)PyBytes_AS_STRING(res);
+    fj.st = st;
+    fj.off = off;
+    fj.count = np;
+    atomic_init(&fj.next, 0);
+    Py_BEGIN_ALLOW_THREADS /* (the bytes object is not visible to any other thread yet) */
+    int pooled = nthreads > 0 && total > 65536 ? tp_start(fill_worker, &fj, (int)nthreads) : -1;
+    fill_worker(&fj);
+    if (pooled >= 0) tp_wait();
+    Py_END_ALLOW_THREADS
+    free(off);
+    return res;
+}
+
 /* Encode the pieces s[b[k], b[k+1]) (k < np) on nthreads threads and return one list: nthreads - 1
  * pthreads and the calling thread, which (holding the GIL) INCREFs finished pieces in order and, whenever
  * the next one is not finished, encodes a piece itself (without the GIL).  Before, it started nthreads
@@ -2147,10 +2187,14 @@ static size_t utf8_seek(const uint8_t *s, size_t n, size_t pos, size_t cnt, size
  * references of the last pieces were all taken after the encoding (2 threads, 1 MB english: 0.64-0.78 of
  * one-shot). */
 static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b, size_t np, PyObject *spo,
-                            PyObject *sp2o, int nthreads) {
+                            PyObject *sp2o, int nthreads, int kind) {
     const SpecialsObject *sp, *sp2;
     if (get_specials(spo, &sp) || get_specials(sp2o, &sp2)) return NULL;
-    if (ensure_ints(self) < 0) return NULL;
+    if (kind != OUT_LIST && kind != OUT_BYTES && kind != OUT_COUNT) {
+        PyErr_Format(PyExc_ValueError, "unknown output kind %d", kind);
+        return NULL;
+    }
+    if (kind == OUT_LIST && ensure_ints(self) < 0) return NULL;
     if (trace_threads < 0) {
         const char *e = getenv("FSTOK_TRACE_THREADS");
         trace_threads = e && e[0] == '1';
@@ -2183,6 +2227,7 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     job.ptrs = ptrs;
     job.rc = rc;
     job.missing = missing;
+    job.kind = kind;
     atomic_init(&job.next, 0);
     job.sync = &sync;
     job.tr_s = job.tr_e = NULL;
@@ -2218,7 +2263,7 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
             }
             Py_END_ALLOW_THREADS
         }
-        if (self->ints_pinned) { /* (ids past the int table, never seen in practice: see below) */
+        if (kind != OUT_LIST || self->ints_pinned) { /* (pinned: ids past the int table, never seen in practice) */
             if (rc[k]) {
                 failed = 1;
                 break;
@@ -2242,7 +2287,10 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     Py_DECREF(spo);
     Py_DECREF(sp2o);
     for (size_t k = 0; k < np; k++) lens[k] = st[k].ids.len;
-    if (self->ints_pinned && failed) {
+    if (kind != OUT_LIST) {
+        if (failed) PyErr_NoMemory();
+        else result = run_ids_or_count(st, np, (size_t)started, kind);
+    } else if (self->ints_pinned && failed) {
         PyErr_NoMemory();
     } else if (self->ints_pinned) {
         if (!anymiss) {
@@ -2267,6 +2315,7 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
                 ((PyListObject *)result)->allocated = (Py_ssize_t)total;
                 fill_job fj;
                 fj.dst = items;
+                fj.dst_ids = NULL;
                 fj.ints = self->ints;
                 fj.st = st;
                 fj.off = off;
@@ -2383,7 +2432,7 @@ static PyObject *Model_encode_cuts(ModelObject *self, PyObject *args) {
         }
         b[np] = (size_t)n;
     }
-    result = run_bounds(self, s, b, np, spo, sp2o, nthreads);
+    result = run_bounds(self, s, b, np, spo, sp2o, nthreads, OUT_LIST);
 out:
     free(b);
     Py_DECREF(fast);
@@ -2478,14 +2527,15 @@ static size_t proven_backward(const proven_ctx *c, const uint8_t *s, size_t n, s
 }
 
 /* encode_proven(text, cls uint16[], ok uint8[K*K], K, guards list[bytes], parts, specials, num_threads,
- * sp2=None, search=16384) -> list[int]: cut near every k*len/parts byte at the nearest proven boundary
- * (forward first, then backward, within `search` bytes), encode the pieces as encode_cuts does. */
+ * sp2=None, search=16384, kind=OUT_LIST) -> list[int] (OUT_BYTES: the uint32 ids as bytes; OUT_COUNT: their number):
+ * cut near every k*len/parts byte at the nearest proven boundary (forward first, then backward, within `search`
+ * bytes), encode the pieces as encode_cuts does. */
 static PyObject *Model_encode_proven(ModelObject *self, PyObject *args) {
     PyObject *text, *clso, *oko, *guardso, *spo, *sp2o = Py_None;
     Py_ssize_t K, search = 16384;
-    int parts, nthreads;
-    if (!PyArg_ParseTuple(args, "OOOnOiOi|On", &text, &clso, &oko, &K, &guardso, &parts, &spo, &nthreads, &sp2o,
-                          &search))
+    int parts, nthreads, kind = OUT_LIST;
+    if (!PyArg_ParseTuple(args, "OOOnOiOi|Oni", &text, &clso, &oko, &K, &guardso, &parts, &spo, &nthreads, &sp2o,
+                          &search, &kind))
         return NULL;
     Py_ssize_t n;
     const uint8_t *s = model_text(self, text, &n);
@@ -2543,7 +2593,7 @@ static PyObject *Model_encode_proven(ModelObject *self, PyObject *args) {
         b[nb] = N;
         np = nb;
     }
-    result = run_bounds(self, s, b, np, spo, sp2o, nthreads);
+    result = run_bounds(self, s, b, np, spo, sp2o, nthreads, kind);
 out:
     if (cb.obj) PyBuffer_Release(&cb);
     if (ob.obj) PyBuffer_Release(&ob);
