@@ -10,7 +10,8 @@ For every (encoding, document):
      not counted: its Unicode tables differ from rust-regex's on a few code points of `stress`);
   2. encode_long(strategy="safe") and encode_ordinary(num_threads=N) == encode_ordinary for random thread
      counts / chunk lengths, and with specials inserted at random places, encode_long(...,
-     allowed_special="all") and encode(..., "all", num_threads=N) == encode(..., "all").
+     allowed_special="all") and encode(..., "all", num_threads=N) == encode(..., "all"); the same split's
+     encode_to_numpy(num_threads=N) and count(num_threads=N) agree too.
 Encodings: r50k_base, cl100k_base, o200k_base (bundled), llama3 (tokenizer.model + Llama-3 pattern),
 llama3-hf (hf-derived tokenizer.json, Split + ByteLevel), qwen (qwen.tiktoken + Qwen2 pattern).
 """
@@ -95,6 +96,9 @@ def main():
                 chunk = rng.choice([None, rng.randint(1, 100), rng.randint(100, 100_000)])
                 res.append(encode_long(tok, text, num_threads=nt, chunk_chars=chunk, strategy="safe") == ref)
                 res.append(tok.encode_ordinary(text, num_threads=nt) == ref)  # native cut search (encode_proven)
+                if hasattr(tok, "count_batch"):  # BPE: the uint32 and count outputs of the same split
+                    res.append(tok.encode_to_numpy(text, disallowed_special=(), num_threads=nt).tolist() == ref)
+                    res.append(tok.count(text, num_threads=nt) == len(ref))
             if specials:
                 parts, i = [], 0
                 sub = text[:300_000]
@@ -107,6 +111,9 @@ def main():
                 res.append(encode_long(tok, st, num_threads=rng.randint(2, 8), chunk_chars=rng.randint(1, 3000),
                                        allowed_special="all") == want)
                 res.append(tok.encode(st, allowed_special="all", num_threads=rng.randint(2, 16)) == want)
+                if hasattr(tok, "count_batch"):
+                    res.append(tok.encode_to_numpy(st, allowed_special="all",
+                                                   num_threads=rng.randint(2, 16)).tolist() == want)
             status = "ok" if all(res) else f"MISMATCH {res}"
             bad += not all(res)
             print(f"{name:<12}{doc:<14}{len(text):>10,} chars {npos:>9,} proven  {status}  "
