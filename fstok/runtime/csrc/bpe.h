@@ -79,6 +79,9 @@ typedef struct {
      * win_pair_buckets in lib_bpe.c, freed by bpe_model_release): buckets of one cache line, 7 slots + a sentinel. */
     uint64_t *win_vb;
     uint64_t win_vb_mask;       /* buckets - 1 */
+    /* Small-alphabet pair tables for the same encoder (win_alpha_get in lib_bpe.c, built on first use, freed by
+     * bpe_model_release): the tokens made of one byte set only (digit runs), renumbered 0..1022. */
+    void *win_alpha[8];
 } bpe_model;
 
 #define BPE_SEG_IN 1u

@@ -53,6 +53,10 @@ int bpe_model_prepare(bpe_model *m) {
 void bpe_model_release(bpe_model *m) {
     free(m->win_vb);
     m->win_vb = NULL;
+    for (size_t i = 0; i < sizeof m->win_alpha / sizeof m->win_alpha[0]; i++) {
+        free(m->win_alpha[i]);
+        m->win_alpha[i] = NULL;
+    }
     free(m->seg_mem);
     m->seg_mem = NULL;
     m->seg_big = NULL;
@@ -512,6 +516,10 @@ typedef struct {
     const uint64_t *vsig; /* its pair signatures */
     uint64_t vnb;         /* buckets (the index of the empty one) */
     int vshift;
+    const struct win_alpha_s *al; /* small-alphabet tables (win_alpha_get), or NULL */
+    const uint32_t *avb;          /* al's buckets, multiplier and shift (copied: no reload after key stores) */
+    uint64_t amul;
+    int ashift;
 } win_tabs;
 
 /* rank of the canonical pair (a, b), or WNB_NONE, without a data-dependent branch in the common case: the bloom
@@ -711,6 +719,293 @@ __attribute__((target("avx2,avx512f"))) static void win_encode_x2_vb(const win_t
 
 static int have_avx512 = -1; /* $FSTOK_BPE_NO_AVX512=1: 0 (tests: both paths) */
 
+/* ---- small alphabets (digit runs under r50k's \p{N}+): the tokens made only of the bytes of one set S, in rank
+ * order, get local ids 0..WA_MAXTOK-1, and their canonical pairs go to a table of WA_B-slot buckets of 32-bit slots
+ * (local key a << 10 | b, then the local merged id; slot 15 and empty slots: all ones = no pair) that fits in L1
+ * (r50k digits: 994 tokens, 984 pairs, 16 KiB).  Exact on a span whose bytes are all in S: every merge result on
+ * it is made of bytes of S, so a pair of two such tokens merges iff the local table has it, with the same order of
+ * ranks (local ids keep the internal order).  The lanes then hold local ids; each window's bytes are checked as
+ * they are read (a byte outside S: the span is redone with the full tables). */
+#define WA_MAXTOK 1023   /* local ids 0..1022; 0x3FF is "none" */
+#define WA_MAXBYTES 32
+#define WA_B 16          /* slots per bucket (one 64-byte line) */
+#define WA_SLOTS (sizeof(((bpe_model *)0)->win_alpha) / sizeof(void *))
+#define WA_MIN 1024      /* spans shorter than this keep the full tables */
+
+typedef struct win_alpha_s {
+    uint64_t set[4];      /* the alphabet S */
+    uint32_t ntok;        /* 0: not usable (too many tokens, or a byte without a token) */
+    uint32_t mul;         /* bucket = (uint32_t)(key * mul) >> shift */
+    int shift;
+    uint32_t *vb;         /* buckets */
+    uint32_t *glob;       /* local -> internal id */
+    uint32_t kbytes;      /* |S| */
+    uint8_t bidx[256] __attribute__((aligned(64)));  /* byte -> its index in S, 0xFF outside S */
+    uint32_t btok[WA_MAXBYTES] __attribute__((aligned(64))); /* index -> local id of the byte's token */
+    uint8_t cmul[64] __attribute__((aligned(64)));   /* |S| <= WA_KFAST: index c -> c * |S| */
+    uint32_t bp128[128] __attribute__((aligned(64))); /* |S| <= WA_KFAST: [c * |S| + d] = bpair[c][d] << 8 */
+    uint32_t bpair[WA_MAXBYTES * WA_MAXBYTES]; /* local merged id of two bytes' tokens, or WNB_NONE */
+} win_alpha;
+#define WA_KFAST 11 /* alphabets of up to 11 bytes: the first keys of a window from 128-entry tables (vpermi2d) */
+
+static int wa_off = -1; /* $FSTOK_BPE_NO_ALPHA=1: never (A/B, tests) */
+
+/* build the tables of alphabet `set` (ntok 0: not usable); NULL on allocation failure */
+static win_alpha *wa_new(const win_alpha *h, size_t extra) {
+    size_t hs = (sizeof(win_alpha) + 63) & ~(size_t)63;
+    win_alpha *a = (win_alpha *)aligned_alloc(64, hs + ((extra + 63) & ~(size_t)63));
+    if (a) memcpy(a, h, sizeof *a);
+    return a;
+}
+
+/* build the tables of alphabet `set` (ntok 0: not usable), one block (freed by bpe_model_release); NULL on
+ * allocation failure */
+static win_alpha *wa_build(const bpe_model *m, const uint64_t set[4]) {
+    static win_alpha h0;
+    win_alpha h = h0;
+    memcpy(h.set, set, sizeof h.set);
+    memset(h.bidx, 0xFF, sizeof h.bidx);
+    uint32_t nbytes = 0;
+    for (int b = 0; b < 256; b++)
+        if ((set[b >> 6] >> (b & 63)) & 1) {
+            if (nbytes == WA_MAXBYTES || m->byte_tok[b] >= m->n_int) return wa_new(&h, 0); /* ntok 0 */
+            h.bidx[b] = (uint8_t)nbytes++;
+        }
+    uint16_t *loc = (uint16_t *)malloc((size_t)m->n_int * sizeof(uint16_t));
+    if (!loc) return NULL;
+    memset(loc, 0xFF, (size_t)m->n_int * sizeof(uint16_t));
+    for (int b = 0; b < 256; b++)
+        if (h.bidx[b] != 0xFF) loc[m->byte_tok[b]] = 0xFFFE; /* a byte of S (numbered below) */
+    /* internal ids are in rank order and a token's canonical parts rank before it: one pass marks every token that
+     * merges can make from the bytes of S */
+    uint32_t cnt = 0, pairs = 0;
+    for (uint32_t t = 0; t < m->n_int; t++) {
+        uint32_t l = BPE_SPLIT_L(m, t), r = BPE_SPLIT_R(m, t);
+        int in = loc[t] == 0xFFFE || (l != t && l < t && r < t && loc[l] < 0xFFFE && loc[r] < 0xFFFE);
+        if (!in) continue;
+        if (cnt == WA_MAXTOK) {
+            free(loc);
+            return wa_new(&h, 0);
+        }
+        pairs += loc[t] != 0xFFFE;
+        loc[t] = (uint16_t)cnt++;
+    }
+    /* buckets of <= WA_B - 1 pairs: ~4 per bucket, a multiplier that overflows none */
+    uint32_t nb = 16, mul = 0;
+    while (nb * 4 < pairs) nb *= 2;
+    uint8_t fill[4096];
+    int sh = 32, ok = 0;
+    for (; nb <= sizeof fill; nb *= 2) {
+        sh = 32;
+        for (uint32_t x = nb; x > 1; x >>= 1) sh--;
+        for (uint32_t k = 0; k < 64 && !ok; k++) {
+            mul = (0x9E3779B1u + 0x6A09E668u * k) | 1;
+            memset(fill, 0, nb);
+            ok = 1;
+            for (uint32_t t = 0; t < m->n_int && ok; t++) {
+                if (loc[t] >= 0xFFFE || BPE_SPLIT_L(m, t) == t) continue;
+                uint32_t key = (uint32_t)loc[BPE_SPLIT_L(m, t)] << 10 | loc[BPE_SPLIT_R(m, t)];
+                if (++fill[(uint32_t)(key * mul) >> sh] >= WA_B) ok = 0; /* slot WA_B-1 stays the sentinel */
+            }
+        }
+        if (ok) break;
+    }
+    if (!ok) {
+        free(loc);
+        return wa_new(&h, 0);
+    }
+    win_alpha *a = wa_new(&h, (size_t)nb * WA_B * 4 + (size_t)cnt * 4);
+    if (!a) {
+        free(loc);
+        return NULL;
+    }
+    uint32_t *vb = (uint32_t *)((uint8_t *)a + ((sizeof(win_alpha) + 63) & ~(size_t)63)), *glob = vb + (size_t)nb * WA_B;
+    memset(vb, 0xFF, (size_t)nb * WA_B * 4);
+    for (uint32_t t = 0; t < m->n_int; t++) {
+        if (loc[t] >= 0xFFFE) continue;
+        glob[loc[t]] = t;
+        uint32_t l = BPE_SPLIT_L(m, t), r = BPE_SPLIT_R(m, t);
+        if (l == t) continue;
+        if (bpe_pair_lookup(m, l, r, 0) != t) { /* not the model's pair table: do not use it */
+            free(loc);
+            a->ntok = 0;
+            return a;
+        }
+        uint32_t key = (uint32_t)loc[l] << 10 | loc[r];
+        uint32_t *bk = vb + WA_B * ((uint32_t)(key * mul) >> sh);
+        int j = 0;
+        while (bk[j] != 0xFFFFFFFFu) j++;
+        bk[j] = key << 10 | loc[t];
+    }
+    for (int b = 0; b < 256; b++) {
+        if (a->bidx[b] == 0xFF) continue;
+        a->btok[a->bidx[b]] = loc[m->byte_tok[b]];
+        for (int c = 0; c < 256; c++) {
+            if (a->bidx[c] == 0xFF) continue;
+            uint32_t p = m->byte_pair[(uint32_t)b << 8 | c];
+            a->bpair[a->bidx[b] * WA_MAXBYTES + a->bidx[c]] = p == BPE_NONE ? WNB_NONE : loc[p];
+        }
+    }
+    free(loc);
+    a->kbytes = nbytes;
+    for (uint32_t c = 0; c < 128; c++) a->bp128[c] = 0xFFFFFFFFu;
+    if (nbytes <= WA_KFAST)
+        for (uint32_t c = 0; c < nbytes; c++) {
+            a->cmul[c] = (uint8_t)(c * nbytes);
+            for (uint32_t d = 0; d < nbytes; d++) a->bp128[c * nbytes + d] = a->bpair[c * WA_MAXBYTES + d] << 8;
+        }
+    a->vb = vb;
+    a->glob = glob;
+    a->mul = mul;
+    a->shift = sh;
+    a->ntok = cnt;
+    return a;
+}
+
+/* the tables for span s[0:n) when its bytes look like a small alphabet: S = the bytes of its first 256 bytes and of
+ * every 64th byte (a byte outside S later makes the lanes start over with the full tables); NULL: none */
+static const win_alpha *win_alpha_get(const bpe_model *m, const uint8_t *s, size_t n) {
+    uint64_t set[4] = {0, 0, 0, 0};
+    size_t h = n < 256 ? n : 256;
+    for (size_t i = 0; i < h; i++) set[s[i] >> 6] |= 1ull << (s[i] & 63);
+    for (size_t i = h; i < n; i += 64) set[s[i] >> 6] |= 1ull << (s[i] & 63);
+    if (__builtin_popcountll(set[0]) + __builtin_popcountll(set[1]) + __builtin_popcountll(set[2]) +
+            __builtin_popcountll(set[3]) > WA_MAXBYTES)
+        return NULL;
+    void **slots = ((bpe_model *)m)->win_alpha;
+    for (size_t k = 0; k < WA_SLOTS; k++) {
+        win_alpha *a = (win_alpha *)__atomic_load_n(&slots[k], __ATOMIC_ACQUIRE);
+        if (!a) {
+            /* a new alphabet (at most WA_SLOTS per model, usable or not: bounded memory and build time) */
+            win_alpha *b = wa_build(m, set);
+            if (!b) return NULL;
+            void *expect = NULL;
+            if (!__atomic_compare_exchange_n(&slots[k], &expect, b, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                free(b);
+                a = (win_alpha *)expect;
+            } else {
+                a = b;
+            }
+        }
+        if (!memcmp(a->set, set, sizeof set)) return a->ntok ? a : NULL;
+    }
+    return NULL;
+}
+
+/* pair_vb on local ids (t->al) */
+__attribute__((target("avx512f"), always_inline)) static inline uint32_t pair_loc(const win_tabs *t, uint32_t a,
+                                                                                  uint32_t b) {
+    uint32_t key = a << 10 | b;
+    const uint32_t *bk = t->avb + WA_B * (size_t)((uint32_t)(key * (uint32_t)t->amul) >> t->ashift);
+    __m512i v = _mm512_load_si512((const void *)bk);
+    __mmask16 hit = _mm512_cmpeq_epi32_mask(_mm512_srli_epi32(v, 10), _mm512_set1_epi32((int)key));
+    uint32_t r = bk[__builtin_ctz((unsigned)hit | 0x8000u)] & 0x3FF;
+    return r == 0x3FF ? WNB_NONE : r;
+}
+
+WL_STEP_DEF(wl_step_loc, "avx2,avx512f", pair_loc)
+
+static const uint8_t wa_iota1[BPE_WIN] __attribute__((aligned(64))) = {
+#define I8(k) k + 1, k + 2, k + 3, k + 4, k + 5, k + 6, k + 7, k + 8
+    I8(0), I8(8), I8(16), I8(24), I8(32), I8(40), I8(48), I8(56), I8(64), I8(72), I8(80), I8(88), I8(96), I8(104),
+    I8(112), I8(120)};
+#undef I8
+static const uint8_t wa_iotam1[BPE_WIN] __attribute__((aligned(64))) = {
+#define I8(k) k - 1, k, k + 1, k + 2, k + 3, k + 4, k + 5, k + 6
+    0xFF, 0, 1, 2, 3, 4, 5, 6, I8(8), I8(16), I8(24), I8(32), I8(40), I8(48), I8(56), I8(64), I8(72), I8(80), I8(88),
+    I8(96), I8(104), I8(112), I8(120)};
+#undef I8
+
+/* wl_init on local ids (AVX-512 VBMI: the bytes' indices in S by vpermi2b, 64 at a time, their tokens by vpermi2d,
+ * the first pair keys by vpermi2d from bp128 when |S| <= WA_KFAST); nonzero when a byte is outside the alphabet */
+__attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"), always_inline)) static inline uint32_t
+wl_init_loc(const win_tabs *t, win_lane *L, const uint8_t *s, size_t n) {
+    const win_alpha *al = t->al;
+    uint8_t c[BPE_WIN + 128] __attribute__((aligned(64)));
+    const __m512i *bx = (const __m512i *)al->bidx;
+    __m512i b0 = _mm512_load_si512(bx), b1 = _mm512_load_si512(bx + 1), b2 = _mm512_load_si512(bx + 2),
+            b3 = _mm512_load_si512(bx + 3);
+    uint64_t bad = 0;
+    _mm512_store_si512((__m512i *)(c + 64), _mm512_setzero_si512());
+    _mm512_store_si512((__m512i *)(c + 128), _mm512_setzero_si512());
+    for (size_t i = 0; i < n; i += 64) {
+        size_t r = n - i;
+        __mmask64 lm = r >= 64 ? ~0ull : (1ull << r) - 1;
+        __m512i x = _mm512_maskz_loadu_epi8(lm, s + i);
+        __m512i lo = _mm512_permutex2var_epi8(b0, x, b1), hi = _mm512_permutex2var_epi8(b2, x, b3);
+        __m512i v = _mm512_mask_blend_epi8(_mm512_movepi8_mask(x), lo, hi);
+        bad |= _mm512_movepi8_mask(v) & lm;
+        _mm512_store_si512((__m512i *)(c + i), v);
+    }
+    if (bad) return 1;
+    L->nb = (n + 31) / 32;
+    const __m512i *bt = (const __m512i *)al->btok;
+    __m512i t0 = _mm512_load_si512(bt), t1 = _mm512_load_si512(bt + 1);
+    for (size_t i = 0; i < n; i += 16) {
+        __m512i ix = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(c + i)));
+        _mm512_storeu_si512((void *)(L->tok + i), _mm512_permutex2var_epi32(t0, ix, t1));
+    }
+    memcpy(L->nx, wa_iota1, BPE_WIN);
+    memcpy(L->pv, wa_iotam1, BPE_WIN);
+    L->nx[(n - 1) & (BPE_WIN - 1)] = WPOS_NONE;
+    if (al->kbytes <= WA_KFAST) {
+        uint8_t ix8[BPE_WIN] __attribute__((aligned(64)));
+        __m512i cm = _mm512_load_si512((const void *)al->cmul);
+        for (size_t i = 0; i < n; i += 64) {
+            __m512i a = _mm512_load_si512((const void *)(c + i)), b = _mm512_loadu_si512((const void *)(c + i + 1));
+            _mm512_store_si512((void *)(ix8 + i), _mm512_add_epi8(_mm512_permutexvar_epi8(a, cm), b));
+        }
+        const __m512i *pt = (const __m512i *)al->bp128;
+        __m512i p0 = _mm512_load_si512(pt), p1 = _mm512_load_si512(pt + 1), p2 = _mm512_load_si512(pt + 2),
+                p3 = _mm512_load_si512(pt + 3), p4 = _mm512_load_si512(pt + 4), p5 = _mm512_load_si512(pt + 5),
+                p6 = _mm512_load_si512(pt + 6), p7 = _mm512_load_si512(pt + 7);
+        __m512i io = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), k32 = _mm512_set1_epi32(32),
+                k64 = _mm512_set1_epi32(64), k16 = _mm512_set1_epi32(16);
+        for (size_t i = 0; i < n; i += 16) {
+            __m512i ix = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(ix8 + i)));
+            __mmask16 h5 = _mm512_test_epi32_mask(ix, k32), h6 = _mm512_test_epi32_mask(ix, k64);
+            __m512i r0 = _mm512_mask_blend_epi32(h5, _mm512_permutex2var_epi32(p0, ix, p1),
+                                                 _mm512_permutex2var_epi32(p2, ix, p3));
+            __m512i r1 = _mm512_mask_blend_epi32(h5, _mm512_permutex2var_epi32(p4, ix, p5),
+                                                 _mm512_permutex2var_epi32(p6, ix, p7));
+            _mm512_storeu_si512((void *)(L->key + i), _mm512_or_si512(_mm512_mask_blend_epi32(h6, r0, r1), io));
+            io = _mm512_add_epi32(io, k16);
+        }
+    } else {
+        for (size_t i = 0; i + 1 < n; i++)
+            L->key[i] = al->bpair[(c[i] & (WA_MAXBYTES - 1)) * WA_MAXBYTES + (c[i + 1] & (WA_MAXBYTES - 1))] << 8 |
+                        (uint32_t)i;
+    }
+    for (size_t i = n - 1; i < 32 * L->nb; i++) L->key[i] = WKEY_NONE;
+    return 0;
+}
+
+/* win_encode_x2_vb on local ids; nonzero: a byte outside the alphabet (nothing encoded) */
+__attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) static uint32_t win_encode_x2_loc(const win_tabs *t, win_lane *L,
+                                                                         const uint8_t *s0, size_t n0,
+                                                                         const uint8_t *s1, size_t n1) {
+    uint32_t bad = wl_init_loc(t, &L[0], s0, n0);
+    int a = 1, b = n1 > 0;
+    if (b) bad |= wl_init_loc(t, &L[1], s1, n1);
+    if (bad) return bad;
+    while (a & b) {
+        a = wl_step_loc(t, &L[0]);
+        b = wl_step_loc(t, &L[1]);
+    }
+    while (a) a = wl_step_loc(t, &L[0]);
+    while (b) b = wl_step_loc(t, &L[1]);
+    return 0;
+}
+
+static inline size_t wl_out_loc(const win_tabs *t, const win_lane *L, uint32_t *out, uint8_t *st) {
+    size_t c = 0;
+    for (size_t i = 0; i != WPOS_NONE; i = L->nx[i]) {
+        out[c] = t->al->glob[L->tok[i]];
+        st[c++] = (uint8_t)i;
+    }
+    return c;
+}
+
 /* one lane of a stitched span: encode_stitched's state */
 typedef struct {
     const uint8_t *s;
@@ -747,7 +1042,8 @@ static int lane_apply(const bpe_model *m, stitch_lane *t, const uint32_t *buf, c
 
 static inline size_t lane_wlen(const stitch_lane *t) { return t->n - t->pos < BPE_WIN ? t->n - t->pos : BPE_WIN; }
 
-/* run lanes to their ends, two windows at a time while both have work; 1: too many repairs */
+/* run lanes to their ends, two windows at a time while both have work; 1: too many repairs, 2: a byte outside the
+ * alphabet of tb->al */
 static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, stitch_lane *B, size_t margin) {
     win_lane L[2];
     uint32_t buf[BPE_WIN];
@@ -757,14 +1053,20 @@ static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, sti
         if (!ha && !hb) return 0;
         stitch_lane *P = ha ? A : B, *Q = ha && hb ? B : NULL;
         size_t wp = lane_wlen(P), wq = Q ? lane_wlen(Q) : 0;
-        if (tb->vb)
-            win_encode_x2_vb(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
-        else
-            win_encode_x2(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
-        size_t c = wl_out(&L[0], buf, st);
+        size_t c;
+        if (tb->al) {
+            if (win_encode_x2_loc(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq)) return 2;
+            c = wl_out_loc(tb, &L[0], buf, st);
+        } else {
+            if (tb->vb)
+                win_encode_x2_vb(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
+            else
+                win_encode_x2(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
+            c = wl_out(&L[0], buf, st);
+        }
         if (lane_apply(m, P, buf, st, c, wp, margin)) return 1;
         if (Q) {
-            c = wl_out(&L[1], buf, st);
+            c = tb->al ? wl_out_loc(tb, &L[1], buf, st) : wl_out(&L[1], buf, st);
             if (lane_apply(m, Q, buf, st, c, wq, margin)) return 1;
         }
     }
@@ -775,11 +1077,13 @@ static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, sti
  * fallbacks run).  With the default overlap, a boundary both lanes share is nearly always a true one. */
 static int x2_join = -1;
 
-static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, size_t margin, bpe_vec *out) {
+static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, size_t margin, bpe_vec *out,
+                              const win_alpha *al) {
     size_t base = out->len;
+    int rc;
     win_tabs tb = {m->pair_tab, m->pair_bloom, m->byte_tok, m->byte_pair, m->pair_mask, m->pair_shift, m->bloom_shift,
-                   NULL, NULL, 0, 0};
-    if (__atomic_load_n(&have_avx512, __ATOMIC_RELAXED) > 0) {
+                   NULL, NULL, 0, 0, al, al ? al->vb : NULL, al ? al->mul : 0, al ? al->shift : 0};
+    if (!al && __atomic_load_n(&have_avx512, __ATOMIC_RELAXED) > 0) {
         uint64_t vm = 0;
         tb.vb = win_pair_buckets(m, &vm);
         tb.vnb = vm + 1;
@@ -790,7 +1094,8 @@ static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, si
     if (bpe_vec_reserve(out, n)) return -1;
     stitch_lane A = {s, n, 0, 0, 0, 8 + n / 64, out->ids + base, 0};
     if (n < X2_MIN) {
-        if (lanes_run(m, &tb, &A, NULL, margin)) goto bucket;
+        if ((rc = lanes_run(m, &tb, &A, NULL, margin)) == 2) return 2;
+        if (rc) goto bucket;
         out->len = base + A.len;
         return 0;
     }
@@ -808,8 +1113,9 @@ static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, si
     A.n = mid + ov;
     A.budget = 8 + A.n / 64;
     stitch_lane B = {s + mid, n - mid, 0, 0, 0, 8 + (n - mid) / 64, ob, 0};
-    if (lanes_run(m, &tb, &A, &B, margin)) {
+    if ((rc = lanes_run(m, &tb, &A, &B, margin))) {
         free(ob);
+        if (rc == 2) return 2;
         goto bucket;
     }
     /* B's token starts in [lo, hi] (offsets from mid), then A's token ends from the right: the largest common one */
@@ -840,7 +1146,8 @@ static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, si
         ia = A.len, pa = A.n;
         while (ia > 0 && pa > mid) pa -= BPE_LEN(m, A.o[--ia]);
         A.len = ia, A.pos = pa, A.n = n, A.streak = 0, A.budget = 8 + n / 64;
-        if (lanes_run(m, &tb, &A, NULL, margin)) goto bucket;
+        if ((rc = lanes_run(m, &tb, &A, NULL, margin)) == 2) return 2;
+        if (rc) goto bucket;
     }
     out->len = base + A.len;
     return 0;
@@ -883,7 +1190,21 @@ static int encode_stitched(const bpe_model *m, const uint8_t *s, size_t n, bpe_v
         int z = __builtin_cpu_supports("avx512f") && !(e && e[0] == '1') ? 1 : 0;
         __atomic_store_n(&have_avx512, z, __ATOMIC_RELAXED);
     }
-    if (av) return encode_stitched_x2(m, s, n, margin, out);
+    if (av) {
+        const win_alpha *al = NULL;
+        if (n >= WA_MIN && __atomic_load_n(&have_avx512, __ATOMIC_RELAXED) > 0) {
+            int off = __atomic_load_n(&wa_off, __ATOMIC_RELAXED);
+            if (off < 0) {
+                const char *e = getenv("FSTOK_BPE_NO_ALPHA");
+                off = (e && e[0] == '1') || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vbmi");
+                __atomic_store_n(&wa_off, off, __ATOMIC_RELAXED);
+            }
+            if (!off) al = win_alpha_get(m, s, n);
+        }
+        int rc = encode_stitched_x2(m, s, n, margin, out, al);
+        if (rc == 2) rc = encode_stitched_x2(m, s, n, margin, out, NULL); /* a byte outside the alphabet */
+        return rc;
+    }
 #endif
     if (bpe_vec_reserve(out, n)) return -1;
     uint32_t *o = out->ids, buf[BPE_WIN];
