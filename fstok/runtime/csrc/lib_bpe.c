@@ -607,7 +607,7 @@ static const uint64_t *win_pair_buckets(const bpe_model *m, uint64_t *mask_out) 
 
 /* one window of a lane: the same state as win_encode's */
 typedef struct {
-    uint32_t key[BPE_WIN] __attribute__((aligned(32)));
+    uint32_t key[BPE_WIN] __attribute__((aligned(64)));
     uint32_t tok[BPE_WIN];
     uint8_t nx[BPE_WIN], pv[BPE_WIN];
     size_t nb; /* blocks of 32 keys scanned */
@@ -744,7 +744,7 @@ typedef struct win_alpha_s {
     uint32_t btok[WA_MAXBYTES] __attribute__((aligned(64))); /* index -> local id of the byte's token */
     uint8_t cmul[64] __attribute__((aligned(64)));   /* |S| <= WA_KFAST: index c -> c * |S| */
     uint32_t bp128[128] __attribute__((aligned(64))); /* |S| <= WA_KFAST: [c * |S| + d] = bpair[c][d] << 8 */
-    uint32_t bpair[WA_MAXBYTES * WA_MAXBYTES]; /* local merged id of two bytes' tokens, or WNB_NONE */
+    uint32_t bpair[WA_MAXBYTES * WA_MAXBYTES]; /* local merged id of two bytes' tokens, or 0x3FF */
 } win_alpha;
 #define WA_KFAST 11 /* alphabets of up to 11 bytes: the first keys of a window from 128-entry tables (vpermi2d) */
 
@@ -843,7 +843,7 @@ static win_alpha *wa_build(const bpe_model *m, const uint64_t set[4]) {
         for (int c = 0; c < 256; c++) {
             if (a->bidx[c] == 0xFF) continue;
             uint32_t p = m->byte_pair[(uint32_t)b << 8 | c];
-            a->bpair[a->bidx[b] * WA_MAXBYTES + a->bidx[c]] = p == BPE_NONE ? WNB_NONE : loc[p];
+            a->bpair[a->bidx[b] * WA_MAXBYTES + a->bidx[c]] = p == BPE_NONE ? 0x3FF : loc[p];
         }
     }
     free(loc);
@@ -892,18 +892,61 @@ static const win_alpha *win_alpha_get(const bpe_model *m, const uint8_t *s, size
     return NULL;
 }
 
-/* pair_vb on local ids (t->al) */
-__attribute__((target("avx512f"), always_inline)) static inline uint32_t pair_loc(const win_tabs *t, uint32_t a,
-                                                                                  uint32_t b) {
-    uint32_t key = a << 10 | b;
-    const uint32_t *bk = t->avb + WA_B * (size_t)((uint32_t)(key * (uint32_t)t->amul) >> t->ashift);
+/* the local rank of pair key a << 10 | b (0x3FF: none) */
+__attribute__((target("avx512f"), always_inline)) static inline uint32_t pair_loc(const uint32_t *avb, uint32_t amul,
+                                                                                  int ashift, uint32_t key) {
+    const uint32_t *bk = avb + WA_B * (size_t)((uint32_t)(key * amul) >> ashift);
     __m512i v = _mm512_load_si512((const void *)bk);
     __mmask16 hit = _mm512_cmpeq_epi32_mask(_mm512_srli_epi32(v, 10), _mm512_set1_epi32((int)key));
-    uint32_t r = bk[__builtin_ctz((unsigned)hit | 0x8000u)] & 0x3FF;
-    return r == 0x3FF ? WNB_NONE : r;
+    return bk[__builtin_ctz((unsigned)hit | 0x8000u)] & 0x3FF;
 }
 
-WL_STEP_DEF(wl_step_loc, "avx2,avx512f", pair_loc)
+/* wl_step on local ids: keys rank << 8 | i with local ranks (0x3FF: no pair, so a key >= WA_KEY_NONE is none), all
+ * BPE_WIN keys scanned at once (AVX-512), the tables in registers */
+#define WA_KEY_NONE 0x3FF00u
+__attribute__((target("avx2,avx512f"), always_inline)) static inline int wl_step_loc(const uint32_t *avb, uint32_t amul,
+                                                                                     int ashift, win_lane *L) {
+#ifdef SCAN_ZMM
+    const __m512i *p = (const __m512i *)L->key;
+    __m512i m0 = _mm512_min_epu32(_mm512_min_epu32(_mm512_load_si512(p), _mm512_load_si512(p + 1)),
+                                  _mm512_min_epu32(_mm512_load_si512(p + 2), _mm512_load_si512(p + 3)));
+    __m512i m1 = _mm512_min_epu32(_mm512_min_epu32(_mm512_load_si512(p + 4), _mm512_load_si512(p + 5)),
+                                  _mm512_min_epu32(_mm512_load_si512(p + 6), _mm512_load_si512(p + 7)));
+    m0 = _mm512_min_epu32(m0, m1);
+    __m256i y = _mm256_min_epu32(_mm512_castsi512_si256(m0), _mm512_extracti64x4_epi64(m0, 1));
+#else
+    const __m256i *p = (const __m256i *)L->key;
+    __m256i a0 = _mm256_load_si256(p), a1 = _mm256_load_si256(p + 1), a2 = _mm256_load_si256(p + 2),
+            a3 = _mm256_load_si256(p + 3);
+    for (size_t b = 1; b < L->nb; b++) {
+        p += 4;
+        a0 = _mm256_min_epu32(a0, _mm256_load_si256(p));
+        a1 = _mm256_min_epu32(a1, _mm256_load_si256(p + 1));
+        a2 = _mm256_min_epu32(a2, _mm256_load_si256(p + 2));
+        a3 = _mm256_min_epu32(a3, _mm256_load_si256(p + 3));
+    }
+    __m256i y = _mm256_min_epu32(_mm256_min_epu32(a0, a1), _mm256_min_epu32(a2, a3));
+#endif
+    __m128i x = _mm_min_epu32(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
+    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0x4E));
+    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0xB1));
+    uint32_t kk = (uint32_t)_mm_cvtsi128_si32(x);
+    if (kk >= WA_KEY_NONE) return 0;
+    uint32_t r = kk >> 8;
+    size_t i = kk & 0xFF, j = L->nx[i], q = L->nx[j];
+    L->tok[i] = r;
+    L->key[j] = WKEY_NONE;
+    L->nx[i] = (uint8_t)q;
+    if (q != WPOS_NONE) {
+        L->pv[q] = (uint8_t)i;
+        L->key[i] = pair_loc(avb, amul, ashift, r << 10 | L->tok[q]) << 8 | (uint32_t)i;
+    } else {
+        L->key[i] = WKEY_NONE;
+    }
+    size_t pp = L->pv[i];
+    if (pp != WPOS_NONE) L->key[pp] = pair_loc(avb, amul, ashift, L->tok[pp] << 10 | r) << 8 | (uint32_t)pp;
+    return 1;
+}
 
 static const uint8_t wa_iota1[BPE_WIN] __attribute__((aligned(64))) = {
 #define I8(k) k + 1, k + 2, k + 3, k + 4, k + 5, k + 6, k + 7, k + 8
@@ -976,7 +1019,7 @@ wl_init_loc(const win_tabs *t, win_lane *L, const uint8_t *s, size_t n) {
             L->key[i] = al->bpair[(c[i] & (WA_MAXBYTES - 1)) * WA_MAXBYTES + (c[i + 1] & (WA_MAXBYTES - 1))] << 8 |
                         (uint32_t)i;
     }
-    for (size_t i = n - 1; i < 32 * L->nb; i++) L->key[i] = WKEY_NONE;
+    for (size_t i = n - 1; i < BPE_WIN; i++) L->key[i] = WKEY_NONE; /* wl_step_loc scans all BPE_WIN keys */
     return 0;
 }
 
@@ -988,12 +1031,14 @@ __attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) static uint32_t win_
     int a = 1, b = n1 > 0;
     if (b) bad |= wl_init_loc(t, &L[1], s1, n1);
     if (bad) return bad;
+    const uint32_t *avb = t->avb, amul = (uint32_t)t->amul;
+    int ash = t->ashift;
     while (a & b) {
-        a = wl_step_loc(t, &L[0]);
-        b = wl_step_loc(t, &L[1]);
+        a = wl_step_loc(avb, amul, ash, &L[0]);
+        b = wl_step_loc(avb, amul, ash, &L[1]);
     }
-    while (a) a = wl_step_loc(t, &L[0]);
-    while (b) b = wl_step_loc(t, &L[1]);
+    while (a) a = wl_step_loc(avb, amul, ash, &L[0]);
+    while (b) b = wl_step_loc(avb, amul, ash, &L[1]);
     return 0;
 }
 
