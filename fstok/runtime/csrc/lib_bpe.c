@@ -742,8 +742,9 @@ typedef struct win_alpha_s {
     uint32_t kbytes;      /* |S| */
     uint8_t bidx[256] __attribute__((aligned(64)));  /* byte -> its index in S, 0xFF outside S */
     uint32_t btok[WA_MAXBYTES] __attribute__((aligned(64))); /* index -> local id of the byte's token */
+    uint16_t btok16[WA_MAXBYTES] __attribute__((aligned(64))); /* the same (local ids < 2^10) */
     uint8_t cmul[64] __attribute__((aligned(64)));   /* |S| <= WA_KFAST: index c -> c * |S| */
-    uint32_t bp128[128] __attribute__((aligned(64))); /* |S| <= WA_KFAST: [c * |S| + d] = bpair[c][d] << 8 */
+    uint16_t bp16[128] __attribute__((aligned(64))); /* |S| <= WA_KFAST: [c * |S| + d] = bpair[c][d] << 6 */
     uint32_t bpair[WA_MAXBYTES * WA_MAXBYTES]; /* local merged id of two bytes' tokens, or 0x3FF */
 } win_alpha;
 #define WA_KFAST 11 /* alphabets of up to 11 bytes: the first keys of a window from 128-entry tables (vpermi2d) */
@@ -848,11 +849,12 @@ static win_alpha *wa_build(const bpe_model *m, const uint64_t set[4]) {
     }
     free(loc);
     a->kbytes = nbytes;
-    for (uint32_t c = 0; c < 128; c++) a->bp128[c] = 0xFFFFFFFFu;
+    for (uint32_t c = 0; c < 128; c++) a->bp16[c] = 0xFFC0;
+    for (uint32_t c = 0; c < nbytes; c++) a->btok16[c] = (uint16_t)a->btok[c];
     if (nbytes <= WA_KFAST)
         for (uint32_t c = 0; c < nbytes; c++) {
             a->cmul[c] = (uint8_t)(c * nbytes);
-            for (uint32_t d = 0; d < nbytes; d++) a->bp128[c * nbytes + d] = a->bpair[c * WA_MAXBYTES + d] << 8;
+            for (uint32_t d = 0; d < nbytes; d++) a->bp16[c * nbytes + d] = (uint16_t)(a->bpair[c * WA_MAXBYTES + d] << 6);
         }
     a->vb = vb;
     a->glob = glob;
@@ -901,50 +903,48 @@ __attribute__((target("avx512f"), always_inline)) static inline uint32_t pair_lo
     return bk[__builtin_ctz((unsigned)hit | 0x8000u)] & 0x3FF;
 }
 
-/* wl_step on local ids: keys rank << 8 | i with local ranks (0x3FF: no pair, so a key >= WA_KEY_NONE is none), all
- * BPE_WIN keys scanned at once (AVX-512), the tables in registers */
-#define WA_KEY_NONE 0x3FF00u
-__attribute__((target("avx2,avx512f"), always_inline)) static inline int wl_step_loc(const uint32_t *avb, uint32_t amul,
-                                                                                     int ashift, win_lane *L) {
-#ifdef SCAN_ZMM
-    const __m512i *p = (const __m512i *)L->key;
-    __m512i m0 = _mm512_min_epu32(_mm512_min_epu32(_mm512_load_si512(p), _mm512_load_si512(p + 1)),
-                                  _mm512_min_epu32(_mm512_load_si512(p + 2), _mm512_load_si512(p + 3)));
-    __m512i m1 = _mm512_min_epu32(_mm512_min_epu32(_mm512_load_si512(p + 4), _mm512_load_si512(p + 5)),
-                                  _mm512_min_epu32(_mm512_load_si512(p + 6), _mm512_load_si512(p + 7)));
-    m0 = _mm512_min_epu32(m0, m1);
-    __m256i y = _mm256_min_epu32(_mm512_castsi512_si256(m0), _mm512_extracti64x4_epi64(m0, 1));
-#else
-    const __m256i *p = (const __m256i *)L->key;
-    __m256i a0 = _mm256_load_si256(p), a1 = _mm256_load_si256(p + 1), a2 = _mm256_load_si256(p + 2),
-            a3 = _mm256_load_si256(p + 3);
-    for (size_t b = 1; b < L->nb; b++) {
-        p += 4;
-        a0 = _mm256_min_epu32(a0, _mm256_load_si256(p));
-        a1 = _mm256_min_epu32(a1, _mm256_load_si256(p + 1));
-        a2 = _mm256_min_epu32(a2, _mm256_load_si256(p + 2));
-        a3 = _mm256_min_epu32(a3, _mm256_load_si256(p + 3));
-    }
-    __m256i y = _mm256_min_epu32(_mm256_min_epu32(a0, a1), _mm256_min_epu32(a2, a3));
+/* A window of a lane on local ids: 16-bit keys rank << 6 | (i & 63) (local rank 0x3FF: no pair; 0xFFFF: dead), so
+ * the scan reads half the bytes of win_lane's and each half of the window (positions 0-63, 64-127) ends in one
+ * phminposuw; the lower rank wins, the left half on a tie.  Tokens are local ids (16 bits). */
+#ifndef WA_WIN
+#define WA_WIN BPE_WIN
 #endif
-    __m128i x = _mm_min_epu32(_mm256_castsi256_si128(y), _mm256_extracti128_si256(y, 1));
-    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0x4E));
-    x = _mm_min_epu32(x, _mm_shuffle_epi32(x, 0xB1));
-    uint32_t kk = (uint32_t)_mm_cvtsi128_si32(x);
-    if (kk >= WA_KEY_NONE) return 0;
-    uint32_t r = kk >> 8;
-    size_t i = kk & 0xFF, j = L->nx[i], q = L->nx[j];
-    L->tok[i] = r;
-    L->key[j] = WKEY_NONE;
+typedef struct {
+    uint16_t key[WA_WIN] __attribute__((aligned(64)));
+    uint16_t tok[WA_WIN] __attribute__((aligned(64)));
+    uint8_t nx[WA_WIN], pv[WA_WIN];
+} wa_lane;
+
+__attribute__((target("avx2,avx512f"), always_inline)) static inline int wa_step(const uint32_t *avb, uint32_t amul,
+                                                                                 int ashift, wa_lane *L) {
+    const __m256i *p = (const __m256i *)L->key;
+    __m256i a = _mm256_min_epu16(_mm256_min_epu16(_mm256_load_si256(p), _mm256_load_si256(p + 1)),
+                                 _mm256_min_epu16(_mm256_load_si256(p + 2), _mm256_load_si256(p + 3)));
+    uint32_t ka = (uint32_t)_mm_cvtsi128_si32(
+        _mm_minpos_epu16(_mm_min_epu16(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1))));
+    uint32_t kk = ((ka & 0xFFC0) << 1) | (ka & 63);
+#if WA_WIN == 128
+    __m256i b = _mm256_min_epu16(_mm256_min_epu16(_mm256_load_si256(p + 4), _mm256_load_si256(p + 5)),
+                                 _mm256_min_epu16(_mm256_load_si256(p + 6), _mm256_load_si256(p + 7)));
+    uint32_t kb = (uint32_t)_mm_cvtsi128_si32(
+        _mm_minpos_epu16(_mm_min_epu16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1))));
+    uint32_t kc = ((kb & 0xFFC0) << 1) | 64 | (kb & 63);
+    kk = kc < kk ? kc : kk;
+#endif
+    if (kk >= 0x3FFu << 7) return 0;
+    uint32_t r = kk >> 7;
+    size_t i = kk & 127, j = L->nx[i], q = L->nx[j];
+    L->tok[i] = (uint16_t)r;
+    L->key[j] = 0xFFFF;
     L->nx[i] = (uint8_t)q;
     if (q != WPOS_NONE) {
         L->pv[q] = (uint8_t)i;
-        L->key[i] = pair_loc(avb, amul, ashift, r << 10 | L->tok[q]) << 8 | (uint32_t)i;
+        L->key[i] = (uint16_t)(pair_loc(avb, amul, ashift, r << 10 | L->tok[q]) << 6 | (i & 63));
     } else {
-        L->key[i] = WKEY_NONE;
+        L->key[i] = 0xFFFF;
     }
     size_t pp = L->pv[i];
-    if (pp != WPOS_NONE) L->key[pp] = pair_loc(avb, amul, ashift, L->tok[pp] << 10 | r) << 8 | (uint32_t)pp;
+    if (pp != WPOS_NONE) L->key[pp] = (uint16_t)(pair_loc(avb, amul, ashift, (uint32_t)L->tok[pp] << 10 | r) << 6 | (pp & 63));
     return 1;
 }
 
@@ -959,18 +959,16 @@ static const uint8_t wa_iotam1[BPE_WIN] __attribute__((aligned(64))) = {
     I8(96), I8(104), I8(112), I8(120)};
 #undef I8
 
-/* wl_init on local ids (AVX-512 VBMI: the bytes' indices in S by vpermi2b, 64 at a time, their tokens by vpermi2d,
- * the first pair keys by vpermi2d from bp128 when |S| <= WA_KFAST); nonzero when a byte is outside the alphabet */
+/* a lane's window s[0:n) on local ids (AVX-512 VBMI: the bytes' indices in S by vpermi2b, 64 at a time, their tokens
+ * by vpermw, the first pair keys by vpermi2w from bp128 when |S| <= WA_KFAST); nonzero when a byte is outside S */
 __attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"), always_inline)) static inline uint32_t
-wl_init_loc(const win_tabs *t, win_lane *L, const uint8_t *s, size_t n) {
-    const win_alpha *al = t->al;
-    uint8_t c[BPE_WIN + 128] __attribute__((aligned(64)));
+wa_init(const win_alpha *al, wa_lane *L, const uint8_t *s, size_t n) {
+    uint8_t c[WA_WIN + 64] __attribute__((aligned(64)));
     const __m512i *bx = (const __m512i *)al->bidx;
     __m512i b0 = _mm512_load_si512(bx), b1 = _mm512_load_si512(bx + 1), b2 = _mm512_load_si512(bx + 2),
             b3 = _mm512_load_si512(bx + 3);
     uint64_t bad = 0;
-    _mm512_store_si512((__m512i *)(c + 64), _mm512_setzero_si512());
-    _mm512_store_si512((__m512i *)(c + 128), _mm512_setzero_si512());
+    for (size_t i = 0; i < WA_WIN + 64; i += 64) _mm512_store_si512((__m512i *)(c + i), _mm512_setzero_si512());
     for (size_t i = 0; i < n; i += 64) {
         size_t r = n - i;
         __mmask64 lm = r >= 64 ? ~0ull : (1ull << r) - 1;
@@ -981,68 +979,66 @@ wl_init_loc(const win_tabs *t, win_lane *L, const uint8_t *s, size_t n) {
         _mm512_store_si512((__m512i *)(c + i), v);
     }
     if (bad) return 1;
-    L->nb = (n + 31) / 32;
-    const __m512i *bt = (const __m512i *)al->btok;
-    __m512i t0 = _mm512_load_si512(bt), t1 = _mm512_load_si512(bt + 1);
-    for (size_t i = 0; i < n; i += 16) {
-        __m512i ix = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(c + i)));
-        _mm512_storeu_si512((void *)(L->tok + i), _mm512_permutex2var_epi32(t0, ix, t1));
+    __m512i bt = _mm512_load_si512((const void *)al->btok16);
+    for (size_t i = 0; i < n; i += 32) {
+        __m512i ix = _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)(c + i)));
+        _mm512_store_si512((void *)(L->tok + i), _mm512_permutexvar_epi16(ix, bt));
     }
-    memcpy(L->nx, wa_iota1, BPE_WIN);
-    memcpy(L->pv, wa_iotam1, BPE_WIN);
-    L->nx[(n - 1) & (BPE_WIN - 1)] = WPOS_NONE;
+    memcpy(L->nx, wa_iota1, WA_WIN);
+    memcpy(L->pv, wa_iotam1, WA_WIN);
+    L->nx[(n - 1) & (WA_WIN - 1)] = WPOS_NONE;
     if (al->kbytes <= WA_KFAST) {
-        uint8_t ix8[BPE_WIN] __attribute__((aligned(64)));
+        uint8_t ix8[WA_WIN] __attribute__((aligned(64)));
         __m512i cm = _mm512_load_si512((const void *)al->cmul);
         for (size_t i = 0; i < n; i += 64) {
             __m512i a = _mm512_load_si512((const void *)(c + i)), b = _mm512_loadu_si512((const void *)(c + i + 1));
             _mm512_store_si512((void *)(ix8 + i), _mm512_add_epi8(_mm512_permutexvar_epi8(a, cm), b));
         }
-        const __m512i *pt = (const __m512i *)al->bp128;
+        const __m512i *pt = (const __m512i *)al->bp16;
         __m512i p0 = _mm512_load_si512(pt), p1 = _mm512_load_si512(pt + 1), p2 = _mm512_load_si512(pt + 2),
-                p3 = _mm512_load_si512(pt + 3), p4 = _mm512_load_si512(pt + 4), p5 = _mm512_load_si512(pt + 5),
-                p6 = _mm512_load_si512(pt + 6), p7 = _mm512_load_si512(pt + 7);
-        __m512i io = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), k32 = _mm512_set1_epi32(32),
-                k64 = _mm512_set1_epi32(64), k16 = _mm512_set1_epi32(16);
-        for (size_t i = 0; i < n; i += 16) {
-            __m512i ix = _mm512_cvtepu8_epi32(_mm_load_si128((const __m128i *)(ix8 + i)));
-            __mmask16 h5 = _mm512_test_epi32_mask(ix, k32), h6 = _mm512_test_epi32_mask(ix, k64);
-            __m512i r0 = _mm512_mask_blend_epi32(h5, _mm512_permutex2var_epi32(p0, ix, p1),
-                                                 _mm512_permutex2var_epi32(p2, ix, p3));
-            __m512i r1 = _mm512_mask_blend_epi32(h5, _mm512_permutex2var_epi32(p4, ix, p5),
-                                                 _mm512_permutex2var_epi32(p6, ix, p7));
-            _mm512_storeu_si512((void *)(L->key + i), _mm512_or_si512(_mm512_mask_blend_epi32(h6, r0, r1), io));
-            io = _mm512_add_epi32(io, k16);
+                p3 = _mm512_load_si512(pt + 3);
+        __m512i io = _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12,
+                                      11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                k32 = _mm512_set1_epi16(32), k64 = _mm512_set1_epi16(64);
+        for (size_t i = 0; i < n; i += 32) {
+            __m512i ix = _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)(ix8 + i)));
+            __mmask32 h6 = _mm512_test_epi16_mask(ix, k64);
+            __m512i v = _mm512_mask_blend_epi16(h6, _mm512_permutex2var_epi16(p0, ix, p1),
+                                                _mm512_permutex2var_epi16(p2, ix, p3));
+            _mm512_store_si512((void *)(L->key + i), _mm512_or_si512(v, io));
+            io = _mm512_xor_si512(io, k32); /* positions i & 63: 0-31, 32-63, 0-31, ... */
         }
     } else {
         for (size_t i = 0; i + 1 < n; i++)
-            L->key[i] = al->bpair[(c[i] & (WA_MAXBYTES - 1)) * WA_MAXBYTES + (c[i + 1] & (WA_MAXBYTES - 1))] << 8 |
-                        (uint32_t)i;
+            L->key[i] = (uint16_t)(al->bpair[(c[i] & (WA_MAXBYTES - 1)) * WA_MAXBYTES + (c[i + 1] & (WA_MAXBYTES - 1))]
+                                       << 6 |
+                                   (i & 63));
     }
-    for (size_t i = n - 1; i < BPE_WIN; i++) L->key[i] = WKEY_NONE; /* wl_step_loc scans all BPE_WIN keys */
+    for (size_t i = n - 1; i < WA_WIN; i++) L->key[i] = 0xFFFF; /* wa_step scans all WA_WIN keys */
     return 0;
 }
 
-/* win_encode_x2_vb on local ids; nonzero: a byte outside the alphabet (nothing encoded) */
-__attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) static uint32_t win_encode_x2_loc(const win_tabs *t, win_lane *L,
+/* two windows on local ids in lockstep (n1 == 0: only the first); nonzero: a byte outside the alphabet (nothing
+ * encoded) */
+__attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) static uint32_t win_encode_x2_loc(const win_tabs *t, wa_lane *L,
                                                                          const uint8_t *s0, size_t n0,
                                                                          const uint8_t *s1, size_t n1) {
-    uint32_t bad = wl_init_loc(t, &L[0], s0, n0);
+    uint32_t bad = wa_init(t->al, &L[0], s0, n0);
     int a = 1, b = n1 > 0;
-    if (b) bad |= wl_init_loc(t, &L[1], s1, n1);
+    if (b) bad |= wa_init(t->al, &L[1], s1, n1);
     if (bad) return bad;
     const uint32_t *avb = t->avb, amul = (uint32_t)t->amul;
     int ash = t->ashift;
     while (a & b) {
-        a = wl_step_loc(avb, amul, ash, &L[0]);
-        b = wl_step_loc(avb, amul, ash, &L[1]);
+        a = wa_step(avb, amul, ash, &L[0]);
+        b = wa_step(avb, amul, ash, &L[1]);
     }
-    while (a) a = wl_step_loc(avb, amul, ash, &L[0]);
-    while (b) b = wl_step_loc(avb, amul, ash, &L[1]);
+    while (a) a = wa_step(avb, amul, ash, &L[0]);
+    while (b) b = wa_step(avb, amul, ash, &L[1]);
     return 0;
 }
 
-static inline size_t wl_out_loc(const win_tabs *t, const win_lane *L, uint32_t *out, uint8_t *st) {
+static inline size_t wl_out_loc(const win_tabs *t, const wa_lane *L, uint32_t *out, uint8_t *st) {
     size_t c = 0;
     for (size_t i = 0; i != WPOS_NONE; i = L->nx[i]) {
         out[c] = t->al->glob[L->tok[i]];
@@ -1085,23 +1081,24 @@ static int lane_apply(const bpe_model *m, stitch_lane *t, const uint32_t *buf, c
     return 0;
 }
 
-static inline size_t lane_wlen(const stitch_lane *t) { return t->n - t->pos < BPE_WIN ? t->n - t->pos : BPE_WIN; }
+static inline size_t lane_wlen(const stitch_lane *t, size_t w) { return t->n - t->pos < w ? t->n - t->pos : w; }
 
 /* run lanes to their ends, two windows at a time while both have work; 1: too many repairs, 2: a byte outside the
  * alphabet of tb->al */
 static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, stitch_lane *B, size_t margin) {
     win_lane L[2];
+    wa_lane La[2];
     uint32_t buf[BPE_WIN];
     uint8_t st[BPE_WIN];
     for (;;) {
         int ha = A->pos < A->n, hb = B && B->pos < B->n;
         if (!ha && !hb) return 0;
         stitch_lane *P = ha ? A : B, *Q = ha && hb ? B : NULL;
-        size_t wp = lane_wlen(P), wq = Q ? lane_wlen(Q) : 0;
+        size_t wm = tb->al ? WA_WIN : BPE_WIN, wp = lane_wlen(P, wm), wq = Q ? lane_wlen(Q, wm) : 0;
         size_t c;
         if (tb->al) {
-            if (win_encode_x2_loc(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq)) return 2;
-            c = wl_out_loc(tb, &L[0], buf, st);
+            if (win_encode_x2_loc(tb, La, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq)) return 2;
+            c = wl_out_loc(tb, &La[0], buf, st);
         } else {
             if (tb->vb)
                 win_encode_x2_vb(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
@@ -1111,7 +1108,7 @@ static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, sti
         }
         if (lane_apply(m, P, buf, st, c, wp, margin)) return 1;
         if (Q) {
-            c = tb->al ? wl_out_loc(tb, &L[1], buf, st) : wl_out(&L[1], buf, st);
+            c = tb->al ? wl_out_loc(tb, &La[1], buf, st) : wl_out(&L[1], buf, st);
             if (lane_apply(m, Q, buf, st, c, wq, margin)) return 1;
         }
     }
