@@ -913,6 +913,7 @@ typedef struct {
     uint16_t key[WA_WIN] __attribute__((aligned(64)));
     uint16_t tok[WA_WIN] __attribute__((aligned(64)));
     uint8_t nx[WA_WIN], pv[WA_WIN];
+    uint64_t live[2]; /* bit i: position i starts a token (the output is read from these, not along nx) */
 } wa_lane;
 
 __attribute__((target("avx2,avx512f"), always_inline)) static inline int wa_step(const uint32_t *avb, uint32_t amul,
@@ -961,6 +962,7 @@ __attribute__((target("avx2,avx512f"), always_inline)) static inline void wa_mer
     L->tok[i] = (uint16_t)r;
     L->key[j] = 0xFFFF;
     L->nx[i] = (uint8_t)q;
+    L->live[(j >> 6) & 1] &= ~(1ull << (j & 63));
     uint32_t a = 0xFFFF, b = 0xFFFF;
     if (q != WPOS_NONE) {
         L->pv[q] = (uint8_t)i;
@@ -1055,6 +1057,8 @@ wa_init(const win_alpha *al, wa_lane *L, const uint8_t *s, size_t n) {
     memcpy(L->nx, wa_iota1, WA_WIN);
     memcpy(L->pv, wa_iotam1, WA_WIN);
     L->nx[(n - 1) & (WA_WIN - 1)] = WPOS_NONE;
+    L->live[0] = n >= 64 ? ~0ull : (1ull << n) - 1;
+    L->live[1] = n >= 128 ? ~0ull : n > 64 ? (1ull << (n - 64)) - 1 : 0;
     if (al->kbytes <= WA_KFAST) {
         uint8_t ix8[WA_WIN] __attribute__((aligned(64)));
         __m512i cm = _mm512_load_si512((const void *)al->cmul);
@@ -1116,10 +1120,13 @@ __attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) static uint32_t win_
 
 static inline size_t wl_out_loc(const win_tabs *t, const wa_lane *L, uint32_t *out, uint8_t *st) {
     size_t c = 0;
-    for (size_t i = 0; i != WPOS_NONE; i = L->nx[i]) {
-        out[c] = t->al->glob[L->tok[i]];
-        st[c++] = (uint8_t)i;
-    }
+    const uint32_t *glob = t->al->glob;
+    for (int h = 0; h < WA_WIN / 64; h++)
+        for (uint64_t b = L->live[h]; b; b &= b - 1) {
+            size_t i = (size_t)h * 64 + (size_t)__builtin_ctzll(b);
+            out[c] = glob[L->tok[i]];
+            st[c++] = (uint8_t)i;
+        }
     return c;
 }
 
@@ -1137,9 +1144,8 @@ static int lane_apply(const bpe_model *m, stitch_lane *t, const uint32_t *buf, c
                       size_t margin) {
     size_t take = c, adv = w;
     if (t->pos + w < t->n) {
-        take = 1;
-        while (take < c && st[take] <= w - margin) take++;
-        take--;
+        take = c - 1; /* the last token that starts <= w - margin (offsets increase; few start after it) */
+        while (take > 0 && st[take] > w - margin) take--;
         if (take == 0) take = 1;
         adv = take < c ? st[take] : w;
     }
