@@ -363,5 +363,7 @@ int bpe_encode_backtrack(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
 int bpe_encode_heap(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
 /* needs backtrack_ok (monotone ranks) */
 int bpe_encode_bucket(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
+/* the window encoder (stitched windows, two lanes, small-alphabet tables); needs backtrack_ok */
+int bpe_encode_window(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out);
 
 #endif

@@ -1376,6 +1376,8 @@ static int encode_window(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec
     return 0;
 }
 
+int bpe_encode_window(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) { return encode_window(m, s, n, out); }
+
 /* ---------------------------------------------------------------- dispatch */
 
 /* The memo is ~13 MiB, mostly the piece cache.  Anonymous pages come zeroed and are only materialised

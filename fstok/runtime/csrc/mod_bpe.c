@@ -838,7 +838,7 @@ static PyObject *Model_encode_piece(ModelObject *self, PyObject *args) {
     Py_buffer data;
     int mode = 0;
     if (!PyArg_ParseTuple(args, "y*|i", &data, &mode)) return NULL;
-    if ((mode == 2 || mode == 4) && !self->m.backtrack_ok) {
+    if ((mode == 2 || mode == 4 || mode == 5) && !self->m.backtrack_ok) {
         PyBuffer_Release(&data);
         PyErr_SetString(PyExc_ValueError, "backtracking encoder is not valid for this vocabulary");
         return NULL;
@@ -853,6 +853,7 @@ static PyObject *Model_encode_piece(ModelObject *self, PyObject *args) {
         rc = mode == 1 ? bpe_encode_short(&self->m, s, n, &v)
            : mode == 2 ? bpe_encode_backtrack(&self->m, s, n, &v)
            : mode == 4 ? bpe_encode_bucket(&self->m, s, n, &v)
+           : mode == 5 ? bpe_encode_window(&self->m, s, n, &v)
                        : bpe_encode_heap(&self->m, s, n, &v);
         if (!rc)
             for (size_t i = 0; i < v.len; i++) v.ids[i] = self->m.int_ext[v.ids[i]];
