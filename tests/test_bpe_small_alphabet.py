@@ -14,7 +14,8 @@ Covered here, each against the heap encoder (and a few against `merge_ranks` / t
   $FSTOK_BPE_X2_JOIN=5 (failed lane joins).  ($FSTOK_BPE_NO_ALPHA=1 turns the local tables off: A/B.)
 
 Planted bugs, each caught: the second merge allowed when the neighbourhoods overlap by one position; a window's live
-mask cleared at the wrong bit; one entry of the index-times-|S| table (the first keys) off by one.  Not caught, and
+mask cleared at the wrong bit; one entry of the index-times-|S| table (the first keys) off by one; the local junction
+check (`wa_valid`) taking a crossing merge for a valid pair.  Not caught, and
 not a bug: the byte map's two halves swapped (every byte then looks outside the alphabet, and the lanes start over
 with the full tables), and the order test of the second merge dropped (k2 below the first merge's new keys): on
 these inputs it never decided a merge; it is kept because a chain of low-ranked merges next to a shared end needs

@@ -743,6 +743,7 @@ typedef struct win_alpha_s {
     int shift;
     uint32_t *vb;         /* buckets */
     uint32_t *glob;       /* local -> internal id */
+    uint16_t *lsplit;     /* 2 per local id: canonical left, right part (a byte: itself), for wa_valid */
     uint32_t kbytes;      /* |S| */
     uint8_t bidx[256] __attribute__((aligned(64)));  /* byte -> its index in S, 0xFF outside S */
     uint32_t btok[WA_MAXBYTES] __attribute__((aligned(64))); /* index -> local id of the byte's token */
@@ -819,18 +820,22 @@ static win_alpha *wa_build(const bpe_model *m, const uint64_t set[4]) {
         free(loc);
         return wa_new(&h, 0);
     }
-    win_alpha *a = wa_new(&h, (size_t)nb * WA_B * 4 + (size_t)cnt * 4);
+    win_alpha *a = wa_new(&h, (size_t)nb * WA_B * 4 + (size_t)cnt * 8);
     if (!a) {
         free(loc);
         return NULL;
     }
     uint32_t *vb = (uint32_t *)((uint8_t *)a + ((sizeof(win_alpha) + 63) & ~(size_t)63)), *glob = vb + (size_t)nb * WA_B;
+    uint16_t *lsplit = (uint16_t *)(glob + cnt);
     memset(vb, 0xFF, (size_t)nb * WA_B * 4);
     for (uint32_t t = 0; t < m->n_int; t++) {
         if (loc[t] >= 0xFFFE) continue;
         glob[loc[t]] = t;
         uint32_t l = BPE_SPLIT_L(m, t), r = BPE_SPLIT_R(m, t);
+        lsplit[2 * loc[t]] = lsplit[2 * loc[t] + 1] = loc[t];
         if (l == t) continue;
+        lsplit[2 * loc[t]] = loc[l];
+        lsplit[2 * loc[t] + 1] = loc[r];
         if (bpe_pair_lookup(m, l, r, 0) != t) { /* not the model's pair table: do not use it */
             free(loc);
             a->ntok = 0;
@@ -862,6 +867,7 @@ static win_alpha *wa_build(const bpe_model *m, const uint64_t set[4]) {
         }
     a->vb = vb;
     a->glob = glob;
+    a->lsplit = lsplit;
     a->mul = mul;
     a->shift = sh;
     a->ntok = cnt;
@@ -905,6 +911,33 @@ __attribute__((target("avx512f"), always_inline)) static inline uint32_t pair_lo
     __m512i v = _mm512_load_si512((const void *)bk);
     __mmask16 hit = _mm512_cmpeq_epi32_mask(_mm512_srli_epi32(v, 10), _mm512_set1_epi32((int)key));
     return bk[__builtin_ctz((unsigned)hit | 0x8000u)] & 0x3FF;
+}
+
+/* valid_pair on local ids (the same loop: every pair it looks up is made of tokens of the alphabet) */
+__attribute__((target("avx512f"), noinline)) static int wa_valid(const win_alpha *al, uint32_t t1, uint32_t t2) {
+    const uint16_t *sp = al->lsplit;
+    uint32_t limit = 0xFFFFFFFFu;
+    for (;;) {
+        uint32_t c = pair_loc(al->vb, al->mul, al->shift, t1 << 10 | t2);
+        if (c != 0x3FF && c < limit) return 0;
+        if (t1 > t2) {
+            limit = t1;
+            t1 = sp[2 * t1 + 1];
+            if (t1 == limit) {
+                limit = t2 + 1;
+                t2 = sp[2 * t2];
+                if (t2 + 1 == limit) return 1;
+            }
+        } else {
+            limit = t2 + 1;
+            t2 = sp[2 * t2];
+            if (t2 + 1 == limit) {
+                limit = t1;
+                t1 = sp[2 * t1 + 1];
+                if (t1 == limit) return 1;
+            }
+        }
+    }
 }
 
 /* A window of a lane on local ids: 16-bit keys rank << 6 | (i & 63) (local rank 0x3FF: no pair; 0xFFFF: dead), so
@@ -1122,12 +1155,13 @@ __attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) static uint32_t win_
     return 0;
 }
 
-static inline size_t wl_out_loc(const win_tabs *t, const wa_lane *L, uint32_t *out, uint8_t *st) {
+static inline size_t wl_out_loc(const win_tabs *t, const wa_lane *L, uint32_t *out, uint16_t *lout, uint8_t *st) {
     size_t c = 0;
     const uint32_t *glob = t->al->glob;
     for (int h = 0; h < WA_WIN / 64; h++)
         for (uint64_t b = L->live[h]; b; b &= b - 1) {
             size_t i = (size_t)h * 64 + (size_t)__builtin_ctzll(b);
+            lout[c] = L->tok[i];
             out[c] = glob[L->tok[i]];
             st[c++] = (uint8_t)i;
         }
@@ -1140,12 +1174,14 @@ typedef struct {
     size_t n, pos, len, repairs, budget;
     uint32_t *o;
     unsigned streak;
+    uint32_t lastl; /* local id (small alphabets) of o[len - 1], or WA_NOLOC */
 } stitch_lane;
+#define WA_NOLOC 0xFFFFFFFFu
 
 /* apply the window [pos, pos + w) of a lane (c tokens in buf, their offsets in st): keep the tokens that end
  * `margin` bytes before the cut, or repair an invalid junction; 1: too many repairs */
 static int lane_apply(const bpe_model *m, stitch_lane *t, const uint32_t *buf, const uint8_t *st, size_t c, size_t w,
-                      size_t margin) {
+                      size_t margin, const win_alpha *al, const uint16_t *lbuf) {
     size_t take = c, adv = w;
     if (t->pos + w < t->n) {
         take = c - 1; /* the last token that starts <= w - margin (offsets increase; few start after it) */
@@ -1153,17 +1189,20 @@ static int lane_apply(const bpe_model *m, stitch_lane *t, const uint32_t *buf, c
         if (take == 0) take = 1;
         adv = take < c ? st[take] : w;
     }
-    if (t->len > 0 && !valid_pair(m, t->o[t->len - 1], buf[0])) {
+    if (t->len > 0 && !(al && t->lastl != WA_NOLOC ? wa_valid(al, t->lastl, lbuf[0])
+                                                    : valid_pair(m, t->o[t->len - 1], buf[0]))) {
         if (++t->repairs > t->budget || t->streak >= 3) return 1;
         size_t back = (size_t)16 << t->streak++, dropped = 0;
         while (t->len > 0 && dropped < back) dropped += BPE_LEN(m, t->o[--t->len]);
         t->pos -= dropped;
+        t->lastl = WA_NOLOC;
         return 0;
     }
     t->streak = 0;
     memcpy(t->o + t->len, buf, take * sizeof(uint32_t));
     t->len += take;
     t->pos += adv;
+    t->lastl = al ? lbuf[take - 1] : WA_NOLOC;
     return 0;
 }
 
@@ -1175,6 +1214,7 @@ static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, sti
     win_lane L[2];
     wa_lane La[2];
     uint32_t buf[BPE_WIN];
+    uint16_t lbuf[BPE_WIN];
     uint8_t st[BPE_WIN];
     for (;;) {
         int ha = A->pos < A->n, hb = B && B->pos < B->n;
@@ -1184,7 +1224,7 @@ static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, sti
         size_t c;
         if (tb->al) {
             if (win_encode_x2_loc(tb, La, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq)) return 2;
-            c = wl_out_loc(tb, &La[0], buf, st);
+            c = wl_out_loc(tb, &La[0], buf, lbuf, st);
         } else {
             if (tb->vb)
                 win_encode_x2_vb(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
@@ -1192,10 +1232,10 @@ static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, sti
                 win_encode_x2(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
             c = wl_out(&L[0], buf, st);
         }
-        if (lane_apply(m, P, buf, st, c, wp, margin)) return 1;
+        if (lane_apply(m, P, buf, st, c, wp, margin, tb->al, lbuf)) return 1;
         if (Q) {
-            c = tb->al ? wl_out_loc(tb, &La[1], buf, st) : wl_out(&L[1], buf, st);
-            if (lane_apply(m, Q, buf, st, c, wq, margin)) return 1;
+            c = tb->al ? wl_out_loc(tb, &La[1], buf, lbuf, st) : wl_out(&L[1], buf, st);
+            if (lane_apply(m, Q, buf, st, c, wq, margin, tb->al, lbuf)) return 1;
         }
     }
 }
@@ -1220,7 +1260,7 @@ static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, si
         for (; vm; vm >>= 1) tb.vshift--;
     }
     if (bpe_vec_reserve(out, n)) return -1;
-    stitch_lane A = {s, n, 0, 0, 0, 8 + n / 64, out->ids + base, 0};
+    stitch_lane A = {s, n, 0, 0, 0, 8 + n / 64, out->ids + base, 0, WA_NOLOC};
     if (n < X2_MIN) {
         if ((rc = lanes_run(m, &tb, &A, NULL, margin)) == 2) return 2;
         if (rc) goto bucket;
@@ -1240,7 +1280,7 @@ static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, si
     if (!ob) return -1;
     A.n = mid + ov;
     A.budget = 8 + A.n / 64;
-    stitch_lane B = {s + mid, n - mid, 0, 0, 0, 8 + (n - mid) / 64, ob, 0};
+    stitch_lane B = {s + mid, n - mid, 0, 0, 0, 8 + (n - mid) / 64, ob, 0, WA_NOLOC};
     if ((rc = lanes_run(m, &tb, &A, &B, margin))) {
         free(ob);
         if (rc == 2) return 2;
@@ -1273,7 +1313,7 @@ static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, si
     if (!joined) { /* lane A alone to the end: keep its tokens that end <= mid, where its own windows were not cut */
         ia = A.len, pa = A.n;
         while (ia > 0 && pa > mid) pa -= BPE_LEN(m, A.o[--ia]);
-        A.len = ia, A.pos = pa, A.n = n, A.streak = 0, A.budget = 8 + n / 64;
+        A.len = ia, A.pos = pa, A.n = n, A.streak = 0, A.budget = 8 + n / 64, A.lastl = WA_NOLOC;
         if ((rc = lanes_run(m, &tb, &A, NULL, margin)) == 2) return 2;
         if (rc) goto bucket;
     }
