@@ -1138,7 +1138,7 @@ __attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) static uint32_t win_
     if (bad) return bad;
     const uint32_t *avb = t->avb, amul = (uint32_t)t->amul;
     int ash = t->ashift;
-#ifndef WA_TWO
+#ifndef WA_TWO /* 0: one merge per scan (wa_step), for A/B */
 #define WA_TWO 1
 #endif
 #if WA_TWO
