@@ -15,11 +15,11 @@ Covered here, each against the heap encoder (and a few against `merge_ranks` / t
 
 Planted bugs, each caught: the second merge allowed when the neighbourhoods overlap by one position; a window's live
 mask cleared at the wrong bit; one entry of the index-times-|S| table (the first keys) off by one; the local junction
-check (`wa_valid`) taking a crossing merge for a valid pair.  Not caught, and
-not a bug: the byte map's two halves swapped (every byte then looks outside the alphabet, and the lanes start over
-with the full tables), and the order test of the second merge dropped (k2 below the first merge's new keys): on
-these inputs it never decided a merge; it is kept because a chain of low-ranked merges next to a shared end needs
-it.
+check (`wa_valid`) taking a crossing merge for a valid pair.  Not caught, and not a bug: the byte map's two halves
+swapped (every byte then looks outside the alphabet, and the lanes start over with the full tables).  Not caught:
+the order test of the second merge dropped (k2 below the first merge's new keys).  On these inputs, and on random
+strings of 13 alphabets under three encodings, it never decided a merge; it is kept because a chain of low-ranked
+merges next to a shared end needs it (abcde with ab < abc < abcd < de).
 """
 import os
 import subprocess
