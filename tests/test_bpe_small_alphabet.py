@@ -16,10 +16,9 @@ Covered here, each against the heap encoder (and a few against `merge_ranks` / t
 Planted bugs, each caught: the second merge allowed when the neighbourhoods overlap by one position; a window's live
 mask cleared at the wrong bit; one entry of the index-times-|S| table (the first keys) off by one; the local junction
 check (`wa_valid`) taking a crossing merge for a valid pair.  Not caught, and not a bug: the byte map's two halves
-swapped (every byte then looks outside the alphabet, and the lanes start over with the full tables).  Not caught:
-the order test of the second merge dropped (k2 below the first merge's new keys).  On these inputs, and on random
-strings of 13 alphabets under three encodings, it never decided a merge; it is kept because a chain of low-ranked
-merges next to a shared end needs it (abcde with ab < abc < abcd < de).
+swapped (every byte then looks outside the alphabet, and the lanes start over with the full tables).  The order test of the second merge
+dropped (k2 below the first merge's new keys) is caught by test_small_alphabet_second_merge_order (synthetic chains
+abcde with ab < abc < abcd < de); the bundled encodings' spans never reach it.
 """
 import os
 import subprocess
@@ -78,3 +77,58 @@ def test_small_alphabet_windows_exact(env):
     p = subprocess.run([sys.executable, "-c", _SCRIPT, here, os.path.dirname(here), "7"],
                        env=dict(base, **env), capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and "ok" in p.stdout, p.stdout + p.stderr
+
+
+def _chain_vocab(rnd, alpha, chain, n_merges):
+    """256 byte tokens, then the chain's prefixes and its last pair in that rank order (ab < abc < abcd < de for
+    chain abcde), then random merges of existing tokens up to 6 bytes: every token's parts rank below it."""
+    ranks = {bytes([i]): i for i in range(256)}
+
+    def add(t):
+        ranks.setdefault(t, len(ranks))
+
+    for k in range(2, len(chain)):
+        add(chain[:k].encode())
+    add(chain[-2:].encode())
+    toks = [a.encode() for a in alpha] + [t for t in ranks if len(t) > 1]
+    for _ in range(n_merges):
+        t = rnd.choice(toks) + rnd.choice(toks)
+        if len(t) <= 6 and t not in ranks:
+            add(t)
+            toks.append(t)
+    return ranks
+
+
+def test_small_alphabet_second_merge_order():
+    """The second merge of a scan (`wa_step2`) must wait when the first one creates a lower key: in ...abcde...
+    with ab < abc < abcd < de, merging ab makes abc, which comes before de (result abcd|e, not abc|de).  Spans
+    with one chain per stretch of filler (so that the chain's first pair is the only one of its rank in a
+    window) over synthetic vocabularies, the window encoder against the heap encoder.  Planted bug, caught
+    (37 of 261 spans): the order test `k2 > ki || k2 > kp` dropped."""
+    import random
+
+    from fstok.bpe import BPETokenizer
+    from fstok.bpe_reference import merge_ranks
+
+    rnd = random.Random(1)
+    spans = 0
+    for trial in range(40):
+        alpha = rnd.sample("abcdefgh", rnd.randint(3, 6))
+        chain = "".join(rnd.sample(alpha, min(5, len(alpha))))
+        ranks = _chain_vocab(rnd, alpha, chain, rnd.randint(5, 60))
+        tok = BPETokenizer.from_ranks(ranks, r"[a-z]+|\s+|.", {}, name="chains")
+        if not tok._art.meta["backtrack_ok"]:  # (the window encoder serves backtracking vocabularies only)
+            continue
+        fill = [c for c in alpha if c != chain[0]]
+        for _ in range(2):
+            parts, n = [], rnd.randint(1100, 3000)
+            while sum(map(len, parts)) < n:
+                parts.append("".join(rnd.choice(fill) for _ in range(rnd.randint(20, 200))) + chain)
+            piece = "".join(parts)[:n].encode()
+            got = tok._model.encode_piece(piece, 5)  # the window encoder (small-alphabet lanes on VBMI machines)
+            assert got == tok._model.encode_piece(piece, 3), (alpha, chain, n)
+            if trial < 3:
+                assert got == merge_ranks(piece, ranks), (alpha, chain, n)
+            assert tok.encode(piece.decode()) == got
+            spans += 1
+    assert spans >= 40, spans
