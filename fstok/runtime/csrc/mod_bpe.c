@@ -1189,6 +1189,7 @@ static void pc_init_masks(void) {
  * readable at p; near the end of the text (avail < 16) the words come from a zero-padded copy. */
 typedef struct {
     uint64_t w0, w1, h;
+    uint64_t segs; /* direct pieces (piece_small_segs): the segment ends; 0: the piece cache's key above */
 } piece_key;
 
 static inline void piece_key_of(const uint8_t *p, size_t len, size_t avail, piece_key *k) {
@@ -1202,6 +1203,52 @@ static inline void piece_key_of(const uint8_t *p, size_t len, size_t avail, piec
         k->w1 = bpe_rd64(t + 8);
     }
     k->h = len <= 8 ? bpe_hash_w(k->w0, len) : bpe_hash_bytes(p, len);
+}
+
+/* Direct pieces (random text; docs/bpe.md, stop 15).  A piece whose dead boundaries (bpe_seg_cross) cut it into
+ * segments of one or two bytes encodes without a merge search: a one-byte segment is byte_tok, a two-byte one
+ * byte_pair or two byte tokens.  On random text that is most pieces, and this costs less than the piece cache's
+ * line (a miss in L2 or L3: the 8 MiB cache does not stay in the core's caches when every piece is new) or its
+ * miss path.  Returns the segment ends of s[0:n) (bit c: a segment ends at c; bit n always set) when every segment
+ * is <= 2 bytes, else 0.  1 <= n <= 63, m->seg_big set. */
+static inline uint64_t piece_small_segs(const bpe_model *m, const uint8_t *s, size_t n) {
+    const uint8_t *big = m->seg_big;
+    const uint64_t *tri = m->seg_tri;
+    uint64_t live = 0;
+    uint32_t w = s[0], tl = 0; /* tl: the trigram s[b-2..b] of boundary b is in some token (none for b = 1) */
+#define SMALL_TRI_BIT(w3) ((uint32_t)(tri[((w3) * 0x9E3779B97F4A7C15ull) >> (64 - BPE_SEG_TRI_BITS) >> 6] >> \
+                                      ((((w3) * 0x9E3779B97F4A7C15ull) >> (64 - BPE_SEG_TRI_BITS)) & 63)) & 1u)
+    for (size_t b = 1; b < n; b++) {
+        w = (w << 8 | s[b]) & 0xFFFFFFu; /* s[b-2] s[b-1] s[b] */
+        uint32_t f = big[w & 0xFFFFu], tr = 0;
+        if (b + 1 < n) tr = SMALL_TRI_BIT((uint64_t)((w << 8 | s[b + 1]) & 0xFFFFFFu));
+        live |= (uint64_t)(f & (f >> 1 | tl) & (f >> 2 | tr) & 1u) << b;
+        tl = tr;
+        if (live & (live >> 1)) return 0; /* boundaries b-1 and b live: a segment of >= 3 bytes */
+    }
+#undef SMALL_TRI_BIT
+    return (~live & ((1ull << n) - 2)) | (1ull << n);
+}
+
+/* emit the segments of a direct piece (segs from piece_small_segs) at o, external ids; returns the new end.  Writes
+ * one slot past its last id. */
+static inline uint32_t *piece_small_emit(const bpe_model *m, const uint8_t *s, uint64_t segs, uint32_t *o) {
+    const uint32_t *bt = m->byte_tok, *bp = m->byte_pair;
+    uint32_t *o0 = o;
+    size_t a = 0;
+    while (segs) {
+        size_t c = (size_t)__builtin_ctzll(segs);
+        segs &= segs - 1;
+        uint32_t x = s[a], y = s[c - 1], r = bp[x << 8 | y], tx = bt[x], ty = bt[y];
+        int two = c - a == 2, merged = two & (r != BPE_NONE);
+        o[0] = merged ? r : tx;
+        o[1] = ty;
+        o += 1 + (two & !merged);
+        a = c;
+    }
+    if (!m->int_is_ext)
+        for (uint32_t *q = o0; q < o; q++) *q = m->int_ext[*q];
+    return o;
 }
 
 /* Pieces of 17..PC_LONG_MAXLEN bytes (random text, words of scripts without spaces) are cached too, as *long
@@ -1505,6 +1552,11 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
      * probe it (with a warm cache those prefetches only take fill buffers) */
     size_t misses = 0;
     int cold = 0;
+    /* direct pieces (piece_small_segs) are looked for while, in the last batch, more than 1 in 4 pieces missed the
+     * cache or were direct pieces of >= 3 bytes (random text); with a warm cache on natural text, neither */
+    size_t direct3 = 0;
+    int direct = 0;
+    const int can_direct = m->seg_big != NULL;
     while (pos < n) {
         size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends + 1, SPAN_CHUNK);
         if (k == 0) { /* no match starts at pos: skip to the next one (text no match covers is dropped) */
@@ -1520,8 +1572,11 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
 #define PC_AHEAD_KEY(jj)                                                                    \
     do {                                                                                    \
         size_t pb_ = ends[jj], len_ = ends[(jj) + 1] - pb_;                                 \
-        if (len_ <= BPE_PC_MAXLEN) {                                                        \
+        if (direct && len_ <= PC_LONG_MAXLEN &&                                             \
+            (keys[(jj) % PC_AHEAD].segs = piece_small_segs(m, base + pb_, len_)) != 0) {    \
+        } else if (len_ <= BPE_PC_MAXLEN) {                                                 \
             piece_key *k_ = &keys[(jj) % PC_AHEAD];                                         \
+            k_->segs = 0;                                                                   \
             piece_key_of(base + pb_, len_, avail_end - pb_, k_);                            \
             size_t i_ = ((k_->h >> 32) * pc_nlines) >> 32;                                  \
             __builtin_prefetch(memo->pc + i_);                                              \
@@ -1531,6 +1586,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
             }                                                                               \
         } else if (len_ <= PC_LONG_MAXLEN) {                                                \
             piece_key *k_ = &keys[(jj) % PC_AHEAD];                                         \
+            k_->segs = 0;                                                                   \
             piece_key_long(base + pb_, len_, k_);                                           \
             size_t i_ = ((k_->h >> 32) * pc_nlines) >> 32;                                  \
             __builtin_prefetch(memo->pc + i_);                                              \
@@ -1541,7 +1597,14 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
         for (size_t j = 0; j < k; j++) {
             size_t pb = ends[j], len = ends[j + 1] - pb;
             int rc;
-            if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN)) {
+            if (direct && len <= PC_LONG_MAXLEN && keys[j % PC_AHEAD].segs) {
+                uint64_t segs = keys[j % PC_AHEAD].segs;
+                if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
+                uint32_t *o = st->ids.ids + st->ids.len;
+                st->ids.len = (size_t)(piece_small_emit(m, base + pb, segs, o) - st->ids.ids);
+                direct3 += len >= 3;
+                continue;
+            } else if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN)) {
                 piece_key key = keys[j % PC_AHEAD];
                 if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
                 rc = piece_emit(m, memo, gen, base + pb, len, &key, room, st);
@@ -1554,7 +1617,10 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
                 piece_key key = keys[j % PC_AHEAD];
                 if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
                 rc = piece_emit_long(m, memo, gen, base + pb, len, &key, piece_w2(base + pb, len, avail_end - pb), room, st);
-                if (rc > 0) rc = 0;
+                if (rc > 0) {
+                    misses++;
+                    rc = 0;
+                }
             } else {
                 if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
                 rc = bpe_encode_span_avail(m, memo, base + pb, len, avail_end - pb, &st->ids);
@@ -1564,7 +1630,8 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
         }
 #undef PC_AHEAD_KEY
         cold = 32 * misses > k;
-        misses = 0;
+        direct = can_direct && 4 * (misses + direct3) > k;
+        misses = direct3 = 0;
         count_flush(st);
     }
     return 0;
