@@ -1224,7 +1224,7 @@ static inline uint64_t piece_small_segs(const bpe_model *m, const uint8_t *s, si
         if (b + 1 < n) tr = SMALL_TRI_BIT((uint64_t)((w << 8 | s[b + 1]) & 0xFFFFFFu));
         live |= (uint64_t)(f & (f >> 1 | tl) & (f >> 2 | tr) & 1u) << b;
         tl = tr;
-        if (live & (live >> 1)) return 0; /* boundaries b-1 and b live: a segment of >= 3 bytes */
+        if (live & (live >> 1) & (live >> 2)) return 0; /* boundaries b-2..b live: a segment of >= 4 bytes */
     }
 #undef SMALL_TRI_BIT
     return (~live & ((1ull << n) - 2)) | (1ull << n);
@@ -1239,6 +1239,25 @@ static inline uint32_t *piece_small_emit(const bpe_model *m, const uint8_t *s, u
     while (segs) {
         size_t c = (size_t)__builtin_ctzll(segs);
         segs &= segs - 1;
+        if (FSTOK_UNLIKELY(c - a == 3)) { /* the lower-ranked byte pair first (on a tie the left one), then a pair */
+            uint32_t x = s[a], y = s[a + 1], z = s[a + 2], r01 = bp[x << 8 | y], r12 = bp[y << 8 | z];
+            if (r01 == BPE_NONE && r12 == BPE_NONE) {
+                o[0] = bt[x];
+                o[1] = bt[y];
+                o[2] = bt[z];
+                o += 3;
+            } else {
+                uint32_t l = r01 <= r12 ? r01 : bt[x], rr = r01 <= r12 ? bt[z] : r12, r = bpe_pair_get(m, l, rr);
+                if (r != BPE_NONE) *o++ = r;
+                else {
+                    o[0] = l;
+                    o[1] = rr;
+                    o += 2;
+                }
+            }
+            a = c;
+            continue;
+        }
         uint32_t x = s[a], y = s[c - 1], r = bp[x << 8 | y], tx = bt[x], ty = bt[y];
         int two = c - a == 2, merged = two & (r != BPE_NONE);
         o[0] = merged ? r : tx;
