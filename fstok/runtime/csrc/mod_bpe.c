@@ -505,6 +505,9 @@ typedef struct {
     PyObject **ints; /* cached PyLong per external id */
     int ints_pinned; /* ints[] are pinned (pyids.h): items need no Py_INCREF, the model owns no reference */
     uint64_t *span_bloom; /* owned; m.span_bloom */
+    uint32_t *seg_bp;     /* owned; [65536] per byte bigram: m.byte_pair's id (0xFFFFFF: none) | m.seg_big's flags << 24,
+                             and after it seg_dir: the trigram filter of direct runs (dir_tri_bit); NULL: none */
+    const uint32_t *seg_dir;
     int bt_valid;    /* compile-time verdict: backtracking encoder valid */
     /* pre-tokenizer: the regex DFA levels (issue 3's C spanner) */
     fstok_dfa lv[MAX_LEVELS];
@@ -588,6 +591,7 @@ static void memo_worker_done(ModelObject *self, bpe_memo *mm) {
 
 static void Model_dealloc(ModelObject *self) {
     free(self->span_bloom);
+    free(self->seg_bp);
     bpe_model_release(&self->m);
     for (int i = 0; i < self->npool; i++) bpe_memo_free(self->pool[i]);
     for (int i = 0; i < TP_MAX_THREADS; i++) bpe_memo_free(self->wmemo[i]);
@@ -627,6 +631,38 @@ static void build_span_bloom(ModelObject *self) {
     self->span_bloom = bl;
     m->span_bloom = bl;
     m->span_bloom_mask = words - 1;
+}
+
+#define DIR_TRI_BITS 19
+static inline uint32_t dir_tri_bit(uint32_t k3) { return (k3 * 0x9E3779B1u) >> (32 - DIR_TRI_BITS); }
+
+/* the tables of direct runs (direct_run; an optional speed-up: on allocation failure, or without the segment tables,
+ * there are none) */
+static void build_direct_tables(ModelObject *self) {
+    const bpe_model *m = &self->m;
+    free(self->seg_bp);
+    self->seg_bp = NULL;
+    self->seg_dir = NULL;
+    if (!m->seg_big) return;
+    uint32_t *t = (uint32_t *)calloc(65536 + ((size_t)1 << DIR_TRI_BITS) / 32, sizeof(uint32_t));
+    if (!t) return;
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint32_t r = m->byte_pair[i];
+        t[i] = (r == BPE_NONE ? 0xFFFFFFu : r) | (uint32_t)m->seg_big[i] << 24;
+    }
+    uint32_t *tri = t + 65536;
+    for (uint32_t k = 0; k < m->n_int; k++) { /* every trigram inside an internal token (as bpe_model_prepare) */
+        uint32_t e = m->int_ext[k];
+        if (e >= m->n_ext) continue;
+        const uint8_t *p = m->dec_bytes + m->dec_off[e];
+        size_t len = m->dec_off[e + 1] - m->dec_off[e];
+        for (size_t i = 0; i + 2 < len; i++) {
+            uint32_t b = dir_tri_bit((uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2]);
+            tri[b >> 5] |= 1u << (b & 31);
+        }
+    }
+    self->seg_bp = t;
+    self->seg_dir = tri;
 }
 
 static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
@@ -717,6 +753,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     }
     build_span_bloom(self);
     bpe_model_prepare(m); /* optional (segment tables): none on allocation failure */
+    build_direct_tables(self);
     return 0;
 }
 
@@ -1189,7 +1226,6 @@ static void pc_init_masks(void) {
  * readable at p; near the end of the text (avail < 16) the words come from a zero-padded copy. */
 typedef struct {
     uint64_t w0, w1, h;
-    uint64_t segs; /* direct pieces (piece_small_segs): the segment ends; 0: the piece cache's key above */
 } piece_key;
 
 static inline void piece_key_of(const uint8_t *p, size_t len, size_t avail, piece_key *k) {
@@ -1203,71 +1239,6 @@ static inline void piece_key_of(const uint8_t *p, size_t len, size_t avail, piec
         k->w1 = bpe_rd64(t + 8);
     }
     k->h = len <= 8 ? bpe_hash_w(k->w0, len) : bpe_hash_bytes(p, len);
-}
-
-/* Direct pieces (random text; docs/bpe.md, stop 15).  A piece whose dead boundaries (bpe_seg_cross) cut it into
- * segments of one or two bytes encodes without a merge search: a one-byte segment is byte_tok, a two-byte one
- * byte_pair or two byte tokens.  On random text that is most pieces, and this costs less than the piece cache's
- * line (a miss in L2 or L3: the 8 MiB cache does not stay in the core's caches when every piece is new) or its
- * miss path.  Returns the segment ends of s[0:n) (bit c: a segment ends at c; bit n always set) when every segment
- * is <= 2 bytes, else 0.  1 <= n <= 63, m->seg_big set. */
-static inline uint64_t piece_small_segs(const bpe_model *m, const uint8_t *s, size_t n) {
-    const uint8_t *big = m->seg_big;
-    const uint64_t *tri = m->seg_tri;
-    uint64_t live = 0;
-    uint32_t w = s[0], tl = 0; /* tl: the trigram s[b-2..b] of boundary b is in some token (none for b = 1) */
-#define SMALL_TRI_BIT(w3) ((uint32_t)(tri[((w3) * 0x9E3779B97F4A7C15ull) >> (64 - BPE_SEG_TRI_BITS) >> 6] >> \
-                                      ((((w3) * 0x9E3779B97F4A7C15ull) >> (64 - BPE_SEG_TRI_BITS)) & 63)) & 1u)
-    for (size_t b = 1; b < n; b++) {
-        w = (w << 8 | s[b]) & 0xFFFFFFu; /* s[b-2] s[b-1] s[b] */
-        uint32_t f = big[w & 0xFFFFu], tr = 0;
-        if (b + 1 < n) tr = SMALL_TRI_BIT((uint64_t)((w << 8 | s[b + 1]) & 0xFFFFFFu));
-        live |= (uint64_t)(f & (f >> 1 | tl) & (f >> 2 | tr) & 1u) << b;
-        tl = tr;
-        if (live & (live >> 1) & (live >> 2)) return 0; /* boundaries b-2..b live: a segment of >= 4 bytes */
-    }
-#undef SMALL_TRI_BIT
-    return (~live & ((1ull << n) - 2)) | (1ull << n);
-}
-
-/* emit the segments of a direct piece (segs from piece_small_segs) at o, external ids; returns the new end.  Writes
- * one slot past its last id. */
-static inline uint32_t *piece_small_emit(const bpe_model *m, const uint8_t *s, uint64_t segs, uint32_t *o) {
-    const uint32_t *bt = m->byte_tok, *bp = m->byte_pair;
-    uint32_t *o0 = o;
-    size_t a = 0;
-    while (segs) {
-        size_t c = (size_t)__builtin_ctzll(segs);
-        segs &= segs - 1;
-        if (FSTOK_UNLIKELY(c - a == 3)) { /* the lower-ranked byte pair first (on a tie the left one), then a pair */
-            uint32_t x = s[a], y = s[a + 1], z = s[a + 2], r01 = bp[x << 8 | y], r12 = bp[y << 8 | z];
-            if (r01 == BPE_NONE && r12 == BPE_NONE) {
-                o[0] = bt[x];
-                o[1] = bt[y];
-                o[2] = bt[z];
-                o += 3;
-            } else {
-                uint32_t l = r01 <= r12 ? r01 : bt[x], rr = r01 <= r12 ? bt[z] : r12, r = bpe_pair_get(m, l, rr);
-                if (r != BPE_NONE) *o++ = r;
-                else {
-                    o[0] = l;
-                    o[1] = rr;
-                    o += 2;
-                }
-            }
-            a = c;
-            continue;
-        }
-        uint32_t x = s[a], y = s[c - 1], r = bp[x << 8 | y], tx = bt[x], ty = bt[y];
-        int two = c - a == 2, merged = two & (r != BPE_NONE);
-        o[0] = merged ? r : tx;
-        o[1] = ty;
-        o += 1 + (two & !merged);
-        a = c;
-    }
-    if (!m->int_is_ext)
-        for (uint32_t *q = o0; q < o; q++) *q = m->int_ext[*q];
-    return o;
 }
 
 /* Pieces of 17..PC_LONG_MAXLEN bytes (random text, words of scripts without spaces) are cached too, as *long
@@ -1540,6 +1511,184 @@ miss:;
     return st->ids.cap - st->ids.len >= room ? 1 : bpe_vec_reserve(&st->ids, room) ? -1 : 1;
 }
 
+/* ---- direct runs (random text; docs/bpe.md, stop 15)
+ * On random text the piece cache costs more than it saves: most pieces are new (a line from L3 or memory, then the
+ * miss path), and a cached piece costs a line that is rarely in L1/L2.  But random text is cut by dead boundaries
+ * (bpe_seg_cross) into segments of one to three bytes, which encode without a merge search (lib_bpe.c seg_emit).  A
+ * direct run takes a run of consecutive pieces (<= DIRECT_MAX bytes in all) at once: the boundary flags of all its
+ * positions (vectorized with AVX-512 gathers where available), the dead boundaries as bit masks, then one loop over
+ * the segments, across piece ends (BPE of a piece is BPE of its segments; a piece end ends a segment).  Segments of
+ * >= 4 bytes are encoded as pre-tokens of their own (bpe_encode_span_avail: the same ids). */
+#define DIRECT_MAX 2048  /* bytes of a run */
+#define DIRECT_KEEP 4    /* a direct batch with <= 1 dead boundary in DIRECT_KEEP pieces ends direct batches */
+#define DIRECT_HOLD 16   /* batches without a direct one after that */
+#define DIRECT_WORDS (DIRECT_MAX / 64 + 2)
+
+
+/* flags of positions x in [x0, x1) of a run at base + r0 (position x: the boundary between base[r0 + x - 1] and
+ * base[r0 + x]): bit x of IN/ST/EN (BPE_SEG_* of the bigram), TR (the trigram base[r0 + x - 2 .. r0 + x] is in the
+ * filter; x >= 2), and pv[x] = the bigram's byte pair id (0xFFFFFF: none).  Scalar version. */
+static void dir_flags_scalar(const uint32_t *sbp, const uint32_t *tri, const uint8_t *p, size_t x0, size_t x1,
+                             uint64_t *IN, uint64_t *ST, uint64_t *EN, uint64_t *TR, uint32_t *pv) {
+    for (size_t x = x0; x < x1; x++) {
+        uint32_t v = sbp[(uint32_t)p[x - 1] << 8 | p[x]], f = v >> 24;
+        pv[x] = v & 0xFFFFFFu;
+        uint64_t bit = 1ull << (x & 63);
+        if (f & BPE_SEG_IN) IN[x >> 6] |= bit;
+        if (f & BPE_SEG_START) ST[x >> 6] |= bit;
+        if (f & BPE_SEG_END) EN[x >> 6] |= bit;
+        if (x >= 2) {
+            uint32_t t = dir_tri_bit((uint32_t)p[x - 2] << 16 | (uint32_t)p[x - 1] << 8 | p[x]);
+            if ((tri[t >> 5] >> (t & 31)) & 1) TR[x >> 6] |= bit;
+        }
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define DIR_HAVE_AVX512 1
+/* the same, 16 positions at a time with two gathers (x0 >= 1; p[x0 - 2] is read only where x0 >= 2) */
+__attribute__((target("avx512f,avx512bw,avx512vl"))) static void
+dir_flags_avx512(const uint32_t *sbp, const uint32_t *tri, const uint8_t *p, size_t x0, size_t x1, uint64_t *IN,
+                 uint64_t *ST, uint64_t *EN, uint64_t *TR, uint32_t *pv) {
+    const __m512i ff = _mm512_set1_epi32(0xFFFF), low24 = _mm512_set1_epi32(0xFFFFFF), one = _mm512_set1_epi32(1);
+    const __m512i fin = _mm512_set1_epi32(BPE_SEG_IN << 24), fst = _mm512_set1_epi32(BPE_SEG_START << 24),
+                  fen = _mm512_set1_epi32(BPE_SEG_END << 24), mul = _mm512_set1_epi32((int)0x9E3779B1u);
+    for (size_t x = x0; x < x1; x += 16) {
+        size_t cnt = x1 - x < 16 ? x1 - x : 16;
+        __mmask16 lm = (__mmask16)((1u << cnt) - 1);
+        __mmask16 tm = lm & (__mmask16)(x >= 2 ? 0xFFFFu : 0xFFFFu << (2 - x)); /* lanes with x >= 2 */
+        __m512i b2 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lm, p + x));
+        __m512i b1 = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lm, p + x - 1));
+        /* p[x - 2 + l] for lanes l with x + l >= 2: a load from p + x - 2 would start before the run when x < 2 */
+        __m512i b0 = x >= 2 ? _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(lm, p + x - 2))
+                            : _mm512_alignr_epi32(b1, _mm512_setzero_si512(), 15);
+        __m512i big = _mm512_or_si512(_mm512_slli_epi32(b1, 8), b2);
+        __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lm, _mm512_and_si512(big, ff), sbp, 4);
+        _mm512_mask_storeu_epi32(pv + x, lm, _mm512_and_si512(v, low24));
+        __m512i k3 = _mm512_or_si512(_mm512_slli_epi32(b0, 16), big);
+        __m512i h = _mm512_srli_epi32(_mm512_mullo_epi32(k3, mul), 32 - DIR_TRI_BITS);
+        __m512i tw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), tm, _mm512_srli_epi32(h, 5), tri, 4);
+        __m512i tb = _mm512_srlv_epi32(tw, _mm512_and_si512(h, _mm512_set1_epi32(31)));
+        uint64_t sh = x & 63; /* 16 | x ... not assumed: positions x..x+15 may straddle a word */
+        uint64_t in = _mm512_mask_test_epi32_mask(lm, v, fin), stt = _mm512_mask_test_epi32_mask(lm, v, fst),
+                 en = _mm512_mask_test_epi32_mask(lm, v, fen), tr = _mm512_mask_test_epi32_mask(tm, tb, one);
+        size_t w = x >> 6;
+        IN[w] |= in << sh;
+        ST[w] |= stt << sh;
+        EN[w] |= en << sh;
+        TR[w] |= tr << sh;
+        if (sh > 48) {
+            IN[w + 1] |= in >> (64 - sh);
+            ST[w + 1] |= stt >> (64 - sh);
+            EN[w + 1] |= en >> (64 - sh);
+            TR[w + 1] |= tr >> (64 - sh);
+        }
+    }
+}
+static int dir_avx512 = -1; /* $FSTOK_BPE_NO_AVX512=1: the scalar flags (tests: both) */
+#endif
+
+static inline void dir_flags(const uint32_t *sbp, const uint32_t *tri, const uint8_t *p, size_t x0, size_t x1,
+                             uint64_t *IN, uint64_t *ST, uint64_t *EN, uint64_t *TR, uint32_t *pv) {
+#ifdef DIR_HAVE_AVX512
+    int v = dir_avx512;
+    if (v < 0) {
+        const char *e = getenv("FSTOK_BPE_NO_AVX512");
+        __builtin_cpu_init();
+        v = !(e && e[0] == '1') && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl");
+        dir_avx512 = v;
+    }
+    if (v) {
+        dir_flags_avx512(sbp, tri, p, x0, x1, IN, ST, EN, TR, pv);
+        return;
+    }
+#endif
+    dir_flags_scalar(sbp, tri, p, x0, x1, IN, ST, EN, TR, pv);
+}
+
+/* One run: pieces back to back from base + r0, piece i ending at pe[i] (offsets from base; np >= 1,
+ * pe[np - 1] - r0 <= DIRECT_MAX); `avail`: bytes readable from base + r0.
+ * Adds to *cuts the dead boundaries inside pieces.  Needs m->int_is_ext.  0, or -1 when out of memory. */
+static int direct_run(const ModelObject *self, bpe_memo *memo, const uint8_t *base, size_t r0, const size_t *pe,
+                      size_t np, size_t avail, enc_state *st, size_t *cuts) {
+    const bpe_model *m = &self->m;
+    const uint8_t *p = base + r0;
+    const size_t R = pe[np - 1] - r0;
+    const size_t nw = R / 64 + 1; /* words holding positions 0..R */
+    uint64_t IN[DIRECT_WORDS + 1], ST[DIRECT_WORDS + 1], EN[DIRECT_WORDS + 1], TR[DIRECT_WORDS + 1],
+        PE[DIRECT_WORDS + 1];
+    uint32_t pv[DIRECT_MAX + 16];
+    memset(IN, 0, (nw + 1) * 8);
+    memset(ST, 0, (nw + 1) * 8);
+    memset(EN, 0, (nw + 1) * 8);
+    memset(TR, 0, (nw + 1) * 8);
+    memset(PE, 0, (nw + 1) * 8);
+    PE[0] = 1; /* position 0: the run's start */
+    for (size_t i = 0; i < np; i++) {
+        size_t x = pe[i] - r0;
+        PE[x >> 6] |= 1ull << (x & 63);
+    }
+    if (R > 1) dir_flags(self->seg_bp, self->seg_dir, p, 1, R, IN, ST, EN, TR, pv);
+    /* dead or piece end: cut.  live(x) = !PE(x) & IN(x) & (ST(x) | TR(x) & !PE(x-1)) & (EN(x) | TR(x+1) & !PE(x+1)) */
+    uint64_t CUT[DIRECT_WORDS + 1];
+    size_t ncut = 0;
+    for (size_t w = 0; w < nw; w++) {
+        uint64_t pe_prev = PE[w] << 1 | (w ? PE[w - 1] >> 63 : 0);
+        uint64_t pe_next = PE[w] >> 1 | PE[w + 1] << 63;
+        uint64_t tr_next = TR[w] >> 1 | TR[w + 1] << 63;
+        uint64_t live = ~PE[w] & IN[w] & (ST[w] | (TR[w] & ~pe_prev)) & (EN[w] | (tr_next & ~pe_next));
+        uint64_t valid = w == nw - 1 ? (R & 63) == 63 ? ~0ull : (2ull << (R & 63)) - 1 : ~0ull;
+        CUT[w] = ~live & valid;
+        ncut += (size_t)__builtin_popcountll(CUT[w] & ~PE[w]);
+    }
+    CUT[0] &= ~1ull; /* position 0 starts the first segment */
+    *cuts += ncut;
+    /* the segments: ids <= bytes, and a one-byte segment writes one slot past its id */
+    if (st->ids.cap - st->ids.len < R + 16 && bpe_vec_reserve(&st->ids, R + 16)) return -1;
+    const uint32_t *bt = m->byte_tok;
+    uint32_t *o = st->ids.ids + st->ids.len;
+    size_t sa = 0;
+    for (size_t w = 0; w < nw; w++) {
+        uint64_t bits = CUT[w];
+        while (bits) {
+            size_t c = w * 64 + (size_t)__builtin_ctzll(bits), len = c - sa;
+            bits &= bits - 1;
+            if (FSTOK_LIKELY(len <= 2)) {
+                uint32_t r = pv[sa + 1], tx = bt[p[sa]], ty = bt[p[c - 1]];
+                int two = len == 2, merged = two & (r != 0xFFFFFFu);
+                o[0] = merged ? r : tx;
+                o[1] = ty;
+                o += 1 + (two & !merged);
+            } else if (len == 3) { /* lib_bpe.c seg_emit: the lower-ranked byte pair (a tie: the left), then a pair */
+                uint32_t x = p[sa], z = p[sa + 2], r01 = pv[sa + 1], r12 = pv[sa + 2];
+                if (r01 == 0xFFFFFFu && r12 == 0xFFFFFFu) {
+                    o[0] = bt[x];
+                    o[1] = bt[p[sa + 1]];
+                    o[2] = bt[z];
+                    o += 3;
+                } else {
+                    uint32_t l = r01 <= r12 ? r01 : bt[x], rr = r01 <= r12 ? bt[z] : r12, r = bpe_pair_get(m, l, rr);
+                    if (r != BPE_NONE) *o++ = r;
+                    else {
+                        o[0] = l;
+                        o[1] = rr;
+                        o += 2;
+                    }
+                }
+            } else { /* a segment of >= 4 bytes: a pre-token of its own */
+                st->ids.len = (size_t)(o - st->ids.ids);
+                if (bpe_encode_span_avail(m, memo, p + sa, len, avail - sa, &st->ids)) return -1;
+                o = st->ids.ids + st->ids.len;
+            }
+            sa = c;
+        }
+    }
+    st->ids.len = (size_t)(o - st->ids.ids);
+    return 0;
+}
+
 /* pieces: keys are computed and their cache lines prefetched this far ahead.  With the 8 MiB cache a line
  * often comes from L3 or memory: 32 beat 8 by 8-15% (whole english.txt, o200k).  The span table's line is
  * no longer prefetched too: ~95% of pieces hit the cache, and the extra loads only took fill buffers
@@ -1571,11 +1720,11 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
      * probe it (with a warm cache those prefetches only take fill buffers) */
     size_t misses = 0;
     int cold = 0;
-    /* direct pieces (piece_small_segs) are looked for while, in the last batch, more than 1 in 4 pieces missed the
-     * cache or were direct pieces of >= 3 bytes (random text); with a warm cache on natural text, neither */
-    size_t direct3 = 0;
-    int direct = 0;
-    const int can_direct = m->seg_big != NULL;
+    /* direct batches (direct_run): taken after a batch in which more than 1 in 4 pieces missed the cache (random
+     * text, or a cold cache), kept while a batch has more than one dead boundary per DIRECT_KEEP pieces (random
+     * text); when a direct batch has fewer (natural text and a cold cache), none for DIRECT_HOLD batches */
+    int direct = 0, hold = 0;
+    const int can_direct = self->seg_dir != NULL && m->int_is_ext; /* (direct runs write internal ids) */
     while (pos < n) {
         size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends + 1, SPAN_CHUNK);
         if (k == 0) { /* no match starts at pos: skip to the next one (text no match covers is dropped) */
@@ -1587,15 +1736,37 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
         }
         ends[0] = from; /* piece j is [ends[j], ends[j + 1]) */
         if (st->ids.cap - st->ids.len < room && bpe_vec_reserve(&st->ids, room)) return -1;
+        if (direct) {
+            size_t cuts = 0;
+            for (size_t j = 0; j < k;) {
+                size_t j1 = j;
+                while (j1 < k && ends[j1 + 1] - ends[j] <= DIRECT_MAX) j1++;
+                if (j1 > j) {
+                    if (direct_run(self, memo, base, ends[j], ends + j + 1, j1 - j, avail_end - ends[j], st, &cuts))
+                        return -1;
+                } else { /* a piece longer than a run */
+                    if (bpe_encode_span_avail(m, memo, base + ends[j], ends[j + 1] - ends[j], avail_end - ends[j],
+                                              &st->ids))
+                        return -1;
+                    j1 = j + 1;
+                }
+                j = j1;
+            }
+            if (st->ids.cap - st->ids.len < room && bpe_vec_reserve(&st->ids, room)) return -1;
+            if (cuts * DIRECT_KEEP <= k) {
+                direct = 0;
+                hold = DIRECT_HOLD;
+            }
+            cold = 1;
+            count_flush(st);
+            continue;
+        }
         /* a piece's key is computed PC_AHEAD pieces early; len > 16 or too near the end: none */
 #define PC_AHEAD_KEY(jj)                                                                    \
     do {                                                                                    \
         size_t pb_ = ends[jj], len_ = ends[(jj) + 1] - pb_;                                 \
-        if (direct && len_ <= PC_LONG_MAXLEN &&                                             \
-            (keys[(jj) % PC_AHEAD].segs = piece_small_segs(m, base + pb_, len_)) != 0) {    \
-        } else if (len_ <= BPE_PC_MAXLEN) {                                                 \
+        if (len_ <= BPE_PC_MAXLEN) {                                                        \
             piece_key *k_ = &keys[(jj) % PC_AHEAD];                                         \
-            k_->segs = 0;                                                                   \
             piece_key_of(base + pb_, len_, avail_end - pb_, k_);                            \
             size_t i_ = ((k_->h >> 32) * pc_nlines) >> 32;                                  \
             __builtin_prefetch(memo->pc + i_);                                              \
@@ -1605,7 +1776,6 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
             }                                                                               \
         } else if (len_ <= PC_LONG_MAXLEN) {                                                \
             piece_key *k_ = &keys[(jj) % PC_AHEAD];                                         \
-            k_->segs = 0;                                                                   \
             piece_key_long(base + pb_, len_, k_);                                           \
             size_t i_ = ((k_->h >> 32) * pc_nlines) >> 32;                                  \
             __builtin_prefetch(memo->pc + i_);                                              \
@@ -1616,14 +1786,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
         for (size_t j = 0; j < k; j++) {
             size_t pb = ends[j], len = ends[j + 1] - pb;
             int rc;
-            if (direct && len <= PC_LONG_MAXLEN && keys[j % PC_AHEAD].segs) {
-                uint64_t segs = keys[j % PC_AHEAD].segs;
-                if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
-                uint32_t *o = st->ids.ids + st->ids.len;
-                st->ids.len = (size_t)(piece_small_emit(m, base + pb, segs, o) - st->ids.ids);
-                direct3 += len >= 3;
-                continue;
-            } else if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN)) {
+            if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN)) {
                 piece_key key = keys[j % PC_AHEAD];
                 if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
                 rc = piece_emit(m, memo, gen, base + pb, len, &key, room, st);
@@ -1649,8 +1812,9 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
         }
 #undef PC_AHEAD_KEY
         cold = 32 * misses > k;
-        direct = can_direct && 4 * (misses + direct3) > k;
-        misses = direct3 = 0;
+        if (hold) hold--;
+        else direct = can_direct && 4 * misses > k;
+        misses = 0;
         count_flush(st);
     }
     return 0;
