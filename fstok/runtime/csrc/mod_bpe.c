@@ -1521,7 +1521,9 @@ miss:;
  * >= 4 bytes are encoded as pre-tokens of their own (bpe_encode_span_avail: the same ids). */
 #define DIRECT_MAX 2048  /* bytes of a run */
 #define DIRECT_KEEP 4    /* a direct batch with <= 1 dead boundary in DIRECT_KEEP pieces ends direct batches */
-#define DIRECT_HOLD 16   /* batches without a direct one after that */
+#define DIRECT_HOLD 16   /* batches without a direct one after that (doubled after each stop, up to 64x) */
+#define DIRECT_LONG 16   /* so does more than 1 byte in DIRECT_LONG in segments of >= 4 bytes, over the last direct
+                            batches (4 KiB of slack) */
 #define DIRECT_WORDS (DIRECT_MAX / 64 + 2)
 
 
@@ -1611,8 +1613,8 @@ static inline void dir_flags(const uint32_t *sbp, const uint32_t *tri, const uin
 /* One run: pieces back to back from base + r0, piece i ending at pe[i] (offsets from base; np >= 1,
  * pe[np - 1] - r0 <= DIRECT_MAX); `avail`: bytes readable from base + r0.
  * Adds to *cuts the dead boundaries inside pieces.  Needs m->int_is_ext.  0, or -1 when out of memory. */
-static int direct_run(const ModelObject *self, bpe_memo *memo, const uint8_t *base, size_t r0, const size_t *pe,
-                      size_t np, size_t avail, enc_state *st, size_t *cuts) {
+__attribute__((noinline)) static int direct_run(const ModelObject *self, bpe_memo *memo, const uint8_t *base, size_t r0, const size_t *pe,
+                      size_t np, size_t avail, enc_state *st, size_t *cuts, size_t *longb) {
     const bpe_model *m = &self->m;
     const uint8_t *p = base + r0;
     const size_t R = pe[np - 1] - r0;
@@ -1678,6 +1680,7 @@ static int direct_run(const ModelObject *self, bpe_memo *memo, const uint8_t *ba
                     }
                 }
             } else { /* a segment of >= 4 bytes: a pre-token of its own */
+                *longb += len;
                 st->ids.len = (size_t)(o - st->ids.ids);
                 if (bpe_encode_span_avail(m, memo, p + sa, len, avail - sa, &st->ids)) return -1;
                 o = st->ids.ids + st->ids.len;
@@ -1721,9 +1724,12 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
     size_t misses = 0;
     int cold = 0;
     /* direct batches (direct_run): taken after a batch in which more than 1 in 4 pieces missed the cache (random
-     * text, or a cold cache), kept while a batch has more than one dead boundary per DIRECT_KEEP pieces (random
-     * text); when a direct batch has fewer (natural text and a cold cache), none for DIRECT_HOLD batches */
-    int direct = 0, hold = 0;
+     * text, or a cold cache), kept while a batch has more than one dead boundary per DIRECT_KEEP pieces and the
+     * segments of >= 4 bytes (encoded one by one, without the cache) stay rare (random text).  When that ends
+     * (natural text in a cold cache; multilingual text: its words are cut into segments too, but cached pieces
+     * cost less), none for DIRECT_HOLD batches */
+    int direct = 0, hold = 0, hold_next = DIRECT_HOLD;
+    size_t dbytes = 0, dlong = 0; /* bytes of direct batches, and of their segments of >= 4 bytes */
     const int can_direct = self->seg_dir != NULL && m->int_is_ext; /* (direct runs write internal ids) */
     while (pos < n) {
         size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends + 1, SPAN_CHUNK);
@@ -1742,7 +1748,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
                 size_t j1 = j;
                 while (j1 < k && ends[j1 + 1] - ends[j] <= DIRECT_MAX) j1++;
                 if (j1 > j) {
-                    if (direct_run(self, memo, base, ends[j], ends + j + 1, j1 - j, avail_end - ends[j], st, &cuts))
+                    if (direct_run(self, memo, base, ends[j], ends + j + 1, j1 - j, avail_end - ends[j], st, &cuts, &dlong))
                         return -1;
                 } else { /* a piece longer than a run */
                     if (bpe_encode_span_avail(m, memo, base + ends[j], ends[j + 1] - ends[j], avail_end - ends[j],
@@ -1753,10 +1759,18 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
                 j = j1;
             }
             if (st->ids.cap - st->ids.len < room && bpe_vec_reserve(&st->ids, room)) return -1;
-            if (cuts * DIRECT_KEEP <= k) {
-                direct = 0;
-                hold = DIRECT_HOLD;
+            dbytes += ends[k] - ends[0];
+            if (dbytes >= 65536) { /* (a moving window) */
+                dbytes >>= 1;
+                dlong >>= 1;
             }
+            if (cuts * DIRECT_KEEP <= k || dlong * DIRECT_LONG > dbytes + 4096) {
+                direct = 0;
+                hold = hold_next; /* twice as long after each stop, until direct batches last */
+                hold_next = hold_next < 64 * DIRECT_HOLD ? 2 * hold_next : hold_next;
+                dbytes = dlong = 0;
+            } else if (dbytes >= 16384)
+                hold_next = DIRECT_HOLD;
             cold = 1;
             count_flush(st);
             continue;
