@@ -54,7 +54,10 @@ for name in ("r50k_base", "p50k_base", "cl100k_base", "o200k_base"):
     lines = [rand(rnd.randint(1, 6000)) for _ in range(40)]
     assert enc.encode_ordinary_batch(lines, num_threads=2) == [ref.encode_ordinary(x) for x in lines], name
     big = rand(60000)
-    assert enc.encode_ordinary(big, num_threads=2) == ref.encode_ordinary(big), name
+    want = ref.encode_ordinary(big)
+    assert enc.encode_ordinary(big, num_threads=2) == want, name
+    assert enc.count(big) == len(want) and enc.count(big, num_threads=2) == len(want), name  # count mode: flushes
+    assert enc.encode_to_numpy(big).tolist() == want, name
 print("ok")
 """
 
