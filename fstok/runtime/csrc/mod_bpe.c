@@ -1520,6 +1520,7 @@ miss:;
  * the segments, across piece ends (BPE of a piece is BPE of its segments; a piece end ends a segment).  Segments of
  * >= 4 bytes are encoded as pre-tokens of their own (bpe_encode_span_avail: the same ids). */
 #define DIRECT_MAX 2048  /* bytes of a run */
+#define DIRECT_CHUNK 2048 /* pieces (and bytes) of a direct batch's find_ends window */
 #define DIRECT_KEEP 4    /* a direct batch with <= 1 dead boundary in DIRECT_KEEP pieces ends direct batches */
 #define DIRECT_HOLD 16   /* batches without a direct one after that (doubled after each stop, up to 64x) */
 #define DIRECT_LONG 16   /* so does more than 1 byte in DIRECT_LONG in segments of >= 4 bytes, over the last direct
@@ -1715,7 +1716,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
     const uint8_t *base = s + a;
     const size_t avail_end = st->text_len - a; /* bytes readable from base */
     const size_t room = PC_LONG_MAXLEN * (SPAN_CHUNK + 2); /* a hit writes up to 22 ids (2 x 11) */
-    size_t ends[SPAN_CHUNK + 1];
+    size_t ends[DIRECT_CHUNK + 1]; /* (SPAN_CHUNK + 1 used outside direct batches) */
     piece_key keys[PC_AHEAD];
     size_t pos = 0;
     /* piece-cache misses in the last batch of pieces: while more than 1 in 32 miss (a cold cache: a new text or
@@ -1732,7 +1733,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
     size_t dbytes = 0, dlong = 0; /* bytes of direct batches, and of their segments of >= 4 bytes */
     const int can_direct = self->seg_dir != NULL && m->int_is_ext; /* (direct runs write internal ids) */
     while (pos < n) {
-        size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends + 1, SPAN_CHUNK);
+        size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends + 1, direct ? DIRECT_CHUNK : SPAN_CHUNK);
         if (k == 0) { /* no match starts at pos: skip to the next one (text no match covers is dropped) */
             size_t mb, me = fstok_dfa_next_span(d, base, n, pos, &mb);
             if (me == FSTOK_DFA_NOMATCH) break;
