@@ -1523,8 +1523,9 @@ miss:;
 #define DIRECT_CHUNK 2048 /* pieces (and bytes) of a direct batch's find_ends window */
 #define DIRECT_KEEP 4    /* a direct batch with <= 1 dead boundary in DIRECT_KEEP pieces ends direct batches */
 #define DIRECT_HOLD 16   /* batches without a direct one after that (doubled after each stop, up to 64x) */
-#define DIRECT_LONG 16   /* so does more than 1 byte in DIRECT_LONG in segments of >= 4 bytes, over the last direct
-                            batches (4 KiB of slack) */
+#define DIRECT_LONG 32   /* so does more than 1 byte in DIRECT_LONG in segments of >= 4 bytes, over the last direct
+                            batches (DIRECT_SLACK bytes of slack): random text 0-1.4%, multilingual 10-66% */
+#define DIRECT_SLACK 1024
 #define DIRECT_WORDS (DIRECT_MAX / 64 + 2)
 
 
@@ -1765,7 +1766,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
                 dbytes >>= 1;
                 dlong >>= 1;
             }
-            if (cuts * DIRECT_KEEP <= k || dlong * DIRECT_LONG > dbytes + 4096) {
+            if (cuts * DIRECT_KEEP <= k || dlong * DIRECT_LONG > dbytes + DIRECT_SLACK) {
                 direct = 0;
                 hold = hold_next; /* twice as long after each stop, until direct batches last */
                 hold_next = hold_next < 64 * DIRECT_HOLD ? 2 * hold_next : hold_next;
