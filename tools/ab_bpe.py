@@ -21,9 +21,8 @@ import fstok.bpe as fb  # noqa: E402
 import bench_bpe as bb  # noqa: E402
 
 
-def main() -> None:
-    encs, wls, rounds = sys.argv[1].split(","), sys.argv[2].split(","), int(sys.argv[3])
-    dirs = sys.argv[4:]
+def load_builds(dirs: list[str]) -> list:
+    """The `_bpe` extension module of each build folder, loaded side by side into this process."""
     mods = []
     for d in dirs:
         so = glob.glob(os.path.join(d, "_bpe*.so"))[0]
@@ -32,6 +31,13 @@ def main() -> None:
         m = importlib.util.module_from_spec(spec)
         ld.exec_module(m)
         mods.append(m)
+    return mods
+
+
+def main() -> None:
+    encs, wls, rounds = sys.argv[1].split(","), sys.argv[2].split(","), int(sys.argv[3])
+    dirs = sys.argv[4:]
+    mods = load_builds(dirs)
     adv = bb._adversarial()
     texts = {"digits": adv["100k digits"], "eng1": bb._read("english", 1_000_000)[:1_000_000],
              "rand": adv["1 MB random, no spaces"], "aaa": adv["1 MB of 'a'"]}

@@ -11,23 +11,17 @@ the same text every call), rot (8 other random texts of 1 MB in turn: every piec
 multilingual, chinese_long (whole corpus files), coldeng / coldml (english 1 MB / multilingual after
 clear_cache()).  Build a copy with `python setup.py build_ext --inplace` and copy fstok/runtime/_bpe*.so to a
 directory of its own (a `#define` change needs `build_ext --force`: headers are not tracked)."""
-import gc, glob, importlib.machinery, importlib.util, os, random, sys, time
+import gc, os, random, sys, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import fstok, fstok.bpe as fb
 import bench_bpe as bb
+from ab_bpe import load_builds
 
 encs, wls, rounds = sys.argv[1].split(","), sys.argv[2].split(","), int(sys.argv[3])
 dirs = sys.argv[4:]
-mods = []
-for i, d in enumerate(dirs):
-    so = glob.glob(os.path.join(d, "_bpe*.so"))[0]
-    ld = importlib.machinery.ExtensionFileLoader("fstok.runtime._bpe", so)
-    spec = importlib.util.spec_from_file_location("fstok.runtime._bpe", so, loader=ld)
-    m = importlib.util.module_from_spec(spec)
-    ld.exec_module(m)
-    mods.append(m)
+mods = load_builds(dirs)
 
 
 def rand_text(seed):
