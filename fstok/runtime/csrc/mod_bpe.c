@@ -1907,7 +1907,10 @@ static int encode_gap(const ModelObject *self, const SpecialsObject *sp2, const 
 static int encode_text(const ModelObject *self, const SpecialsObject *sp, const SpecialsObject *sp2, const uint8_t *s,
                        size_t n, enc_state *st) {
     st->text_len = n;
-    if (!st->plan && bpe_vec_reserve(&st->ids, st->count_only ? 4096 + 512 : n / 4 + 16)) return -1;
+    /* count mode keeps at most ~4.6k ids between flushes; a short text needs no more than its list would */
+    size_t want = n / 4 + 16;
+    if (st->count_only && want > 4096 + 512) want = 4096 + 512;
+    if (!st->plan && bpe_vec_reserve(&st->ids, want)) return -1;
     size_t pos = 0;
     while (pos < n) {
         size_t len = 0;
@@ -2164,28 +2167,38 @@ typedef struct {
     size_t *n;
     enc_state *st;
     int *rc;
-    size_t count, next;
+    size_t count;
+    /* texts are claimed in blocks [bstart[b], bstart[b+1]): a batch of short lines paid a mutex round per
+     * line; a block holds <= 64 texts and about 1/32 of a thread's share of the bytes, a long text one of its own */
+    const size_t *bstart;
+    size_t nblocks;
+    atomic_size_t next;
     int kind;
-    pthread_mutex_t mu;
 } batch_job;
 
 static void *batch_worker(void *arg) {
     batch_job *j = (batch_job *)arg;
     bpe_memo *memo = memo_borrow((ModelObject *)j->self);
     for (;;) {
-        pthread_mutex_lock(&j->mu);
-        size_t i = j->next;
-        j->next += 1;
-        pthread_mutex_unlock(&j->mu);
-        if (i >= j->count) break;
-        if (!j->s[i]) continue;
-        /* encode into a state on this stack (neighbouring st[] entries share cache lines) */
-        enc_state local = j->st[i];
-        local.count_only = j->kind == OUT_COUNT;
-        local.memo = memo;
-        j->rc[i] = encode_text(j->self, j->sp, j->sp2, j->s[i], j->n[i], &local);
-        local.memo = NULL;
-        j->st[i] = local;
+        size_t b = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (b >= j->nblocks) break;
+        for (size_t i = j->bstart[b]; i < j->bstart[b + 1]; i++) {
+            if (!j->s[i]) continue;
+            /* encode into a state on this stack (neighbouring st[] entries share cache lines) */
+            enc_state local = j->st[i];
+            local.count_only = j->kind == OUT_COUNT;
+            local.memo = memo;
+            j->rc[i] = encode_text(j->self, j->sp, j->sp2, j->s[i], j->n[i], &local);
+            local.memo = NULL;
+            if (local.count_only) { /* only the number is kept: a batch of 100k lines held 3 GB of id buffers */
+                local.count += local.ids.len;
+                local.ids.len = 0;
+                free(local.ids.ids);
+                local.ids.ids = NULL;
+                local.ids.cap = 0;
+            }
+            j->st[i] = local;
+        }
     }
     memo_return((ModelObject *)j->self, memo);
     return NULL;
@@ -2215,9 +2228,10 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     size_t *n = (size_t *)calloc(count + 1, sizeof(*n));
     enc_state *st = (enc_state *)calloc(count + 1, sizeof(*st));
     int *rc = (int *)calloc(count + 1, sizeof(int));
+    size_t *bstart = (size_t *)calloc(count + 1, sizeof(size_t));
     PyObject *res = NULL;
     size_t total = 0;
-    if (!s || !n || !st || !rc) {
+    if (!s || !n || !st || !rc || !bstart) {
         PyErr_NoMemory();
         goto done;
     }
@@ -2241,11 +2255,23 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         total += n[i];
     }
     {
-        batch_job job = {self, sp, sp2, s, n, st, rc, count, 0, kind};
+        batch_job job = {self, sp, sp2, s, n, st, rc, count, bstart, 0};
+        job.kind = kind;
         if (nthreads < 1) nthreads = 1;
         if ((size_t)nthreads > count) nthreads = (int)(count ? count : 1);
         if (nthreads > 256) nthreads = 256;
-        pthread_mutex_init(&job.mu, NULL);
+        /* ~32 claims per thread keep the threads' last blocks ending close together */
+        size_t cap = total / ((size_t)nthreads * 32), nb = 0, bytes = 0;
+        for (size_t i = 0; i < count; i++) {
+            if (i == 0 || i - bstart[nb - 1] >= 64 || bytes + n[i] > cap) {
+                bstart[nb++] = i;
+                bytes = 0;
+            }
+            bytes += n[i];
+        }
+        bstart[nb] = count;
+        job.nblocks = nb;
+        atomic_init(&job.next, 0);
         if (nthreads == 1 && total < NOGIL_MIN) {
             batch_worker(&job);
         } else {
@@ -2258,7 +2284,6 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
             for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
             Py_END_ALLOW_THREADS
         }
-        pthread_mutex_destroy(&job.mu);
     }
     res = PyList_New((Py_ssize_t)count);
     if (!res) goto done;
@@ -2285,7 +2310,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
 done:
     if (st)
         for (size_t i = 0; i < count; i++) enc_free(&st[i]);
-    free(s), free(n), free(st), free(rc);
+    free(s), free(n), free(st), free(rc), free(bstart);
     Py_DECREF(fast);
     return res;
 }

@@ -1,0 +1,55 @@
+"""BPE `encode_batch` / `count_batch` on C threads (mod_bpe.c Model_encode_batch): texts are claimed in blocks
+(<= 64 texts, about 1/32 of a thread's bytes; a long text alone), and count mode keeps only the number of each text.
+
+Why these tests: a block split that skipped or repeated texts would show as wrong or missing results, a skewed
+batch (a few long texts among many short ones) must give the same ids on any thread count, and `count_batch` once
+held a 32 KB id buffer per text until the call ended (3 GB for 100k lines)."""
+import random
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import fstok
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return fstok.get_encoding("cl100k_base")
+
+
+def _batch(seed: int) -> list[str]:
+    rnd = random.Random(seed)
+    words = ["the", " café", " 東京", "🙂", " x=[1,2]", "\n", "  ", "<|endoftext|>", " naïve", "12345"]
+    out = []
+    for i in range(3000):
+        k = rnd.choice([0, 1, 3, 8, 20]) if i % 500 else rnd.choice([2000, 20000])  # a few long texts
+        out.append("".join(rnd.choice(words) for _ in range(k)))
+    return out
+
+
+@pytest.mark.parametrize("nt", [1, 2, 3, 7])
+def test_batch_blocks_equal_one_by_one(tok, nt):
+    texts = _batch(nt)
+    want = [tok.encode_ordinary(t) for t in texts]
+    assert tok.encode_ordinary_batch(texts, num_threads=nt) == want
+    assert tok.count_batch(texts, num_threads=nt) == [len(w) for w in want]
+
+
+def test_count_batch_memory_is_per_text_bounded():
+    # in a child process: its peak RSS tells whether the per-text id buffers were kept (~1 GB for 30k texts)
+    code = textwrap.dedent("""
+        import resource, fstok
+        tok = fstok.get_encoding("cl100k_base")
+        texts = [f"line {i} of a short batch" for i in range(30000)]
+        tok.count_batch(texts[:10], num_threads=2)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        counts = tok.count_batch(texts, num_threads=2)
+        assert counts == [len(tok.encode_ordinary(t)) for t in texts]
+        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    grew_mb = int(out.stdout.strip())
+    assert grew_mb < 150, f"count_batch of 30k short texts grew RSS by {grew_mb} MB"
