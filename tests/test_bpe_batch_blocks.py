@@ -53,3 +53,15 @@ def test_count_batch_memory_is_per_text_bounded():
     assert out.returncode == 0, out.stderr
     grew_mb = int(out.stdout.strip())
     assert grew_mb < 150, f"count_batch of 30k short texts grew RSS by {grew_mb} MB"
+
+
+@pytest.mark.parametrize("nt", [2, 4])
+def test_overlapped_lists_with_lone_surrogates(tok, nt):
+    # a threaded list batch builds each text's list while the workers run; texts with lone surrogates come back
+    # as None from the native call and are repaired in Python, at their own positions
+    texts = _batch(11)[:1500]
+    for i in range(0, len(texts), 97):
+        texts[i] = texts[i] + "\ud800x"
+    want = [tok.encode_ordinary(t) for t in texts]
+    assert tok.encode_ordinary_batch(texts, num_threads=nt) == want
+    assert tok.encode_batch(tuple(texts), num_threads=nt, disallowed_special=()) == want

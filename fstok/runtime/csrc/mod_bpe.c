@@ -11,6 +11,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
@@ -2174,16 +2175,13 @@ typedef struct {
     size_t nblocks;
     atomic_size_t next;
     int kind;
+    uint8_t *done; /* per text, set when its state is final (the overlapped list path), or NULL */
 } batch_job;
 
-static void *batch_worker(void *arg) {
-    batch_job *j = (batch_job *)arg;
-    bpe_memo *memo = memo_borrow((ModelObject *)j->self);
-    for (;;) {
-        size_t b = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-        if (b >= j->nblocks) break;
-        for (size_t i = j->bstart[b]; i < j->bstart[b + 1]; i++) {
-            if (!j->s[i]) continue;
+/* encode the texts of block b; with `done`, each text's flag is set (release) once its state is written */
+static void batch_block(batch_job *j, size_t b, bpe_memo *memo) {
+    for (size_t i = j->bstart[b]; i < j->bstart[b + 1]; i++) {
+        if (j->s[i]) {
             /* encode into a state on this stack (neighbouring st[] entries share cache lines) */
             enc_state local = j->st[i];
             local.count_only = j->kind == OUT_COUNT;
@@ -2199,9 +2197,71 @@ static void *batch_worker(void *arg) {
             }
             j->st[i] = local;
         }
+        if (j->done) __atomic_store_n(&j->done[i], 1, __ATOMIC_RELEASE);
+    }
+}
+
+static void *batch_worker(void *arg) {
+    batch_job *j = (batch_job *)arg;
+    bpe_memo *memo = memo_borrow((ModelObject *)j->self);
+    for (;;) {
+        size_t b = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (b >= j->nblocks) break;
+        batch_block(j, b, memo);
     }
     memo_return((ModelObject *)j->self, memo);
     return NULL;
+}
+
+/* The result list of a threaded list batch, built by the calling thread while the workers run: text i's list
+ * is made as soon as its flag is set, and its ids freed at once.  Why: for a batch of short lines, making the
+ * Python lists (and the collections they trigger) costs more than encoding them, and after the workers it ran
+ * alone, so 2 threads were no faster than 1.  While text i is not done the caller encodes a block itself
+ * (GIL released) or yields.  Returns the list, or NULL with an exception (the workers are still joined by the
+ * caller of this function, which waits for every block). */
+static PyObject *batch_lists_overlapped(ModelObject *self, batch_job *j) {
+    size_t count = j->count;
+    PyObject *res = PyList_New((Py_ssize_t)count);
+    if (!res) return NULL;
+    bpe_memo *memo = NULL;
+    /* 10^5 result lists would start the cyclic GC over and over (full passes as the result grows); they cannot
+     * form cycles, so it is paused while they are made, as in mod_wordpiece.c (one pass afterwards) */
+#if PY_VERSION_HEX >= 0x030A0000
+    int gc_was = PyGC_Disable();
+#endif
+    for (size_t i = 0; i < count; i++) {
+        while (!__atomic_load_n(&j->done[i], __ATOMIC_ACQUIRE)) {
+            size_t b = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+            Py_BEGIN_ALLOW_THREADS
+            if (b < j->nblocks) {
+                if (!memo) memo = memo_borrow(self);
+                batch_block(j, b, memo);
+            } else {
+                sched_yield();
+            }
+            Py_END_ALLOW_THREADS
+        }
+        PyObject *o;
+        if (!j->s[i]) {
+            o = Py_None;
+            Py_INCREF(o);
+        } else if (j->rc[i]) {
+            o = PyErr_NoMemory();
+        } else {
+            o = ids_to_list(self, j->st[i].ids.ids, j->st[i].ids.len);
+            enc_free(&j->st[i]);
+        }
+        if (!o) {
+            Py_CLEAR(res);
+            break;
+        }
+        PyList_SET_ITEM(res, (Py_ssize_t)i, o);
+    }
+#if PY_VERSION_HEX >= 0x030A0000
+    if (gc_was) PyGC_Enable();
+#endif
+    if (memo) memo_return(self, memo);
+    return res;
 }
 
 /* encode_batch(texts: list[str], specials, num_threads, kind) -> list (None where the text has lone
@@ -2220,7 +2280,10 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     }
     const SpecialsObject *sp, *sp2;
     if (get_specials(spo, &sp) || get_specials(sp2o, &sp2)) return NULL;
-    PyObject *fast = PySequence_Fast(seq, "encode_batch expects a sequence of str");
+    /* a list is copied: its texts' UTF-8 is read with the GIL released, and another thread could meanwhile
+     * remove (and free) an item of the caller's list */
+    PyObject *fast = PyList_Check(seq) ? PyList_GetSlice(seq, 0, PY_SSIZE_T_MAX)
+                                       : PySequence_Fast(seq, "encode_batch expects a sequence of str");
     if (!fast) return NULL;
     size_t count = (size_t)PySequence_Fast_GET_SIZE(fast);
     PyObject **items = PySequence_Fast_ITEMS(fast);
@@ -2272,6 +2335,27 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         bstart[nb] = count;
         job.nblocks = nb;
         atomic_init(&job.next, 0);
+        if (kind == OUT_LIST && nthreads > 1 && total >= NOGIL_MIN) {
+            job.done = (uint8_t *)calloc(count, 1);
+            if (!job.done) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            pthread_t th[256];
+            int started = 0;
+            for (int k = 1; k < nthreads; k++)
+                if (pthread_create(&th[started], NULL, batch_worker, &job) == 0) started++;
+            res = batch_lists_overlapped(self, &job);
+            if (!res) {
+                /* stop handing out blocks; the workers finish the ones they hold */
+                atomic_store_explicit(&job.next, job.nblocks, memory_order_relaxed);
+            }
+            Py_BEGIN_ALLOW_THREADS
+            for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+            Py_END_ALLOW_THREADS
+            free(job.done);
+            goto done;
+        }
         if (nthreads == 1 && total < NOGIL_MIN) {
             batch_worker(&job);
         } else {
@@ -2287,25 +2371,31 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     }
     res = PyList_New((Py_ssize_t)count);
     if (!res) goto done;
-    for (size_t i = 0; i < count; i++) {
-        PyObject *o;
-        if (!s[i]) {
-            o = Py_None;
-            Py_INCREF(o);
-        } else if (rc[i]) {
-            Py_CLEAR(res);
-            PyErr_NoMemory();
-            goto done;
-        } else if (kind == OUT_COUNT) {
-            o = PyLong_FromSize_t(st[i].count + st[i].ids.len);
-        } else {
-            o = ids_to_list(self, st[i].ids.ids, st[i].ids.len);
+    {
+#if PY_VERSION_HEX >= 0x030A0000
+        int gc_was = PyGC_Disable(); /* as in batch_lists_overlapped */
+#endif
+        for (size_t i = 0; i < count; i++) {
+            PyObject *o;
+            if (!s[i]) {
+                o = Py_None;
+                Py_INCREF(o);
+            } else if (rc[i]) {
+                o = PyErr_NoMemory();
+            } else if (kind == OUT_COUNT) {
+                o = PyLong_FromSize_t(st[i].count + st[i].ids.len);
+            } else {
+                o = ids_to_list(self, st[i].ids.ids, st[i].ids.len);
+            }
+            if (!o) {
+                Py_CLEAR(res);
+                break;
+            }
+            PyList_SET_ITEM(res, (Py_ssize_t)i, o);
         }
-        if (!o) {
-            Py_CLEAR(res);
-            goto done;
-        }
-        PyList_SET_ITEM(res, (Py_ssize_t)i, o);
+#if PY_VERSION_HEX >= 0x030A0000
+        if (gc_was) PyGC_Enable();
+#endif
     }
 done:
     if (st)
