@@ -1,24 +1,29 @@
-"""Long spans of a small byte set (digit runs under r50k's `\\p{N}+`) on AVX-512 VBMI machines: the two-lane window
-encoder renumbers the tokens made only of the span's bytes (lib_bpe.c `win_alpha_get` / `wa_build`: at most 1023,
-alphabets of at most 32 bytes, 8 alphabets per model) and runs its windows on those local ids with 16-bit keys, an
-L1-sized pair table (`pair_loc`), a vectorized window start (`wa_init`) and up to two merges per scan (`wa_step2`).
+"""Long spans of a small byte set (digit runs under r50k's `\\p{N}+`) on AVX2 machines (one instance of the lanes for
+AVX-512 VBMI, one for AVX2: lib_bpe.c includes bpe_alpha_lanes.h twice): the two-lane window encoder renumbers the
+tokens made only of the span's bytes (lib_bpe.c `win_alpha_get` / `wa_build`: at most 1023, alphabets of at most 32
+bytes, 8 alphabets per model) and runs its windows on those local ids with 16-bit keys, an L1-sized pair table
+(`pair_loc`), a vectorized window start (`wa_init`) and up to two merges per scan (`wa_step2`).
 
 Covered here, each against the heap encoder (and a few against `merge_ranks` / tiktoken):
-* alphabets of 1, 2, 10 (the 128-entry key tables), 12 and 13 bytes (the scalar start), bytes >= 0x80 (the high
-  half of the byte map), alphabets with more than 1023 tokens (a-z; digits under cl100k: not usable, the full
-  tables), more alphabets than the model keeps (the full tables again);
+* alphabets of 1, 2, 10 (the 128-entry key tables), 12 and 13 bytes (the scalar start), bytes >= 0x80 (the high half
+  of the byte map), alphabets with more than 1023 tokens (a-z; digits under cl100k: not usable, the full tables), more
+  alphabets than the model keeps (the full tables again);
 * a byte outside the sampled alphabet after the first 256 bytes (the lanes start over with the full tables);
 * spans of 1.2-4.1 KB through `encode_piece(piece, 5)` (the window encoder: two lanes), 30k digits through the
   backtracking encoder's hand-off, and r50k's 100k-digit bench input against tiktoken;
-* in subprocesses (the switches are read once): the default, $FSTOK_BPE_WIN_MARGIN=3 (junction repairs) and
-  $FSTOK_BPE_X2_JOIN=5 (failed lane joins).  ($FSTOK_BPE_NO_ALPHA=1 turns the local tables off: A/B.)
+* in subprocesses (the switches are read once): the default, $FSTOK_BPE_WIN_MARGIN=3 (junction repairs),
+  $FSTOK_BPE_X2_JOIN=5 (failed lane joins), and the AVX2 instance ($FSTOK_BPE_NO_AVX512=1) with 12 pairs per bucket
+  ($FSTOK_BPE_WA_PER_BUCKET: lookups that reach the buckets' upper halves; with ~4 r50k's digit pairs never do).
+  ($FSTOK_BPE_NO_ALPHA=1 turns the local tables off: A/B.)
 
 Planted bugs, each caught: the second merge allowed when the neighbourhoods overlap by one position; a window's live
 mask cleared at the wrong bit; one entry of the index-times-|S| table (the first keys) off by one; the local junction
-check (`wa_valid`) taking a crossing merge for a valid pair.  Not caught, and not a bug: the byte map's two halves
-swapped (every byte then looks outside the alphabet, and the lanes start over with the full tables).  The order test of the second merge
-dropped (k2 below the first merge's new keys) is caught by test_small_alphabet_second_merge_order (synthetic chains
-abcde with ab < abc < abcd < de); the bundled encodings' spans never reach it.
+check (`wa_valid`) taking a crossing merge for a valid pair; the AVX2 lookup ignoring a bucket's upper half (caught by
+the 12-per-bucket case only); the AVX2 window start reading the wrong byte of a first pair.  Not caught, and not a
+bug: the byte map's two halves swapped (every byte then looks outside the alphabet, and the lanes start over with the
+full tables).  The order test of the second merge dropped (k2 below the first merge's new keys) is caught by
+test_small_alphabet_second_merge_order (synthetic chains abcde with ab < abc < abcd < de); the bundled encodings'
+spans never reach it.
 """
 import os
 import subprocess
@@ -69,11 +74,13 @@ print("ok", checked)
     {},
     {"FSTOK_BPE_WIN_MARGIN": "3"},
     {"FSTOK_BPE_X2_JOIN": "5"},
+    {"FSTOK_BPE_NO_AVX512": "1", "FSTOK_BPE_WA_PER_BUCKET": "12"},  # the AVX2 lanes; pairs in the buckets' upper halves
 ])
 def test_small_alphabet_windows_exact(env):
     here = os.path.dirname(os.path.abspath(__file__))
     base = {k: v for k, v in os.environ.items()
-            if k not in ("FSTOK_BPE_NO_ALPHA", "FSTOK_BPE_WIN_MARGIN", "FSTOK_BPE_X2_JOIN", "FSTOK_BPE_NO_AVX512")}
+            if k not in ("FSTOK_BPE_NO_ALPHA", "FSTOK_BPE_WIN_MARGIN", "FSTOK_BPE_X2_JOIN", "FSTOK_BPE_NO_AVX512",
+                         "FSTOK_BPE_WA_PER_BUCKET")}
     p = subprocess.run([sys.executable, "-c", _SCRIPT, here, os.path.dirname(here), "7"],
                        env=dict(base, **env), capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and "ok" in p.stdout, p.stdout + p.stderr

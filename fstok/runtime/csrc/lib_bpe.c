@@ -521,6 +521,7 @@ typedef struct {
     uint64_t vnb;         /* buckets (the index of the empty one) */
     int vshift;
     const struct win_alpha_s *al; /* small-alphabet tables (win_alpha_get), or NULL */
+    int amode;                    /* with al: the instance of the lanes (WA_AVX2 or WA_AVX512) */
     const uint32_t *avb;          /* al's buckets, multiplier and shift (copied: no reload after key stores) */
     uint64_t amul;
     int ashift;
@@ -729,7 +730,9 @@ static int have_avx512 = -1; /* $FSTOK_BPE_NO_AVX512=1: 0 (tests: both paths) */
  * (r50k digits: 994 tokens, 984 pairs, 16 KiB).  Exact on a span whose bytes are all in S: every merge result on
  * it is made of bytes of S, so a pair of two such tokens merges iff the local table has it, with the same order of
  * ranks (local ids keep the internal order).  The lanes then hold local ids; each window's bytes are checked as
- * they are read (a byte outside S: the span is redone with the full tables). */
+ * they are read (a byte outside S: the span is redone with the full tables).  The lanes' merge loop has two instances
+ * (bpe_alpha_lanes.h, included below): AVX-512 VBMI, and AVX2 for the machines without AVX-512 (AMD Zen 2/3: r50k's
+ * 100k digits 37.5 -> 22.9 ns/byte). */
 #define WA_MAXTOK 1023   /* local ids 0..1022; 0x3FF is "none" */
 #define WA_MAXBYTES 32
 #define WA_B 16          /* slots per bucket (one 64-byte line) */
@@ -754,7 +757,12 @@ typedef struct win_alpha_s {
 } win_alpha;
 #define WA_KFAST 11 /* alphabets of up to 11 bytes: the first keys of a window from 128-entry tables (vpermi2d) */
 
-static int wa_off = -1; /* $FSTOK_BPE_NO_ALPHA=1: never (A/B, tests) */
+/* which lanes run small alphabets: WA_OFF ($FSTOK_BPE_NO_ALPHA=1: A/B, tests), WA_AVX2, or WA_AVX512 (AVX-512 VBMI,
+ * unless $FSTOK_BPE_NO_AVX512=1: tests run both) */
+#define WA_OFF 0
+#define WA_AVX2 1
+#define WA_AVX512 2
+static int wa_mode = -1;
 
 /* build the tables of alphabet `set` (ntok 0: not usable); NULL on allocation failure */
 static win_alpha *wa_new(const win_alpha *h, size_t extra) {
@@ -796,9 +804,13 @@ static win_alpha *wa_build(const bpe_model *m, const uint64_t set[4]) {
         pairs += loc[t] != 0xFFFE;
         loc[t] = (uint16_t)cnt++;
     }
-    /* buckets of <= WA_B - 1 pairs: ~4 per bucket, a multiplier that overflows none */
-    uint32_t nb = 16, mul = 0;
-    while (nb * 4 < pairs) nb *= 2;
+    /* buckets of <= WA_B - 1 pairs: ~4 per bucket, a multiplier that overflows none.  Test hook
+     * $FSTOK_BPE_WA_PER_BUCKET (1-15): that many per bucket, so that lookups reach the bucket's upper slots (with ~4,
+     * r50k's digit pairs all sit in slots 0-7) */
+    const char *pe = getenv("FSTOK_BPE_WA_PER_BUCKET");
+    uint32_t per = pe ? (uint32_t)atoi(pe) : 0, nb = 16, mul = 0;
+    if (per < 1 || per > WA_B - 1) per = 4;
+    while (nb * per < pairs) nb *= 2;
     uint8_t fill[4096];
     int sh = 32, ok = 0;
     for (; nb <= sizeof fill; nb *= 2) {
@@ -913,33 +925,6 @@ __attribute__((target("avx512f"), always_inline)) static inline uint32_t pair_lo
     return bk[__builtin_ctz((unsigned)hit | 0x8000u)] & 0x3FF;
 }
 
-/* valid_pair on local ids (the same loop: every pair it looks up is made of tokens of the alphabet) */
-__attribute__((target("avx512f"), noinline)) static int wa_valid(const win_alpha *al, uint32_t t1, uint32_t t2) {
-    const uint16_t *sp = al->lsplit;
-    uint32_t limit = 0xFFFFFFFFu;
-    for (;;) {
-        uint32_t c = pair_loc(al->vb, al->mul, al->shift, t1 << 10 | t2);
-        if (c != 0x3FF && c < limit) return 0;
-        if (t1 > t2) {
-            limit = t1;
-            t1 = sp[2 * t1 + 1];
-            if (t1 == limit) {
-                limit = t2 + 1;
-                t2 = sp[2 * t2];
-                if (t2 + 1 == limit) return 1;
-            }
-        } else {
-            limit = t2 + 1;
-            t2 = sp[2 * t2];
-            if (t2 + 1 == limit) {
-                limit = t1;
-                t1 = sp[2 * t1 + 1];
-                if (t1 == limit) return 1;
-            }
-        }
-    }
-}
-
 /* A window of a lane on local ids: 16-bit keys rank << 6 | (i & 63) (local rank 0x3FF: no pair; 0xFFFF: dead), so
  * the scan reads half the bytes of win_lane's and each half of the window (positions 0-63, 64-127) ends in one
  * phminposuw; the lower rank wins, the left half on a tie.  Tokens are local ids (16 bits). */
@@ -952,108 +937,6 @@ typedef struct {
     uint8_t nx[WA_WIN], pv[WA_WIN];
     uint64_t live[2]; /* bit i: position i starts a token (the output is read from these, not along nx) */
 } wa_lane;
-
-__attribute__((target("avx2,avx512f"), always_inline)) static inline int wa_step(const uint32_t *avb, uint32_t amul,
-                                                                                 int ashift, wa_lane *L) {
-    const __m256i *p = (const __m256i *)L->key;
-    __m256i a = _mm256_min_epu16(_mm256_min_epu16(_mm256_load_si256(p), _mm256_load_si256(p + 1)),
-                                 _mm256_min_epu16(_mm256_load_si256(p + 2), _mm256_load_si256(p + 3)));
-    uint32_t ka = (uint32_t)_mm_cvtsi128_si32(
-        _mm_minpos_epu16(_mm_min_epu16(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1))));
-    uint32_t kk = ((ka & 0xFFC0) << 1) | (ka & 63);
-#if WA_WIN == 128
-    __m256i b = _mm256_min_epu16(_mm256_min_epu16(_mm256_load_si256(p + 4), _mm256_load_si256(p + 5)),
-                                 _mm256_min_epu16(_mm256_load_si256(p + 6), _mm256_load_si256(p + 7)));
-    uint32_t kb = (uint32_t)_mm_cvtsi128_si32(
-        _mm_minpos_epu16(_mm_min_epu16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1))));
-    uint32_t kc = ((kb & 0xFFC0) << 1) | 64 | (kb & 63);
-    kk = kc < kk ? kc : kk;
-#endif
-    if (kk >= 0x3FFu << 7) return 0;
-    uint32_t r = kk >> 7;
-    size_t i = kk & 127, j = L->nx[i], q = L->nx[j];
-    L->tok[i] = (uint16_t)r;
-    L->key[j] = 0xFFFF;
-    L->nx[i] = (uint8_t)q;
-    if (q != WPOS_NONE) {
-        L->pv[q] = (uint8_t)i;
-        L->key[i] = (uint16_t)(pair_loc(avb, amul, ashift, r << 10 | L->tok[q]) << 6 | (i & 63));
-    } else {
-        L->key[i] = 0xFFFF;
-    }
-    size_t pp = L->pv[i];
-    if (pp != WPOS_NONE) L->key[pp] = (uint16_t)(pair_loc(avb, amul, ashift, (uint32_t)L->tok[pp] << 10 | r) << 6 | (pp & 63));
-    return 1;
-}
-
-/* Up to two merges per scan.  With kk (position i, pair (i, j), neighbours p = pv[i], q = nx[j]) the smallest key and
- * k2 (position i2, neighbours p2, j2, q2) the second smallest, merging kk then k2 is exactly what two steps would do
- * when the live positions {p, i, j, q} and {p2, i2, j2, q2} share at most an end (q == p2 or q2 == p: that position's
- * token is only read, its key written by one merge) and k2 is below both keys that the first merge makes (i's and
- * p's): then no key of the second merge's neighbourhood changed, and k2 is the minimum after the first merge. */
-__attribute__((target("avx2,avx512f"), always_inline)) static inline void wa_merge(const uint32_t *avb, uint32_t amul,
-                                                                                   int ashift, wa_lane *L, uint32_t r,
-                                                                                   size_t i, uint32_t *ki,
-                                                                                   uint32_t *kp) {
-    size_t j = L->nx[i], q = L->nx[j];
-    L->tok[i] = (uint16_t)r;
-    L->key[j] = 0xFFFF;
-    L->nx[i] = (uint8_t)q;
-    L->live[(j >> 6) & 1] &= ~(1ull << (j & 63));
-    uint32_t a = 0xFFFF, b = 0xFFFF;
-    if (q != WPOS_NONE) {
-        L->pv[q] = (uint8_t)i;
-        a = pair_loc(avb, amul, ashift, r << 10 | L->tok[q]) << 6 | (i & 63);
-    }
-    L->key[i] = (uint16_t)a;
-    size_t pp = L->pv[i];
-    if (pp != WPOS_NONE) {
-        b = pair_loc(avb, amul, ashift, (uint32_t)L->tok[pp] << 10 | r) << 6 | (pp & 63);
-        L->key[pp] = (uint16_t)b;
-    }
-    *ki = ((a & 0xFFC0) << 1) | (uint32_t)i;
-    *kp = ((b & 0xFFC0) << 1) | (uint32_t)(pp & 127);
-}
-
-__attribute__((target("avx2,avx512f"), always_inline)) static inline int wa_step2(const uint32_t *avb, uint32_t amul,
-                                                                                  int ashift, wa_lane *L) {
-    const __m256i *p = (const __m256i *)L->key;
-    __m256i x0 = _mm256_load_si256(p), x1 = _mm256_load_si256(p + 1), x2 = _mm256_load_si256(p + 2),
-            x3 = _mm256_load_si256(p + 3), x4 = _mm256_load_si256(p + 4), x5 = _mm256_load_si256(p + 5),
-            x6 = _mm256_load_si256(p + 6), x7 = _mm256_load_si256(p + 7);
-    __m256i a = _mm256_min_epu16(_mm256_min_epu16(x0, x1), _mm256_min_epu16(x2, x3));
-    __m256i b = _mm256_min_epu16(_mm256_min_epu16(x4, x5), _mm256_min_epu16(x6, x7));
-    uint32_t ka = (uint32_t)_mm_cvtsi128_si32(
-                      _mm_minpos_epu16(_mm_min_epu16(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1)))) & 0xFFFF;
-    uint32_t kb = (uint32_t)_mm_cvtsi128_si32(
-                      _mm_minpos_epu16(_mm_min_epu16(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1)))) & 0xFFFF;
-    uint32_t ca = ((ka & 0xFFC0) << 1) | (ka & 63), cb = ((kb & 0xFFC0) << 1) | 64 | (kb & 63);
-    int inA = ca < cb;
-    uint32_t kk = inA ? ca : cb, other = inA ? cb : ca;
-    if (kk >= 0x3FFu << 7) return 0;
-    /* the second smallest: kk's half again with kk's key set to all ones, against the other half's minimum */
-    __m256i sel = _mm256_set1_epi16((short)-inA), bk = _mm256_set1_epi16((short)(inA ? ka : kb));
-    __m256i y0 = _mm256_blendv_epi8(x4, x0, sel), y1 = _mm256_blendv_epi8(x5, x1, sel),
-            y2 = _mm256_blendv_epi8(x6, x2, sel), y3 = _mm256_blendv_epi8(x7, x3, sel);
-    y0 = _mm256_or_si256(y0, _mm256_cmpeq_epi16(y0, bk));
-    y1 = _mm256_or_si256(y1, _mm256_cmpeq_epi16(y1, bk));
-    y2 = _mm256_or_si256(y2, _mm256_cmpeq_epi16(y2, bk));
-    y3 = _mm256_or_si256(y3, _mm256_cmpeq_epi16(y3, bk));
-    __m256i c = _mm256_min_epu16(_mm256_min_epu16(y0, y1), _mm256_min_epu16(y2, y3));
-    uint32_t ks = (uint32_t)_mm_cvtsi128_si32(
-                      _mm_minpos_epu16(_mm_min_epu16(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1)))) & 0xFFFF;
-    uint32_t cs = ((ks & 0xFFC0) << 1) | (inA ? 0 : 64) | (ks & 63);
-    uint32_t k2 = cs < other ? cs : other;
-    size_t i = kk & 127, j = L->nx[i], q = L->nx[j], pp = L->pv[i];
-    size_t lo1 = pp == WPOS_NONE ? i : pp, hi1 = q == WPOS_NONE ? j : q;
-    uint32_t ki, kp;
-    wa_merge(avb, amul, ashift, L, kk >> 7, i, &ki, &kp);
-    if (k2 >= 0x3FFu << 7 || k2 > ki || k2 > kp) return 1;
-    size_t i2 = k2 & 127, j2 = L->nx[i2], q2 = L->nx[j2], p2 = L->pv[i2];
-    size_t lo2 = p2 == WPOS_NONE ? i2 : p2, hi2 = q2 == WPOS_NONE ? j2 : q2;
-    if (hi2 <= lo1 || hi1 <= lo2) wa_merge(avb, amul, ashift, L, k2 >> 7, i2, &ki, &kp);
-    return 1;
-}
 
 static const uint8_t wa_iota1[BPE_WIN] __attribute__((aligned(64))) = {
 #define I8(k) k + 1, k + 2, k + 3, k + 4, k + 5, k + 6, k + 7, k + 8
@@ -1127,33 +1010,70 @@ wa_init(const win_alpha *al, wa_lane *L, const uint8_t *s, size_t n) {
     return 0;
 }
 
-/* two windows on local ids in lockstep (n1 == 0: only the first); nonzero: a byte outside the alphabet (nothing
- * encoded) */
-__attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"))) static uint32_t win_encode_x2_loc(const win_tabs *t, wa_lane *L,
-                                                                         const uint8_t *s0, size_t n0,
-                                                                         const uint8_t *s1, size_t n1) {
-    uint32_t bad = wa_init(t->al, &L[0], s0, n0);
-    int a = 1, b = n1 > 0;
-    if (b) bad |= wa_init(t->al, &L[1], s1, n1);
-    if (bad) return bad;
-    const uint32_t *avb = t->avb, amul = (uint32_t)t->amul;
-    int ash = t->ashift;
+/* pair_loc on AVX2: the bucket's two halves compared separately */
+__attribute__((target("avx2"), always_inline)) static inline uint32_t pair_loc_avx2(const uint32_t *avb, uint32_t amul,
+                                                                                   int ashift, uint32_t key) {
+    const uint32_t *bk = avb + WA_B * (size_t)((uint32_t)(key * amul) >> ashift);
+    __m256i k = _mm256_set1_epi32((int)key);
+    __m256i v0 = _mm256_load_si256((const __m256i *)bk), v1 = _mm256_load_si256((const __m256i *)bk + 1);
+    unsigned h0 = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_srli_epi32(v0, 10), k)));
+    unsigned h1 = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_srli_epi32(v1, 10), k)));
+    return bk[__builtin_ctz(h0 | h1 << 8 | 0x8000u)] & 0x3FF;
+}
+
+/* wa_init on AVX2: the bytes' indices in S and the first keys from the byte tables, one byte at a time (a window's
+ * start is a few percent of its merges) */
+__attribute__((target("avx2"), always_inline)) static inline uint32_t wa_init_avx2(const win_alpha *al, wa_lane *L,
+                                                                                   const uint8_t *s, size_t n) {
+    uint8_t c[WA_WIN];
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad |= c[i] = al->bidx[s[i]];
+    if (bad & 0x80) return 1; /* 0xFF: outside S (indices are < WA_MAXBYTES) */
+    for (size_t i = 0; i < n; i++) L->tok[i] = al->btok16[c[i]];
+    memcpy(L->nx, wa_iota1, WA_WIN);
+    memcpy(L->pv, wa_iotam1, WA_WIN);
+    L->nx[(n - 1) & (WA_WIN - 1)] = WPOS_NONE;
+    L->live[0] = n >= 64 ? ~0ull : (1ull << n) - 1;
+    L->live[1] = n >= 128 ? ~0ull : n > 64 ? (1ull << (n - 64)) - 1 : 0;
+    for (size_t i = 0; i + 1 < n; i++)
+        L->key[i] = (uint16_t)(al->bpair[c[i] * WA_MAXBYTES + c[i + 1]] << 6 | (i & 63));
+    for (size_t i = n - 1; i < WA_WIN; i++) L->key[i] = 0xFFFF; /* wa_step scans all WA_WIN keys */
+    return 0;
+}
+
 #ifndef WA_TWO /* 0: one merge per scan (wa_step), for A/B */
 #define WA_TWO 1
 #endif
-#if WA_TWO
-#define WA_STEP wa_step2
-#else
-#define WA_STEP wa_step
-#endif
-    while (a & b) {
-        a = WA_STEP(avb, amul, ash, &L[0]);
-        b = WA_STEP(avb, amul, ash, &L[1]);
-    }
-    while (a) a = WA_STEP(avb, amul, ash, &L[0]);
-    while (b) b = WA_STEP(avb, amul, ash, &L[1]);
-    return 0;
-}
+
+/* AVX-512 VBMI: 16-slot buckets compared in one instruction, the window start by byte permutes */
+#define WA_NAME(x) x##_512
+#define WA_TARGET_STEP "avx2,avx512f"
+#define WA_TARGET_INIT "avx2,avx512f,avx512bw,avx512vbmi"
+#define WA_PAIR pair_loc
+#define WA_INIT wa_init
+#include "bpe_alpha_lanes.h"
+#undef WA_NAME
+#undef WA_TARGET_STEP
+#undef WA_TARGET_INIT
+#undef WA_PAIR
+#undef WA_INIT
+
+/* AVX2 (no AVX-512: AMD Zen 2/3, older Intel): the same merges with pair_loc_avx2 and wa_init_avx2 */
+#define WA_NAME(x) x##_256
+#define WA_TARGET_STEP "avx2"
+#define WA_TARGET_INIT "avx2"
+#define WA_PAIR pair_loc_avx2
+#define WA_INIT wa_init_avx2
+/* GCC 12 reports a write at nx[-1] in wa_init_avx2 inlined here (n >= 1 on every call: a false positive) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#include "bpe_alpha_lanes.h"
+#pragma GCC diagnostic pop
+#undef WA_NAME
+#undef WA_TARGET_STEP
+#undef WA_TARGET_INIT
+#undef WA_PAIR
+#undef WA_INIT
 
 static inline size_t wl_out_loc(const win_tabs *t, const wa_lane *L, uint32_t *out, uint16_t *lout, uint8_t *st) {
     size_t c = 0;
@@ -1181,7 +1101,8 @@ typedef struct {
 /* apply the window [pos, pos + w) of a lane (c tokens in buf, their offsets in st): keep the tokens that end
  * `margin` bytes before the cut, or repair an invalid junction; 1: too many repairs */
 static int lane_apply(const bpe_model *m, stitch_lane *t, const uint32_t *buf, const uint8_t *st, size_t c, size_t w,
-                      size_t margin, const win_alpha *al, const uint16_t *lbuf) {
+                      size_t margin, const win_tabs *tb, const uint16_t *lbuf) {
+    const win_alpha *al = tb->al;
     size_t take = c, adv = w;
     if (t->pos + w < t->n) {
         take = c - 1; /* the last token that starts <= w - margin (offsets increase; few start after it) */
@@ -1189,7 +1110,7 @@ static int lane_apply(const bpe_model *m, stitch_lane *t, const uint32_t *buf, c
         if (take == 0) take = 1;
         adv = take < c ? st[take] : w;
     }
-    if (t->len > 0 && !(al && t->lastl != WA_NOLOC ? wa_valid(al, t->lastl, lbuf[0])
+    if (t->len > 0 && !(al && t->lastl != WA_NOLOC ? (tb->amode == WA_AVX512 ? wa_valid_512 : wa_valid_256)(al, t->lastl, lbuf[0])
                                                     : valid_pair(m, t->o[t->len - 1], buf[0]))) {
         if (++t->repairs > t->budget || t->streak >= 3) return 1;
         size_t back = (size_t)16 << t->streak++, dropped = 0;
@@ -1223,7 +1144,9 @@ static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, sti
         size_t wm = tb->al ? WA_WIN : BPE_WIN, wp = lane_wlen(P, wm), wq = Q ? lane_wlen(Q, wm) : 0;
         size_t c;
         if (tb->al) {
-            if (win_encode_x2_loc(tb, La, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq)) return 2;
+            if ((tb->amode == WA_AVX512 ? win_encode_x2_loc_512 : win_encode_x2_loc_256)(tb, La, P->s + P->pos, wp,
+                                                                                         Q ? Q->s + Q->pos : NULL, wq))
+                return 2;
             c = wl_out_loc(tb, &La[0], buf, lbuf, st);
         } else {
             if (tb->vb)
@@ -1232,10 +1155,10 @@ static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, sti
                 win_encode_x2(tb, L, P->s + P->pos, wp, Q ? Q->s + Q->pos : NULL, wq);
             c = wl_out(&L[0], buf, st);
         }
-        if (lane_apply(m, P, buf, st, c, wp, margin, tb->al, lbuf)) return 1;
+        if (lane_apply(m, P, buf, st, c, wp, margin, tb, lbuf)) return 1;
         if (Q) {
             c = tb->al ? wl_out_loc(tb, &La[1], buf, lbuf, st) : wl_out(&L[1], buf, st);
-            if (lane_apply(m, Q, buf, st, c, wq, margin, tb->al, lbuf)) return 1;
+            if (lane_apply(m, Q, buf, st, c, wq, margin, tb, lbuf)) return 1;
         }
     }
 }
@@ -1246,11 +1169,11 @@ static int lanes_run(const bpe_model *m, const win_tabs *tb, stitch_lane *A, sti
 static int x2_join = -1;
 
 static int encode_stitched_x2(const bpe_model *m, const uint8_t *s, size_t n, size_t margin, bpe_vec *out,
-                              const win_alpha *al) {
+                              const win_alpha *al, int amode) {
     size_t base = out->len;
     int rc;
     win_tabs tb = {m->pair_tab, m->pair_bloom, m->byte_tok, m->byte_pair, m->pair_mask, m->pair_shift, m->bloom_shift,
-                   NULL, NULL, 0, 0, al, al ? al->vb : NULL, al ? al->mul : 0, al ? al->shift : 0};
+                   NULL, NULL, 0, 0, al, amode, al ? al->vb : NULL, al ? al->mul : 0, al ? al->shift : 0};
     if (!al && __atomic_load_n(&have_avx512, __ATOMIC_RELAXED) > 0) {
         uint64_t vm = 0;
         tb.vb = win_pair_buckets(m, &vm);
@@ -1360,17 +1283,19 @@ static int encode_stitched(const bpe_model *m, const uint8_t *s, size_t n, bpe_v
     }
     if (av) {
         const win_alpha *al = NULL;
-        if (n >= WA_MIN && __atomic_load_n(&have_avx512, __ATOMIC_RELAXED) > 0) {
-            int off = __atomic_load_n(&wa_off, __ATOMIC_RELAXED);
-            if (off < 0) {
-                const char *e = getenv("FSTOK_BPE_NO_ALPHA");
-                off = (e && e[0] == '1') || !__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vbmi");
-                __atomic_store_n(&wa_off, off, __ATOMIC_RELAXED);
-            }
-            if (!off) al = win_alpha_get(m, s, n);
+        int am = __atomic_load_n(&wa_mode, __ATOMIC_RELAXED);
+        if (am < 0) {
+            const char *e = getenv("FSTOK_BPE_NO_ALPHA");
+            am = e && e[0] == '1' ? WA_OFF
+                 : __atomic_load_n(&have_avx512, __ATOMIC_RELAXED) > 0 && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vbmi")
+                     ? WA_AVX512
+                     : WA_AVX2;
+            __atomic_store_n(&wa_mode, am, __ATOMIC_RELAXED);
         }
-        int rc = encode_stitched_x2(m, s, n, margin, out, al);
-        if (rc == 2) rc = encode_stitched_x2(m, s, n, margin, out, NULL); /* a byte outside the alphabet */
+        if (n >= WA_MIN && am != WA_OFF) al = win_alpha_get(m, s, n);
+        int rc = encode_stitched_x2(m, s, n, margin, out, al, am);
+        if (rc == 2) rc = encode_stitched_x2(m, s, n, margin, out, NULL, am); /* a byte outside the alphabet */
         return rc;
     }
 #endif
