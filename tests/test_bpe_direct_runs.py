@@ -1,7 +1,8 @@
 """Direct runs (mod_bpe.c direct_run, docs/bpe.md "Stop 15"): on random text the piece loop stops using the piece
 cache and encodes runs of pieces at once, cut into segments at dead boundaries and at piece ends: segments of 1-3
 bytes without a merge search, longer ones as pre-tokens of their own.  The boundary flags come from AVX-512 gathers
-where the CPU has them, else from a scalar loop ($FSTOK_BPE_NO_AVX512=1); both are run here, in subprocesses.
+where the CPU has them, else from AVX2 gathers ($FSTOK_BPE_NO_AVX512=1), else from a branch-free scalar loop
+($FSTOK_BPE_NO_AVX2=1 too); all three are run here, in subprocesses.
 
 Texts that switch the mode on and off (random text, natural text, multilingual text, back), runs cut at DIRECT_MAX
 bytes, pieces longer than a run, segments of every length, several passes (the cache and the memo warm), batches;
@@ -62,10 +63,10 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("no_avx512", ["0", "1"])
-def test_direct_runs_match_tiktoken(no_avx512):
+@pytest.mark.parametrize("no_avx512,no_avx2", [("0", "0"), ("1", "0"), ("1", "1")])
+def test_direct_runs_match_tiktoken(no_avx512, no_avx2):
     here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, FSTOK_BPE_NO_AVX512=no_avx512)
+    env = dict(os.environ, FSTOK_BPE_NO_AVX512=no_avx512, FSTOK_BPE_NO_AVX2=no_avx2)
     p = subprocess.run([sys.executable, "-c", _SCRIPT, here, os.path.dirname(here)], env=env,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stdout + p.stderr

@@ -1608,22 +1608,71 @@ dir_flags_avx512(const uint32_t *sbp, const uint32_t *tri, const uint8_t *p, siz
         }
     }
 }
-static int dir_avx512 = -1; /* $FSTOK_BPE_NO_AVX512=1: the scalar flags (tests: both) */
+static int dir_avx512 = -1; /* $FSTOK_BPE_NO_AVX512=1: the AVX2 or scalar flags (tests: all three) */
+
+/* the same on AVX2, 8 positions at a time (two gathers; x >= 2 here, and every byte read is inside the run) */
+__attribute__((target("avx2"))) static void dir_flags_avx2(const uint32_t *sbp, const uint32_t *tri, const uint8_t *p,
+                                                           size_t x0, size_t x1, uint64_t *IN, uint64_t *ST,
+                                                           uint64_t *EN, uint64_t *TR, uint32_t *pv) {
+    size_t x = x0;
+    if (x < 2) { /* position 1 has no trigram */
+        size_t e = x1 < 2 ? x1 : 2;
+        dir_flags_scalar(sbp, tri, p, x, e, IN, ST, EN, TR, pv);
+        x = e;
+    }
+    const __m256i low24 = _mm256_set1_epi32(0xFFFFFF), mul = _mm256_set1_epi32((int)0x9E3779B1u),
+                  m31 = _mm256_set1_epi32(31);
+    for (; x + 8 <= x1; x += 8) {
+        __m256i b2 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + x)));
+        __m256i b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + x - 1)));
+        __m256i b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + x - 2)));
+        __m256i big = _mm256_or_si256(_mm256_slli_epi32(b1, 8), b2);
+        __m256i v = _mm256_i32gather_epi32((const int *)sbp, big, 4);
+        _mm256_storeu_si256((__m256i *)(pv + x), _mm256_and_si256(v, low24));
+        __m256i h = _mm256_srli_epi32(_mm256_mullo_epi32(_mm256_or_si256(_mm256_slli_epi32(b0, 16), big), mul),
+                                      32 - DIR_TRI_BITS);
+        __m256i tw = _mm256_i32gather_epi32((const int *)tri, _mm256_srli_epi32(h, 5), 4);
+        __m256i tb = _mm256_srlv_epi32(tw, _mm256_and_si256(h, m31));
+        /* the flag bits (24: IN, 25: START, 26: END; the trigram's bit 0) moved to the sign bit of each lane */
+        uint64_t in = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 31 - 24)));
+        uint64_t stt = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 31 - 25)));
+        uint64_t en = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v, 31 - 26)));
+        uint64_t tr = (uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_slli_epi32(tb, 31)));
+        size_t w = x >> 6, sh = x & 63;
+        IN[w] |= in << sh;
+        ST[w] |= stt << sh;
+        EN[w] |= en << sh;
+        TR[w] |= tr << sh;
+        if (sh > 56) { /* positions x..x+7 straddle a word */
+            IN[w + 1] |= in >> (64 - sh);
+            ST[w + 1] |= stt >> (64 - sh);
+            EN[w + 1] |= en >> (64 - sh);
+            TR[w + 1] |= tr >> (64 - sh);
+        }
+    }
+    if (x < x1) dir_flags_scalar(sbp, tri, p, x, x1, IN, ST, EN, TR, pv);
+}
+static int dir_avx2 = -1; /* $FSTOK_BPE_NO_AVX2=1: the scalar flags (tests: all three) */
 #endif
 
 static inline void dir_flags(const uint32_t *sbp, const uint32_t *tri, const uint8_t *p, size_t x0, size_t x1,
                              uint64_t *IN, uint64_t *ST, uint64_t *EN, uint64_t *TR, uint32_t *pv) {
 #ifdef DIR_HAVE_AVX512
-    int v = dir_avx512;
-    if (v < 0) {
-        const char *e = getenv("FSTOK_BPE_NO_AVX512");
+    int v = __atomic_load_n(&dir_avx512, __ATOMIC_ACQUIRE);
+    if (v < 0) { /* (racing threads store the same values; dir_avx2 first) */
+        const char *e = getenv("FSTOK_BPE_NO_AVX512"), *e2 = getenv("FSTOK_BPE_NO_AVX2");
         __builtin_cpu_init();
         v = !(e && e[0] == '1') && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl");
-        dir_avx512 = v;
+        __atomic_store_n(&dir_avx2, !(e2 && e2[0] == '1') && __builtin_cpu_supports("avx2"), __ATOMIC_RELAXED);
+        __atomic_store_n(&dir_avx512, v, __ATOMIC_RELEASE);
     }
     if (v) {
         dir_flags_avx512(sbp, tri, p, x0, x1, IN, ST, EN, TR, pv);
+        return;
+    }
+    if (__atomic_load_n(&dir_avx2, __ATOMIC_RELAXED) > 0) {
+        dir_flags_avx2(sbp, tri, p, x0, x1, IN, ST, EN, TR, pv);
         return;
     }
 #endif
