@@ -55,6 +55,26 @@ def test_count_batch_memory_is_per_text_bounded():
     assert grew_mb < 150, f"count_batch of 30k short texts grew RSS by {grew_mb} MB"
 
 
+def test_list_batch_reserves_per_text_bytes():
+    # a text's id buffer is sized by its bytes (mod_bpe.c encode_pieces_cached `room`): it was 64 KB per text, so a
+    # 1-thread list batch of 30k short lines touched a fresh page or two per line (~200 MB, most of a first call)
+    code = textwrap.dedent("""
+        import resource, fstok
+        tok = fstok.get_encoding("cl100k_base")
+        texts = [f"line {i} of a short batch" for i in range(30000)]
+        tok.encode_ordinary_batch(texts[:10], num_threads=1)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        got = tok.encode_ordinary_batch(texts, num_threads=1)
+        grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+        assert got == [tok.encode_ordinary(t) for t in texts]
+        print(grew)
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    grew_mb = int(out.stdout.strip())
+    assert grew_mb < 50, f"a list batch of 30k short texts grew RSS by {grew_mb} MB"
+
+
 @pytest.mark.parametrize("nt", [2, 4])
 def test_overlapped_lists_with_lone_surrogates(tok, nt):
     # a threaded list batch builds each text's list while the workers run; texts with lone surrogates come back

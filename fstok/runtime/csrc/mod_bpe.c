@@ -1783,7 +1783,12 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
     const size_t n = b - a;
     const uint8_t *base = s + a;
     const size_t avail_end = st->text_len - a; /* bytes readable from base */
-    const size_t room = PC_LONG_MAXLEN * (SPAN_CHUNK + 2); /* a hit writes up to 22 ids (2 x 11) */
+    /* free ids kept before each chunk of pieces and after each miss: a chunk writes at most one id per byte, and a
+     * cache hit copies whole entries (up to 2 x BPE_PC_MAXTOK ids past the end).  Bounded by the text's own bytes:
+     * a batch of 100k short lines reserved 64 KB each, and touching a new page per line (page faults, zeroing)
+     * took most of the first calls' time */
+    const size_t room_chunk = PC_LONG_MAXLEN * (SPAN_CHUNK + 2), room_text = n + 2 * BPE_PC_MAXTOK + 8;
+    const size_t room = room_text < room_chunk ? room_text : room_chunk;
     size_t ends[DIRECT_CHUNK + 1]; /* (SPAN_CHUNK + 1 used outside direct batches) */
     piece_key keys[PC_AHEAD];
     size_t pos = 0;
