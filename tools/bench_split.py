@@ -52,6 +52,31 @@ def best(f, reps: int) -> tuple[float, float]:
     return held * 1e3, freed * 1e3
 
 
+def best_interleaved(fs: list, reps: int) -> list[tuple[float, float]]:
+    """best() for several calls at once, timed in alternating rounds (one call of each per round, the order
+    reversed every other round): on a shared 2-vCPU host the speed drifts by up to 2x between seconds, and a
+    series timed after another series compares two host states, not two methods (--series: the old way)."""
+    for f in fs:
+        for _ in range(WARMUP):
+            f()
+    held = [float("inf")] * len(fs)
+    freed = [float("inf")] * len(fs)
+    for r in range(reps):
+        for i in (range(len(fs)) if r % 2 == 0 else reversed(range(len(fs)))):
+            t0 = time.perf_counter()
+            res = fs[i]()
+            t1 = time.perf_counter()
+            del res
+            t2 = time.perf_counter()
+            held[i] = min(held[i], t1 - t0)
+            freed[i] = min(freed[i], t2 - t0)
+    return [(h * 1e3, fr * 1e3) for h, fr in zip(held, freed)]
+
+
+def timings(fs: list, reps: int, series: bool) -> list[tuple[float, float]]:
+    return [best(f, reps) for f in fs] if series else best_interleaved(fs, reps)
+
+
 def cell(nt: int, t: tuple[float, float], one: tuple[float, float]) -> str:
     return f"{nt}t {t[0] / one[0]:.3f} ({t[1] / one[1]:.3f})"
 
@@ -66,12 +91,14 @@ def main() -> None:
     p.add_argument("--encodings", default="bert-base-uncased,bert-base-multilingual-cased,cl100k_base,o200k_base")
     p.add_argument("--corpus", default=CORPUS)
     p.add_argument("--warmup", type=int, default=10, help="untimed calls before each timed series (default 10)")
+    p.add_argument("--series", action="store_true",
+                   help="time each method in a series of its own (before stop 17); default: interleaved rounds")
     a = p.parse_args()
     global WARMUP
     WARMUP = a.warmup
     threads = [int(x) for x in a.threads.split(",")]
     print(f"tools/bench split {' '.join(sys.argv[1:])}; cpu_count {os.cpu_count()}; "
-          f"load {os.getloadavg()[0]:.1f}; best of {a.reps} after {a.warmup} warm-up calls; ratio = threaded / one-shot (same API, same run), "
+          f"load {os.getloadavg()[0]:.1f}; best of {a.reps} after {a.warmup} warm-up calls, {'series' if a.series else 'interleaved rounds'}; ratio = threaded / one-shot (same API, same run), "
           f"latency (result freed outside the timing) and, in parentheses, with the free timed")
     for name in a.encodings.split(","):
         tok = fstok.get_encoding(name)
@@ -81,19 +108,19 @@ def main() -> None:
                 text = f.read().encode("utf-8")[: int(a.mb * 1e6)].decode("utf-8", "ignore")
             enc = tok.encode if is_wp else tok.encode_ordinary
             want = enc(text)
-            one = best(lambda: enc(text), a.reps)
-            cells = []
             for nt in threads:
                 assert enc(text, num_threads=nt) == want, (name, doc, nt)
-                cells.append(cell(nt, best(lambda: enc(text, num_threads=nt), a.reps), one))
+            one, *ts = timings([lambda: enc(text)] + [lambda nt=nt: enc(text, num_threads=nt) for nt in threads],
+                               a.reps, a.series)
+            cells = [cell(nt, t, one) for nt, t in zip(threads, ts)]
             print(f"{name:30s} {doc:13s} list : one-shot {one[0]:6.2f} ms ({one[1]:6.2f}) | " + " | ".join(cells))
             # (BPE: special-token text is ordinary here, as in encode_ordinary above)
             enc_np = tok.encode_to_numpy if is_wp else functools.partial(tok.encode_to_numpy, disallowed_special=())
-            one_np = best(lambda: enc_np(text), a.reps)
             for nt in threads:
                 assert enc_np(text, num_threads=nt).tolist() == want, (name, doc, nt, "numpy")
-            cells = [cell(nt, best(lambda: enc_np(text, num_threads=nt), a.reps), one_np)
-                     for nt in threads]
+            one_np, *ts = timings([lambda: enc_np(text)] +
+                                  [lambda nt=nt: enc_np(text, num_threads=nt) for nt in threads], a.reps, a.series)
+            cells = [cell(nt, t, one_np) for nt, t in zip(threads, ts)]
             print(f"{'':30s} {'':13s} numpy: one-shot {one_np[0]:6.2f} ms ({one_np[1]:6.2f}) | " + " | ".join(cells))
 
 
