@@ -8,6 +8,7 @@ cut.
 Each case runs in a subprocess because the switches are read once per process:
 * default: the bucketed lookups where the CPU has AVX-512 (else the AVX2 path);
 * $FSTOK_BPE_NO_AVX512=1: the AVX2 lanes with `pair_nb` (the path of machines without AVX-512);
+* $FSTOK_BPE_NO_AVX2=1 too: one stitched window at a time (`encode_stitched`'s loop: machines without AVX2);
 * $FSTOK_BPE_VB_PER_BUCKET=7 / 64: 7 or 64 pairs per bucket on average, so that many or nearly all buckets overflow
   and their lookups take the fallback;
 * $FSTOK_BPE_WIN_MARGIN=3: more junction repairs.
@@ -59,6 +60,7 @@ print("ok")
 @pytest.mark.parametrize("env", [
     {},
     {"FSTOK_BPE_NO_AVX512": "1"},
+    {"FSTOK_BPE_NO_AVX512": "1", "FSTOK_BPE_NO_AVX2": "1"},
     {"FSTOK_BPE_VB_PER_BUCKET": "7"},
     {"FSTOK_BPE_VB_PER_BUCKET": "64"},
     {"FSTOK_BPE_WIN_MARGIN": "3"},
@@ -66,7 +68,7 @@ print("ok")
 def test_window_pair_lookups_exact(env):
     here = os.path.dirname(os.path.abspath(__file__))
     base = {k: v for k, v in os.environ.items()
-            if k not in ("FSTOK_BPE_NO_AVX512", "FSTOK_BPE_VB_PER_BUCKET", "FSTOK_BPE_WIN_MARGIN")}
+            if k not in ("FSTOK_BPE_NO_AVX512", "FSTOK_BPE_NO_AVX2", "FSTOK_BPE_VB_PER_BUCKET", "FSTOK_BPE_WIN_MARGIN")}
     p = subprocess.run([sys.executable, "-c", _SCRIPT, here, os.path.dirname(here), "5", "12", "200", "2600"],
                        env=dict(base, **env), capture_output=True, text=True, timeout=300)
     assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stdout + p.stderr

@@ -1517,7 +1517,7 @@ miss:;
  * miss path), and a cached piece costs a line that is rarely in L1/L2.  But random text is cut by dead boundaries
  * (bpe_seg_cross) into segments of one to three bytes, which encode without a merge search (lib_bpe.c seg_emit).  A
  * direct run takes a run of consecutive pieces (<= DIRECT_MAX bytes in all) at once: the boundary flags of all its
- * positions (vectorized with AVX-512 gathers where available), the dead boundaries as bit masks, then one loop over
+ * positions (AVX-512 or AVX2 gathers, else a branch-free loop), the dead boundaries as bit masks, then one loop over
  * the segments, across piece ends (BPE of a piece is BPE of its segments; a piece end ends a segment).  Segments of
  * >= 4 bytes are encoded as pre-tokens of their own (bpe_encode_span_avail: the same ids). */
 #define DIRECT_MAX 2048  /* bytes of a run */
