@@ -37,41 +37,37 @@ def test_batch_blocks_equal_one_by_one(tok, nt):
     assert tok.count_batch(texts, num_threads=nt) == [len(w) for w in want]
 
 
-def test_count_batch_memory_is_per_text_bounded():
-    # in a child process: its peak RSS tells whether the per-text id buffers were kept (~1 GB for 30k texts)
-    code = textwrap.dedent("""
+def _batch_rss_growth_mb(call: str) -> int:
+    """Peak-RSS growth (MB) of a child process over one batch call on 30k short lines (cl100k): `call` is the
+    batch method with its arguments, the texts as {}, e.g. 'count_batch({}, num_threads=2)'; its result must equal
+    one-by-one encoding (ids or counts)."""
+    code = textwrap.dedent(f"""
         import resource, fstok
         tok = fstok.get_encoding("cl100k_base")
-        texts = [f"line {i} of a short batch" for i in range(30000)]
-        tok.count_batch(texts[:10], num_threads=2)
+        texts = [f"line {{i}} of a short batch" for i in range(30000)]
+        tok.{call.format("texts[:10]")}
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        counts = tok.count_batch(texts, num_threads=2)
-        assert counts == [len(tok.encode_ordinary(t)) for t in texts]
-        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+        got = tok.{call.format("texts")}
+        grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+        one = [tok.encode_ordinary(t) for t in texts]
+        assert got == one or got == [len(x) for x in one]
+        print(grew)
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    grew_mb = int(out.stdout.strip())
+    return int(out.stdout.strip())
+
+
+def test_count_batch_memory_is_per_text_bounded():
+    # its peak RSS tells whether the per-text id buffers were kept (~1 GB for 30k texts)
+    grew_mb = _batch_rss_growth_mb("count_batch({}, num_threads=2)")
     assert grew_mb < 150, f"count_batch of 30k short texts grew RSS by {grew_mb} MB"
 
 
 def test_list_batch_reserves_per_text_bytes():
     # a text's id buffer is sized by its bytes (mod_bpe.c encode_pieces_cached `room`): it was 64 KB per text, so a
-    # 1-thread list batch of 30k short lines touched a fresh page or two per line (~200 MB, most of a first call)
-    code = textwrap.dedent("""
-        import resource, fstok
-        tok = fstok.get_encoding("cl100k_base")
-        texts = [f"line {i} of a short batch" for i in range(30000)]
-        tok.encode_ordinary_batch(texts[:10], num_threads=1)
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        got = tok.encode_ordinary_batch(texts, num_threads=1)
-        grew = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
-        assert got == [tok.encode_ordinary(t) for t in texts]
-        print(grew)
-    """)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    grew_mb = int(out.stdout.strip())
+    # 1-thread list batch of 30k short lines touched a fresh page or two per line (+111 MB, most of a first call)
+    grew_mb = _batch_rss_growth_mb("encode_ordinary_batch({}, num_threads=1)")
     assert grew_mb < 50, f"a list batch of 30k short texts grew RSS by {grew_mb} MB"
 
 

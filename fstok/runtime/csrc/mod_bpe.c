@@ -1533,6 +1533,17 @@ miss:;
 /* flags of positions x in [x0, x1) of a run at base + r0 (position x: the boundary between base[r0 + x - 1] and
  * base[r0 + x]): bit x of IN/ST/EN (BPE_SEG_* of the bigram), TR (the trigram base[r0 + x - 2 .. r0 + x] is in the
  * filter; x >= 2), and pv[x] = the bigram's byte pair id (0xFFFFFF: none).  Scalar version. */
+/* the bigram flags of position x into bit x & 63 of in/stt/en, and pv[x] (no branch: see dir_flags_scalar) */
+static inline void dir_flag_bigram(const uint32_t *sbp, const uint8_t *p, size_t x, uint64_t *in, uint64_t *stt,
+                                   uint64_t *en, uint32_t *pv) {
+    uint32_t v = sbp[(uint32_t)p[x - 1] << 8 | p[x]];
+    uint64_t f = v >> 24, sh = x & 63;
+    pv[x] = v & 0xFFFFFFu;
+    *in |= (f & BPE_SEG_IN ? 1ull : 0) << sh;
+    *stt |= (f & BPE_SEG_START ? 1ull : 0) << sh;
+    *en |= (f & BPE_SEG_END ? 1ull : 0) << sh;
+}
+
 static void dir_flags_scalar(const uint32_t *sbp, const uint32_t *tri, const uint8_t *p, size_t x0, size_t x1,
                              uint64_t *IN, uint64_t *ST, uint64_t *EN, uint64_t *TR, uint32_t *pv) {
     /* branch-free: on random text every flag is a coin toss, and three branches per byte mispredicted about as often
@@ -1540,24 +1551,11 @@ static void dir_flags_scalar(const uint32_t *sbp, const uint32_t *tri, const uin
     for (size_t x = x0; x < x1;) {
         size_t w = x >> 6, xe = (w + 1) * 64 < x1 ? (w + 1) * 64 : x1;
         uint64_t in = 0, stt = 0, en = 0, tr = 0;
-        if (x < 2) { /* position 1: no trigram */
-            uint32_t v = sbp[(uint32_t)p[x - 1] << 8 | p[x]];
-            uint64_t f = v >> 24, sh = x & 63;
-            pv[x] = v & 0xFFFFFFu;
-            in |= (f & BPE_SEG_IN ? 1ull : 0) << sh;
-            stt |= (f & BPE_SEG_START ? 1ull : 0) << sh;
-            en |= (f & BPE_SEG_END ? 1ull : 0) << sh;
-            x++;
-        }
+        if (x < 2) dir_flag_bigram(sbp, p, x++, &in, &stt, &en, pv); /* position 1: no trigram */
         for (; x < xe; x++) {
-            uint32_t v = sbp[(uint32_t)p[x - 1] << 8 | p[x]];
-            uint64_t f = v >> 24, sh = x & 63;
-            pv[x] = v & 0xFFFFFFu;
-            in |= (f & BPE_SEG_IN ? 1ull : 0) << sh;
-            stt |= (f & BPE_SEG_START ? 1ull : 0) << sh;
-            en |= (f & BPE_SEG_END ? 1ull : 0) << sh;
+            dir_flag_bigram(sbp, p, x, &in, &stt, &en, pv);
             uint32_t t = dir_tri_bit((uint32_t)p[x - 2] << 16 | (uint32_t)p[x - 1] << 8 | p[x]);
-            tr |= (uint64_t)((tri[t >> 5] >> (t & 31)) & 1) << sh;
+            tr |= (uint64_t)((tri[t >> 5] >> (t & 31)) & 1) << (x & 63);
         }
         IN[w] |= in;
         ST[w] |= stt;
