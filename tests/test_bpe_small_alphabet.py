@@ -2,7 +2,8 @@
 AVX-512 VBMI, one for AVX2: lib_bpe.c includes bpe_alpha_lanes.h twice): the two-lane window encoder renumbers the
 tokens made only of the span's bytes (lib_bpe.c `win_alpha_get` / `wa_build`: at most 1023, alphabets of at most 32
 bytes, 8 alphabets per model) and runs its windows on those local ids with 16-bit keys, an L1-sized pair table
-(`pair_loc`), a vectorized window start (`wa_init`) and up to two merges per scan (`wa_step2`).
+(`pair_loc_avx512` / `pair_loc_avx2`), a window start (`wa_init_avx512` / `wa_init_avx2`) and up to two merges per
+scan (`wa_step2`).
 
 Covered here, each against the heap encoder (and a few against `merge_ranks` / tiktoken):
 * alphabets of 1, 2, 10 (the 128-entry key tables), 12 and 13 bytes (the scalar start), bytes >= 0x80 (the high half

@@ -917,7 +917,7 @@ static const win_alpha *win_alpha_get(const bpe_model *m, const uint8_t *s, size
 }
 
 /* the local rank of pair key a << 10 | b (0x3FF: none) */
-__attribute__((target("avx512f"), always_inline)) static inline uint32_t pair_loc(const uint32_t *avb, uint32_t amul,
+__attribute__((target("avx512f"), always_inline)) static inline uint32_t pair_loc_avx512(const uint32_t *avb, uint32_t amul,
                                                                                   int ashift, uint32_t key) {
     const uint32_t *bk = avb + WA_B * (size_t)((uint32_t)(key * amul) >> ashift);
     __m512i v = _mm512_load_si512((const void *)bk);
@@ -949,10 +949,19 @@ static const uint8_t wa_iotam1[BPE_WIN] __attribute__((aligned(64))) = {
     I8(96), I8(104), I8(112), I8(120)};
 #undef I8
 
+/* a window's links and live mask at its start: every position a token of one byte (1 <= n <= WA_WIN) */
+static inline void wa_links(wa_lane *L, size_t n) {
+    memcpy(L->nx, wa_iota1, WA_WIN);
+    memcpy(L->pv, wa_iotam1, WA_WIN);
+    L->nx[(n - 1) & (WA_WIN - 1)] = WPOS_NONE;
+    L->live[0] = n >= 64 ? ~0ull : (1ull << n) - 1;
+    L->live[1] = n >= 128 ? ~0ull : n > 64 ? (1ull << (n - 64)) - 1 : 0;
+}
+
 /* a lane's window s[0:n) on local ids (AVX-512 VBMI: the bytes' indices in S by vpermi2b, 64 at a time, their tokens
  * by vpermw, the first pair keys by vpermi2w from bp128 when |S| <= WA_KFAST); nonzero when a byte is outside S */
 __attribute__((target("avx2,avx512f,avx512bw,avx512vbmi"), always_inline)) static inline uint32_t
-wa_init(const win_alpha *al, wa_lane *L, const uint8_t *s, size_t n) {
+wa_init_avx512(const win_alpha *al, wa_lane *L, const uint8_t *s, size_t n) {
     uint8_t c[WA_WIN + 64] __attribute__((aligned(64)));
     const __m512i *bx = (const __m512i *)al->bidx;
     __m512i b0 = _mm512_load_si512(bx), b1 = _mm512_load_si512(bx + 1), b2 = _mm512_load_si512(bx + 2),
@@ -974,11 +983,7 @@ wa_init(const win_alpha *al, wa_lane *L, const uint8_t *s, size_t n) {
         __m512i ix = _mm512_cvtepu8_epi16(_mm256_load_si256((const __m256i *)(c + i)));
         _mm512_store_si512((void *)(L->tok + i), _mm512_permutexvar_epi16(ix, bt));
     }
-    memcpy(L->nx, wa_iota1, WA_WIN);
-    memcpy(L->pv, wa_iotam1, WA_WIN);
-    L->nx[(n - 1) & (WA_WIN - 1)] = WPOS_NONE;
-    L->live[0] = n >= 64 ? ~0ull : (1ull << n) - 1;
-    L->live[1] = n >= 128 ? ~0ull : n > 64 ? (1ull << (n - 64)) - 1 : 0;
+    wa_links(L, n);
     if (al->kbytes <= WA_KFAST) {
         uint8_t ix8[WA_WIN] __attribute__((aligned(64)));
         __m512i cm = _mm512_load_si512((const void *)al->cmul);
@@ -1010,7 +1015,7 @@ wa_init(const win_alpha *al, wa_lane *L, const uint8_t *s, size_t n) {
     return 0;
 }
 
-/* pair_loc on AVX2: the bucket's two halves compared separately */
+/* pair_loc_avx512 on AVX2: the bucket's two halves compared separately */
 __attribute__((target("avx2"), always_inline)) static inline uint32_t pair_loc_avx2(const uint32_t *avb, uint32_t amul,
                                                                                    int ashift, uint32_t key) {
     const uint32_t *bk = avb + WA_B * (size_t)((uint32_t)(key * amul) >> ashift);
@@ -1021,7 +1026,7 @@ __attribute__((target("avx2"), always_inline)) static inline uint32_t pair_loc_a
     return bk[__builtin_ctz(h0 | h1 << 8 | 0x8000u)] & 0x3FF;
 }
 
-/* wa_init on AVX2: the bytes' indices in S and the first keys from the byte tables, one byte at a time (a window's
+/* wa_init_avx512 on AVX2: the bytes' indices in S and the first keys from the byte tables, one byte at a time (a window's
  * start is a few percent of its merges) */
 __attribute__((target("avx2"), always_inline)) static inline uint32_t wa_init_avx2(const win_alpha *al, wa_lane *L,
                                                                                    const uint8_t *s, size_t n) {
@@ -1030,11 +1035,7 @@ __attribute__((target("avx2"), always_inline)) static inline uint32_t wa_init_av
     for (size_t i = 0; i < n; i++) bad |= c[i] = al->bidx[s[i]];
     if (bad & 0x80) return 1; /* 0xFF: outside S (indices are < WA_MAXBYTES) */
     for (size_t i = 0; i < n; i++) L->tok[i] = al->btok16[c[i]];
-    memcpy(L->nx, wa_iota1, WA_WIN);
-    memcpy(L->pv, wa_iotam1, WA_WIN);
-    L->nx[(n - 1) & (WA_WIN - 1)] = WPOS_NONE;
-    L->live[0] = n >= 64 ? ~0ull : (1ull << n) - 1;
-    L->live[1] = n >= 128 ? ~0ull : n > 64 ? (1ull << (n - 64)) - 1 : 0;
+    wa_links(L, n);
     for (size_t i = 0; i + 1 < n; i++)
         L->key[i] = (uint16_t)(al->bpair[c[i] * WA_MAXBYTES + c[i + 1]] << 6 | (i & 63));
     for (size_t i = n - 1; i < WA_WIN; i++) L->key[i] = 0xFFFF; /* wa_step scans all WA_WIN keys */
@@ -1049,8 +1050,8 @@ __attribute__((target("avx2"), always_inline)) static inline uint32_t wa_init_av
 #define WA_NAME(x) x##_512
 #define WA_TARGET_STEP "avx2,avx512f"
 #define WA_TARGET_INIT "avx2,avx512f,avx512bw,avx512vbmi"
-#define WA_PAIR pair_loc
-#define WA_INIT wa_init
+#define WA_PAIR pair_loc_avx512
+#define WA_INIT wa_init_avx512
 #include "bpe_alpha_lanes.h"
 #undef WA_NAME
 #undef WA_TARGET_STEP
