@@ -1522,6 +1522,14 @@ miss:;
  * >= 4 bytes are encoded as pre-tokens of their own (bpe_encode_span_avail: the same ids). */
 #define DIRECT_MAX 2048  /* bytes of a run */
 #define DIRECT_CHUNK 2048 /* pieces (and bytes) of a direct batch's find_ends window */
+/* pieces of the first direct batch after a non-direct one, doubled while direct batches go on (up to DIRECT_CHUNK).
+ * Why not DIRECT_CHUNK at once (stop 18): a direct batch does not fill the piece cache, so when a batch of natural
+ * text that was new to the cache started one (multilingual text on its first passes), its ~2,000 pieces missed
+ * again on the next call, which started a direct batch again: o200k multilingual.txt needed ~8 calls instead of 3
+ * to reach its steady speed, and the bench's best-of-N cell read 159 MB/s on one run and ~300 on others.  A probe
+ * of 256 pieces ends after a quarter of that (its exit tests need no more); random text loses nothing
+ * (`python tools/ab_bpe.py o200k_base,cl100k_base,r50k_base rand,rot,eng1,multilingual,coldml,coldeng 3 A B`). */
+#define DIRECT_PROBE 256
 #define DIRECT_KEEP 4    /* a direct batch with <= 1 dead boundary in DIRECT_KEEP pieces ends direct batches */
 #define DIRECT_HOLD 16   /* batches without a direct one after that (doubled after each stop, up to 64x) */
 #define DIRECT_LONG 32   /* so does more than 1 byte in DIRECT_LONG in segments of >= 4 bytes, over the last direct
@@ -1801,10 +1809,11 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
      * (natural text in a cold cache; multilingual text: its words are cut into segments too, but cached pieces
      * cost less), none for DIRECT_HOLD batches */
     int direct = 0, hold = 0, hold_next = DIRECT_HOLD;
+    size_t dchunk = DIRECT_PROBE; /* pieces of the next direct batch */
     size_t dbytes = 0, dlong = 0; /* bytes of direct batches, and of their segments of >= 4 bytes */
     const int can_direct = self->seg_dir != NULL && m->int_is_ext; /* (direct runs write internal ids) */
     while (pos < n) {
-        size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends + 1, direct ? DIRECT_CHUNK : SPAN_CHUNK);
+        size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends + 1, direct ? dchunk : SPAN_CHUNK);
         if (k == 0) { /* no match starts at pos: skip to the next one (text no match covers is dropped) */
             size_t mb, me = fstok_dfa_next_span(d, base, n, pos, &mb);
             if (me == FSTOK_DFA_NOMATCH) break;
@@ -1841,8 +1850,10 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
                 hold = hold_next; /* twice as long after each stop, until direct batches last */
                 hold_next = hold_next < 64 * DIRECT_HOLD ? 2 * hold_next : hold_next;
                 dbytes = dlong = 0;
-            } else if (dbytes >= 16384)
-                hold_next = DIRECT_HOLD;
+            } else {
+                if (dbytes >= 16384) hold_next = DIRECT_HOLD;
+                dchunk = 2 * dchunk < DIRECT_CHUNK ? 2 * dchunk : DIRECT_CHUNK;
+            }
             cold = 1;
             count_flush(st);
             continue;
@@ -1899,7 +1910,7 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
 #undef PC_AHEAD_KEY
         cold = 32 * misses > k;
         if (hold) hold--;
-        else direct = can_direct && 4 * misses > k;
+        else if ((direct = can_direct && 4 * misses > k)) dchunk = DIRECT_PROBE;
         misses = 0;
         count_flush(st);
     }
