@@ -274,10 +274,13 @@ WARM_UP_S = 0.3  # --warm-up
 
 
 def _timeit(fn, reps: int, min_time: float, cpu: bool) -> float:
-    """Best of `reps` calls after `WARM_UP_S` seconds of untimed calls (at least one).  The warm-up is
-    time-based because one call was not enough: on this VM a table-driven encoder keeps speeding up for
-    ~10 passes over a short text after another peer ran (fstok o200k multilingual 52 -> 80 MB/s at a
-    constant instruction count); every peer gets the same warm-up."""
+    """Best of the calls made in `min_time` seconds of timed calls (at least 2; `reps` is not used: see
+    below), after `WARM_UP_S` seconds of untimed calls (at least one).  The warm-up is time-based because
+    one call was not enough: on this VM a table-driven encoder keeps speeding up for ~10 passes over a short
+    text after another peer ran (fstok o200k multilingual 52 -> 80 MB/s at a constant instruction count);
+    every peer gets the same warm-up.  The timed calls fill `min_time` too (stop 18): they used to stop at
+    `reps` calls, so a 1 ms document was timed over ~5 ms of a host whose speed moves in phases of seconds,
+    and one slow phase set the cell (fstok multilingual read 159-182 MB/s in full runs, ~300 alone)."""
     clock = time.process_time if cpu else time.perf_counter
     best, spent, n = 1e18, 0.0, 0
     gc.disable()
@@ -287,7 +290,7 @@ def _timeit(fn, reps: int, min_time: float, cpu: bool) -> float:
         while k < 1 or time.perf_counter() - t0 < WARM_UP_S:
             fn()
             k += 1
-        while n < reps and (n < 1 or spent < min_time or n < 2):
+        while n < 2 or spent < min_time:
             t0 = clock()
             fn()
             dt = clock() - t0
@@ -508,7 +511,7 @@ def main() -> None:
     ap.add_argument("--encodings", default=",".join(ENCODINGS))
     ap.add_argument("--corpora", default=",".join(CORPORA))
     ap.add_argument("--peers", default=",".join(ALL_PEERS))
-    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--reps", type=int, default=5, help="first calls with empty caches: half this, at least 2 (timed series run for a fixed time instead)")
     ap.add_argument("--warm-up", type=float, default=0.3, metavar="S",
                     help="seconds of untimed calls before each timed series (default 0.3, at least one call)")
     ap.add_argument("--threads", type=int, default=2)
