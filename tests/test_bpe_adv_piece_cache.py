@@ -4,8 +4,9 @@ by a miss (the miss ages them instead), a hit in the buddy moves the entry back 
 take it, and pieces of 12-16 tokens or of 17-24 bytes take both lines (head + PC_CONT entry).  Checked against tiktoken over texts
 whose pieces are slots (1-3 tokens), wide entries (4-11) and double entries (12-16), many passes, texts
 alternating (so that entries age, move and are evicted), with the full cache and, in subprocesses, with
-$FSTOK_BPE_PC_LINES = 2, 4, 6 lines (every piece collides: buddies, aging, moves and doubles overwritten by other
-pieces all run) and 3 (the last line is its own buddy)."""
+$FSTOK_BPE_PC_LINES = 2, 4, 6, 8 lines (every piece collides: buddies, aging, moves and doubles overwritten by other
+pieces all run; from 4 lines on, pieces of 17-24 bytes also take their second pair, lines i ^ 2 and i ^ 3, and
+with 6 lines lines 4-5 have none) and 3 (the last line is its own buddy)."""
 from __future__ import annotations
 
 import os
@@ -92,7 +93,7 @@ print("ok")
 
 
 @needs_shared
-@pytest.mark.parametrize("lines", ["2", "3", "4", "6"])
+@pytest.mark.parametrize("lines", ["2", "3", "4", "6", "8"])
 def test_two_choices_few_lines(lines):
     here = os.path.dirname(os.path.abspath(__file__))
     env = dict(os.environ, FSTOK_BPE_PC_LINES=lines)

@@ -1373,17 +1373,15 @@ static inline void pc_insert(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k,
     pc_store(d, k, tag, ids, nt);
 }
 
-/* a long entry (a piece of 17..PC_LONG_MAXLEN bytes, nt <= PC_LONG_MAXTOK ids) over l and its buddy b, when neither
- * holds current PC_HIT entries (else they are aged) */
-static inline void pc_insert_long(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint64_t w2, uint32_t want,
-                                  uint32_t gen, const uint32_t *ids, size_t nt) {
-    if (b == l || nt > PC_LONG_MAXTOK) return;
-    if (!(pc_free(l, gen, BPE_PC_MAXTOK) || !pc_protected(l, gen, BPE_PC_MAXTOK)) ||
-        !(pc_free(b, gen, BPE_PC_MAXTOK) || !pc_protected(b, gen, BPE_PC_MAXTOK))) {
-        pc_age(l);
-        pc_age(b);
-        return;
-    }
+/* can a long entry take the pair l, b without evicting a current PC_HIT entry? */
+static inline int pc_long_room(const bpe_pc_line *l, const bpe_pc_line *b, uint32_t gen) {
+    return b != l && (pc_free(l, gen, BPE_PC_MAXTOK) || !pc_protected(l, gen, BPE_PC_MAXTOK)) &&
+           (pc_free(b, gen, BPE_PC_MAXTOK) || !pc_protected(b, gen, BPE_PC_MAXTOK));
+}
+
+/* store a long entry (a piece of 17..PC_LONG_MAXLEN bytes, nt <= PC_LONG_MAXTOK ids) over l and its buddy b */
+static inline void pc_store_long(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint64_t w2, uint32_t want,
+                                 const uint32_t *ids, size_t nt) {
     size_t n0 = nt < BPE_PC_MAXTOK ? nt : BPE_PC_MAXTOK;
     l->wide.k0 = k->w0;
     l->wide.k1 = k->w1;
@@ -1396,24 +1394,65 @@ static inline void pc_insert_long(bpe_pc_line *l, bpe_pc_line *b, const piece_ke
     memcpy(b->wide.ids, ids + n0, (nt - n0) * sizeof(uint32_t));
 }
 
-/* piece_emit for a piece of 17..PC_LONG_MAXLEN bytes: a hit needs the head in its line and the PC_CONT entry in the
- * buddy.  Returns 0 on a hit, 1 on a miss, -1 when out of memory. */
+/* The second home of a long entry: the other pair of its 256-byte block (lines i ^ 2 and i ^ 3), or NULL where the
+ * cache has too few lines.  Why (stop 18): a long entry takes two lines, and it may only evict entries that were not
+ * hit since they were last aged.  On multilingual text, ~20% of the pieces of 17-24 bytes had a short piece hit on
+ * every pass in their own pair, so they missed on every pass (o200k multilingual.txt: 335 of 1,903 a pass, each a
+ * memo lookup and some a full encode). */
+static inline bpe_pc_line *pc_alt(bpe_memo *memo, const bpe_pc_line *l) {
+    size_t i = (size_t)(l - memo->pc) ^ 2u;
+    return (i | 1u) < pc_nlines ? memo->pc + i : NULL;
+}
+
+/* a long entry's miss: store it in its own pair, else its second pair; where both hold current PC_HIT entries, age
+ * them (entries no longer in use give their lines back on this piece's next miss) */
+static inline void pc_insert_long(bpe_memo *memo, bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint64_t w2,
+                                  uint32_t want, uint32_t gen, const uint32_t *ids, size_t nt) {
+    if (nt > PC_LONG_MAXTOK) return;
+    if (pc_long_room(l, b, gen)) {
+        pc_store_long(l, b, k, w2, want, ids, nt);
+        return;
+    }
+    bpe_pc_line *a = pc_alt(memo, l), *ab = a ? pc_buddy(memo, a) : NULL;
+    if (a && pc_long_room(a, ab, gen)) {
+        pc_store_long(a, ab, k, w2, want, ids, nt);
+        return;
+    }
+    pc_age(l);
+    pc_age(b);
+    if (a) {
+        pc_age(a);
+        pc_age(ab);
+    }
+}
+
+/* is the long entry of key k (third word w2) in the pair l, b?  Then its ids are copied out (PC_LONG_MAXTOK slots) */
+static inline int pc_long_get(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint64_t w2, uint32_t want,
+                              enc_state *st) {
+    uint32_t t0 = l->s[0].tag, tb = b->s[0].tag;
+    if (!(l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (t0 & PC_MATCH) == want && b != l && b->s[0].k0 == w2 &&
+          b->s[0].k1 == k->w0 && (tb & PC_MATCH) == (want | PC_CONT)))
+        return 0;
+    memcpy(st->ids.ids + st->ids.len, l->wide.ids, sizeof l->wide.ids);
+    memcpy(st->ids.ids + st->ids.len + BPE_PC_MAXTOK, b->wide.ids, sizeof b->wide.ids);
+    st->ids.len += PC_NTOK(t0);
+    if (FSTOK_UNLIKELY(!(t0 & tb & PC_HIT))) {
+        l->s[0].tag = t0 | PC_HIT;
+        b->s[0].tag = tb | PC_HIT;
+    }
+    return 1;
+}
+
+/* piece_emit for a piece of 17..PC_LONG_MAXLEN bytes: a hit needs the head in a line and the PC_CONT entry in its
+ * buddy, in the piece's own pair or its second one (pc_alt).  Returns 0 on a hit, 1 on a miss, -1 when out of
+ * memory. */
 static int piece_emit_long(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *p, size_t len,
                            const piece_key *k, uint64_t w2, size_t room, enc_state *st) {
     bpe_pc_line *l = pc_line(memo, k->h), *b = pc_buddy(memo, l);
     const uint32_t want = gen | (uint32_t)len;
-    uint32_t t0 = l->s[0].tag, tb = b->s[0].tag;
-    if (l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (t0 & PC_MATCH) == want && b != l && b->s[0].k0 == w2 &&
-        b->s[0].k1 == k->w0 && (tb & PC_MATCH) == (want | PC_CONT)) {
-        memcpy(st->ids.ids + st->ids.len, l->wide.ids, sizeof l->wide.ids);
-        memcpy(st->ids.ids + st->ids.len + BPE_PC_MAXTOK, b->wide.ids, sizeof b->wide.ids);
-        st->ids.len += PC_NTOK(t0);
-        if (FSTOK_UNLIKELY(!(t0 & tb & PC_HIT))) {
-            l->s[0].tag = t0 | PC_HIT;
-            b->s[0].tag = tb | PC_HIT;
-        }
-        return 0;
-    }
+    if (pc_long_get(l, b, k, w2, want, st)) return 0;
+    bpe_pc_line *a = pc_alt(memo, l);
+    if (a && pc_long_get(a, pc_buddy(memo, a), k, w2, want, st)) return 0;
     size_t before = st->ids.len;
     uint32_t id = len <= m->max_span_len && bpe_seg_may_be_token(m, p, len)
                       ? bpe_span_get_w(m, p, len, k->w0)
@@ -1424,7 +1463,7 @@ static int piece_emit_long(const bpe_model *m, bpe_memo *memo, uint32_t gen, con
     } else if (bpe_encode_span_multi(m, memo, p, len, &st->ids))
         return -1;
     size_t nt = st->ids.len - before;
-    pc_insert_long(l, b, k, w2, want, gen, st->ids.ids + before, nt);
+    pc_insert_long(memo, l, b, k, w2, want, gen, st->ids.ids + before, nt);
     return st->ids.cap - st->ids.len >= room ? 1 : bpe_vec_reserve(&st->ids, room) ? -1 : 1;
 }
 
@@ -1877,6 +1916,8 @@ static int encode_pieces_cached(const ModelObject *self, const uint8_t *s, size_
             size_t i_ = ((k_->h >> 32) * pc_nlines) >> 32;                                  \
             __builtin_prefetch(memo->pc + i_);                                              \
             __builtin_prefetch(memo->pc + (i_ ^ 1));                                        \
+            __builtin_prefetch(memo->pc + (i_ ^ 2)); /* the second pair (pc_alt) */         \
+            __builtin_prefetch(memo->pc + (i_ ^ 3));                                        \
         }                                                                                   \
     } while (0)
         for (size_t j = 0; j < k && j < PC_AHEAD; j++) PC_AHEAD_KEY(j);
