@@ -1564,9 +1564,9 @@ miss:;
 /* pieces of the first direct batch after a non-direct one, doubled while direct batches go on (up to DIRECT_CHUNK).
  * Why not DIRECT_CHUNK at once (stop 18): a direct batch does not fill the piece cache, so when a batch of natural
  * text that was new to the cache started one (multilingual text on its first passes), its ~2,000 pieces missed
- * again on the next call, which started a direct batch again: o200k multilingual.txt needed ~8 calls instead of 3
- * to reach its steady speed, and the bench's best-of-N cell read 159 MB/s on one run and ~300 on others.  A probe
- * of 256 pieces ends after a quarter of that (its exit tests need no more); random text loses nothing
+ * again on the next call, which started a direct batch again: o200k multilingual.txt needed ~8 calls instead of 4
+ * to reach its steady speed.  A probe of 256 pieces ends after an eighth of that (its exit tests need no more);
+ * random text loses nothing
  * (`python tools/ab_bpe.py o200k_base,cl100k_base,r50k_base rand,rot,eng1,multilingual,coldml,coldeng 3 A B`). */
 #define DIRECT_PROBE 256
 #define DIRECT_KEEP 4    /* a direct batch with <= 1 dead boundary in DIRECT_KEEP pieces ends direct batches */
