@@ -276,13 +276,12 @@ PEER_CLASSES = {c.name: c for c in (Fstok, Tiktoken, HF, Wordchipper, BpeOpenai,
 WARM_UP_S = 0.3  # --warm-up
 
 
-def _timeit(fn, reps: int, min_time: float, cpu: bool) -> float:
-    """Best of the calls made in `min_time` seconds of timed calls (at least 2; `reps` is not used: see
-    below), after `WARM_UP_S` seconds of untimed calls (at least one).  The warm-up is time-based because
-    one call was not enough: on this VM a table-driven encoder keeps speeding up for ~10 passes over a short
+def _timeit(fn, min_time: float, cpu: bool) -> float:
+    """Best of the calls made in `min_time` seconds of timed calls (at least 2), after `WARM_UP_S` seconds of
+    untimed calls (at least one).  The warm-up is time-based because one call was not enough: on this VM a table-driven encoder keeps speeding up for ~10 passes over a short
     text after another peer ran (fstok o200k multilingual 52 -> 80 MB/s at a constant instruction count);
     every peer gets the same warm-up.  The timed calls fill `min_time` too (stop 18): they used to stop at
-    `reps` calls, so a 1 ms document was timed over ~5 ms of a host whose speed moves in phases of seconds,
+    `--reps` calls, so a 1 ms document was timed over ~5 ms of a host whose speed moves in phases of seconds,
     and one slow phase set the cell (fstok multilingual read 159-182 MB/s in full runs, ~300 alone)."""
     clock = time.process_time if cpu else time.perf_counter
     best, spent, n = 1e18, 0.0, 0
@@ -410,7 +409,7 @@ def run_phase(args) -> dict:
                 if args.phase == "single":
                     if not (args.quick and name == "hf" and nb > 300_000):
                         out = p.doc(text)
-                        t = _timeit(lambda: p.doc(text), reps, min_time, cpu=True)
+                        t = _timeit(lambda: p.doc(text), min_time, cpu=True)
                         res["doc"][key] = {"mbs": nb / 1e6 / t, "ids": None if want_doc is None else _same(out, want_doc)}
                         if name in ("fstok", "gigatoken", "fstok-np"):  # the peers with caches: also a cold first call
                             best = 1e18
@@ -422,15 +421,15 @@ def run_phase(args) -> dict:
                             res["cold"][key] = {"mbs": nb / 1e6 / best}
                     bl = sum(len(x.encode()) for x in lines)
                     out = p.batch(lines, 1)
-                    t = _timeit(lambda: p.batch(lines, 1), reps, min_time, cpu=True)
+                    t = _timeit(lambda: p.batch(lines, 1), min_time, cpu=True)
                     same = None if want_lines is None else all(_same(a, b) for a, b in zip(out, want_lines))
                     res["lines"][key] = {"mbs": bl / 1e6 / t, "ids": same}
                 else:
                     bl = sum(len(x.encode()) for x in lines)
-                    t = _timeit(lambda: p.batch(lines, threads), reps, min_time, cpu=False)
+                    t = _timeit(lambda: p.batch(lines, threads), min_time, cpu=False)
                     res["lines"][key] = {"mbs": bl / 1e6 / t}
                     docs = _docs(text)
-                    t = _timeit(lambda: p.batch(docs, threads), reps, min_time, cpu=False)
+                    t = _timeit(lambda: p.batch(docs, threads), min_time, cpu=False)
                     res["docs"][key] = {"mbs": nb / 1e6 / t}
             print(f"  [{args.phase}] {enc} {corpus} done", file=sys.stderr, flush=True)
         if args.phase == "single" and "english" in texts and "multilingual" in texts:
@@ -442,9 +441,9 @@ def run_phase(args) -> dict:
             eng = texts.get("english") or _read("english", 1_000_000)
             eng = eng[: 1_000_000]
             for name, p in peers.items():
-                base = _timeit(lambda: p.doc(eng), 2, 0.3, cpu=True) / len(eng.encode())
+                base = _timeit(lambda: p.doc(eng), 0.3, cpu=True) / len(eng.encode())
                 for label, a in adv.items():
-                    t = _timeit(lambda: p.doc(a), 2, 0.3, cpu=True) / len(a.encode())
+                    t = _timeit(lambda: p.doc(a), 0.3, cpu=True) / len(a.encode())
                     res["adv"][f"{name}/{enc}/{label}"] = {"ns_per_byte": t * 1e9, "rel": t / base}
             print(f"  [{args.phase}] {enc} adversarial done", file=sys.stderr, flush=True)
         del peers
@@ -502,27 +501,26 @@ def report(args, single: dict, multi: dict) -> str:
         table(f"Line batches, {args.threads} threads (wall)", multi["lines"], None, False)
         table(f"~64 KB documents batch, {args.threads} threads (wall)", multi["docs"], None, False)
     # diverse / English
-    if "english" in args.corpora and "multilingual" in args.corpora:
-        if single.get("ratio"):
-            w(f"\n## Diverse/English ratio (multilingual MB/s / english MB/s, whole document, 1 thread), interleaved: "
-              f"median of {RATIO_ROUNDS} rounds of English then multilingual\n")
-            w("| encoding | " + " | ".join(peers) + " |")
-            w("|" + "---|" * (len(peers) + 1))
-            for enc in args.encodings:
-                cells = []
-                for p in peers:
-                    r = single["ratio"].get(f"{p}/{enc}")
-                    cells.append(f"{r['median']:.2f} ({min(r['rounds']):.2f}–{max(r['rounds']):.2f})" if r else "–")
-                w(f"| {enc} | " + " | ".join(cells) + " |")
-        w("\n## Diverse/English ratio from the whole-document cells above (measured minutes apart)\n")
+    def enc_table(title, cell):  # a row per encoding, a column per peer; cell(peer, enc) -> text
+        w(f"\n## {title}\n")
         w("| encoding | " + " | ".join(peers) + " |")
         w("|" + "---|" * (len(peers) + 1))
         for enc in args.encodings:
-            cells = []
-            for p in peers:
-                e, m = single["doc"].get(f"{p}/{enc}/english"), single["doc"].get(f"{p}/{enc}/multilingual")
-                cells.append(f"{m['mbs'] / e['mbs']:.2f}" if e and m else "–")
-            w(f"| {enc} | " + " | ".join(cells) + " |")
+            w(f"| {enc} | " + " | ".join(cell(p, enc) for p in peers) + " |")
+
+    def interleaved(p, enc):
+        r = single["ratio"].get(f"{p}/{enc}")
+        return f"{r['median']:.2f} ({min(r['rounds']):.2f}–{max(r['rounds']):.2f})" if r else "–"
+
+    def from_cells(p, enc):
+        e, m = single["doc"].get(f"{p}/{enc}/english"), single["doc"].get(f"{p}/{enc}/multilingual")
+        return f"{m['mbs'] / e['mbs']:.2f}" if e and m else "–"
+
+    if "english" in args.corpora and "multilingual" in args.corpora:
+        if single.get("ratio"):
+            enc_table(f"Diverse/English ratio (multilingual MB/s / english MB/s, whole document, 1 thread), interleaved: "
+                      f"median of {RATIO_ROUNDS} rounds of English then multilingual", interleaved)
+        enc_table("Diverse/English ratio from the whole-document cells above (measured minutes apart)", from_cells)
     if single.get("adv"):
         w("\n## Adversarial inputs: time per byte relative to English (1 thread; ns/byte in brackets)\n")
         labels = sorted({k.split("/", 2)[2] for k in single["adv"]})
