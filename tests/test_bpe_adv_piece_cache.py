@@ -1,4 +1,4 @@
-"""The piece cache's two choices (stop 14, docs/bpe.md "Stop 14: adversarial (helper)"): a piece lives in its own
+"""The piece cache's two choices (docs/design/bpe.md "Runtime"): a piece lives in its own
 line or in the buddy (the other line of its 128-byte pair), entries hit since they were last aged are not evicted
 by a miss (the miss ages them instead), a hit in the buddy moves the entry back to its own line when that line can
 take it, and pieces of 12-16 tokens or of 17-24 bytes take both lines (head + PC_CONT entry).  Checked against tiktoken over texts

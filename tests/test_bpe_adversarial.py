@@ -3,7 +3,7 @@
 The runtime sends a span to the window encoder instead of backtracking while the token density of the spans
 the thread encoded last is high (random text); a run of random junk first drives it there.  Every result is
 compared with the pure-Python oracle (`merge_ranks`), the heap encoder and tiktoken.  Spans longer than one
-window are cut into windows whose junctions are checked with the pair-validity test (docs/bpe.md, "Windows");
+window are cut into windows whose junctions are checked with the pair-validity test (docs/design/bpe.md, "The window encoder");
 with a tiny margin (subprocess, $FSTOK_BPE_WIN_MARGIN) many junctions are invalid and get re-encoded.
 """
 import os

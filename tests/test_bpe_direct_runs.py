@@ -1,4 +1,4 @@
-"""Direct runs (mod_bpe.c direct_run, docs/bpe.md "Stop 15"): on random text the piece loop stops using the piece
+"""Direct runs (mod_bpe.c direct_run, docs/design/bpe.md "Runtime"): on random text the piece loop stops using the piece
 cache and encodes runs of pieces at once, cut into segments at dead boundaries and at piece ends: segments of 1-3
 bytes without a merge search, longer ones as pre-tokens of their own.  The boundary flags come from AVX-512 gathers
 where the CPU has them, else from AVX2 gathers ($FSTOK_BPE_NO_AVX512=1), else from a branch-free scalar loop

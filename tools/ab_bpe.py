@@ -1,4 +1,4 @@
-"""Same-process A/B of `_bpe` builds (docs/bpe.md, stops 15-16).
+"""Same-process A/B of `_bpe` builds (see docs/design/bpe.md).
 
 The builds' `_bpe*.so` files, each in its own folder, are loaded into one process under one module name, one
 tokenizer per build and encoding. Rounds alternate the load order (reversed every other round). Each cell is the

@@ -17,7 +17,7 @@ Contenders (same pattern, same vocabulary size, same 256-byte alphabet, <|endoft
   naive          fstok.train.naive (recount every pair every merge) on a slice, with fstok and
                  fstok.train.fast (pure-Python incremental) on the same slice for the speedup
 HF's pre-tokenizer: Sequence[Split(pattern, Isolated), ByteLevel(use_regex=False)], initial_alphabet=
-ByteLevel.alphabet().  HF trains on files line by line; fstok on whole files (see docs/training.md).
+ByteLevel.alphabet().  HF trains on files line by line; fstok on whole files (see docs/design/training.md).
 """
 from __future__ import annotations
 

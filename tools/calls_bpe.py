@@ -1,4 +1,4 @@
-"""Per-call speed of a series of whole-document calls after `clear_cache()` (docs/bpe.md, stop 18).
+"""Per-call speed of a series of whole-document calls after `clear_cache()` (docs/design/bpe.md).
 
 How many calls a text needs before fstok's caches reach their steady speed: each line is one series (the memos
 emptied first), each number one `encode_ordinary(text)` call in MB/s of process CPU time, in call order.

@@ -1,5 +1,5 @@
 """Wall time of one BPE `encode_ordinary_batch` call over every non-empty line of a corpus, per thread count, with
-the cyclic GC on and off (docs/bpe.md "Stop 16"): the per-text costs of a batch (making the result lists, the GC
+the cyclic GC on and off (docs/design/bpe.md, "Result lists"): the per-text costs of a batch (making the result lists, the GC
 passes they start) next to the encoding.
 
     python tools/time_batch_lines.py [ENCODING] [CORPUS] [CALLS]      # defaults: r50k_base english 6
