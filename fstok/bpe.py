@@ -395,7 +395,10 @@ class BPETokenizer:
         return cls(_art.parse_artifact(data))
 
     def __reduce__(self):
-        return (BPETokenizer._from_bytes, (self.to_bytes(),))
+        # a module-level loader: dill (HF datasets' Hasher) pickles a bound classmethod's class by value
+        from .api import loads
+
+        return (loads, (self.to_bytes(),))
 
     def __repr__(self) -> str:
         return f"<BPETokenizer {self.name!r} n_vocab={self.n_vocab}>"

@@ -21,6 +21,8 @@ for _name, _file in (
     ("p50k_edit", "p50k_base"),
     ("cl100k_base", "cl100k_base"),
     ("o200k_base", "o200k_base"),
+    ("gpt2", "r50k_base"),
+    ("o200k_harmony", "o200k_base"),
 ):
     register(
         EncodingSpec(_name, "fstok.bpe:build_bundled", (f"tiktoken/{_file}.tiktoken",), {"sha256": TIKTOKEN_SHA256[_file]})

@@ -38,6 +38,20 @@ OPENAI_ENCODINGS: dict[str, tuple[str, dict[str, int]]] = {
         {ENDOFTEXT: 100257, FIM_PREFIX: 100258, FIM_MIDDLE: 100259, FIM_SUFFIX: 100260, ENDOFPROMPT: 100276},
     ),
     "o200k_base": (O200K_PATTERN, {ENDOFTEXT: 199999, ENDOFPROMPT: 200018}),
+    # gpt2: r50k_base's ranks (tiktoken reads them from GPT-2's vocab.bpe / encoder.json), pattern and specials
+    "gpt2": (R50K_PATTERN, {ENDOFTEXT: 50256}),
+    # o200k_harmony: o200k_base's ranks and pattern with the harmony chat format's special tokens
+    "o200k_harmony": (
+        O200K_PATTERN,
+        {
+            ENDOFTEXT: 199999, ENDOFPROMPT: 200018, "<|startoftext|>": 199998,
+            "<|reserved_200000|>": 200000, "<|reserved_200001|>": 200001, "<|return|>": 200002,
+            "<|constrain|>": 200003, "<|reserved_200004|>": 200004, "<|channel|>": 200005, "<|start|>": 200006,
+            "<|end|>": 200007, "<|message|>": 200008, "<|reserved_200009|>": 200009, "<|reserved_200010|>": 200010,
+            "<|reserved_200011|>": 200011, "<|call|>": 200012,
+            **{f"<|reserved_{i}|>": i for i in range(200013, 201088)},
+        },
+    ),
 }
 
 
