@@ -12,6 +12,7 @@ Rank files are read from local paths only: fstok never uses the network.  See do
 """
 from __future__ import annotations
 
+from . import core, load, model, registry  # noqa: F401  (tiktoken's submodules, as attributes)
 from .core import Encoding as Encoding
 from .model import encoding_for_model as encoding_for_model
 from .model import encoding_name_for_model as encoding_name_for_model
