@@ -1,4 +1,4 @@
-"""The fstok command line: compile, encode, inspect (and train / pretokenize when available)."""
+"""The fstok command line: compile, encode, inspect, explain, pretokenize, train."""
 from __future__ import annotations
 
 import argparse
@@ -89,48 +89,6 @@ def _fmt(tok, ids, tokens: bool) -> str:
     return " ".join(map(str, ids))
 
 
-def cmd_inspect(args) -> int:
-    import fstok
-    from fstok.artifact import KIND_WORDPIECE, read_artifact
-
-    art = read_artifact(args.artifact)
-    tok = fstok.load(args.artifact)
-    if art.kind != KIND_WORDPIECE:
-        try:
-            from fstok import inspect_dfa
-        except ImportError:
-            print(json.dumps({"kind": art.kind_name, "sections": {k: s.nbytes for k, s in art.sections.items()}}, indent=2))
-            return 0
-        return inspect_dfa.cli_inspect(tok, art, args)
-    from fstok import inspect_wordpiece as iw
-
-    sample = None
-    if args.sample:
-        with open(args.sample, encoding="utf-8") as f:
-            sample = f.read(args.sample_bytes)
-    print(json.dumps(iw.summary(tok, sample), indent=2, ensure_ascii=False))
-    if args.fst:
-        from fstok.fst_bridge import wordpiece_fst
-
-        wordpiece_fst(tok, max_states=args.max_states).write(args.fst)
-        print(f"wrote {args.fst} (OpenFst, input labels byte+1 and 257=end of word, output labels id+1)", file=sys.stderr)
-    if args.graphml or args.dot or args.png:
-        g = iw.to_networkx(tok, max_states=args.max_states)
-        if args.graphml:
-            import networkx as nx
-
-            nx.write_graphml(g, args.graphml)
-            print(f"wrote {args.graphml}", file=sys.stderr)
-        if args.dot:
-            with open(args.dot, "w", encoding="utf-8") as f:
-                f.write(iw.to_dot(g))
-            print(f"wrote {args.dot}", file=sys.stderr)
-        if args.png:
-            iw.draw_png(g, args.png)
-            print(f"wrote {args.png}", file=sys.stderr)
-    return 0
-
-
 def cmd_pretokenize(args) -> int:
     import fstok
 
@@ -171,18 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--quiet", "-q", action="store_true", help="no timing line on stderr")
     e.set_defaults(func=cmd_encode)
 
-    i = sub.add_parser("inspect", help="summarize an artifact and export its automaton",
-                       description="Print a summary of an artifact (states, edges, pops, table sizes, lookups per byte) "
-                                   "and export its automaton as GraphML, DOT or PNG.")
-    i.add_argument("artifact")
-    i.add_argument("--sample", help="text file to measure average table lookups per input byte")
-    i.add_argument("--sample-bytes", type=int, default=1_000_000, help="read at most this many characters of --sample")
-    i.add_argument("--graphml", help="write the automaton as GraphML")
-    i.add_argument("--dot", help="write the automaton as Graphviz DOT")
-    i.add_argument("--png", help="draw the automaton (small vocabularies only)")
-    i.add_argument("--fst", help="WordPiece: write the LinMaxMatch transducer as an OpenFst binary (needs pynini)")
-    i.add_argument("--max-states", type=int, default=2_000_000, help="refuse graph export above this many states")
-    i.set_defaults(func=cmd_inspect)
+    from fstok.inspect.cli import add_parsers as _inspect_parsers
+
+    _inspect_parsers(sub)  # inspect, explain
 
     pt = sub.add_parser("pretokenize", help="print the pre-tokenization spans of a regex or encoding name",
                         description="Split text with a compiled pre-tokenization DFA; prints start, end, piece.")

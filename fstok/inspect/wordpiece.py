@@ -12,7 +12,7 @@ from typing import Optional
 import networkx as nx
 import numpy as np
 
-from .compile.wordpiece import NONE, node_fields
+from ..compile.wordpiece import NONE, node_fields
 
 
 def summary(tok, sample: Optional[str] = None) -> dict:
@@ -33,7 +33,7 @@ def summary(tok, sample: Optional[str] = None) -> dict:
         "sections": {k: int(v.nbytes) for k, v in sorted(((k, tok._art.sections[k]) for k in tok._art.sections), key=lambda kv: kv[0])},
     }
     if sample:
-        from .reference.wordpiece import TableExecutor
+        from ..reference.wordpiece import TableExecutor
 
         ex = TableExecutor(tok)
         ex.encode(sample)
@@ -69,13 +69,15 @@ def to_networkx(tok, max_states: int = 200_000) -> nx.MultiDiGraph:
     pool = a["wp.pool"]
     es, nc, _, row = node_fields(a["wp.node"])
     el, et, fail, pops = a["wp.edge_label"], a["wp.edge_target"], a["wp.fail"], a["wp.pops"]
-    g = nx.MultiDiGraph(name=tok.name, suffix_indicator=tok.options["continuing_subword_prefix"])
+    g = nx.MultiDiGraph(name=tok.name, kind="wordpiece-trie", suffix_indicator=tok.options["continuing_subword_prefix"])
     t2i = tok._t2i
     for v in range(n):
         label = strings[v].decode("utf-8", "backslashreplace")
         p = int(pops[v])
         plist = [tok.id_to_token(int(x)) for x in pool[p >> 8:(p >> 8) + (p & 0xFF)]] if fail[v] != NONE else []
-        g.add_node(v, label=label, token=t2i.get(label, -1) if v != m["root"] else -1,
+        root = "r" if v == m["root"] else "r#" if v == m["suffix_root"] else ""
+        g.add_node(v, label=root or label, string=label, root=root,
+                   token=t2i.get(label, -1) if not root else -1,
                    pops=" ".join(plist), dense=bool(row[v] != 0xFFFF))
     for u in range(n):
         for i in range(int(es[u]), int(es[u] + nc[u])):
@@ -87,22 +89,10 @@ def to_networkx(tok, max_states: int = 200_000) -> nx.MultiDiGraph:
 
 
 def to_dot(g: nx.MultiDiGraph) -> str:
-    def q(s: str) -> str:
-        return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """Graphviz DOT of the trie (see fstok.inspect.draw.to_dot)."""
+    from .draw import to_dot as _to_dot
 
-    lines = ["digraph trie {", "  rankdir=LR;", "  node [shape=circle, fontsize=10];"]
-    for v, d in g.nodes(data=True):
-        shape = "doublecircle" if d.get("token", -1) >= 0 else "circle"
-        fill = ', style=filled, fillcolor="#dddddd"' if d.get("token", -1) >= 0 else ""
-        extra = f"\\nF={d['pops']}" if d.get("pops") else ""
-        lines.append(f"  {v} [label={q(str(v) + chr(10) + d.get('label', '') + extra)}, shape={shape}{fill}];".replace(chr(10), "\\n"))
-    for u, v, d in g.edges(data=True):
-        if d["kind"] == "trie":
-            lines.append(f"  {u} -> {v} [label={q(d['label'])}];")
-        else:
-            lines.append(f"  {u} -> {v} [style=dashed, color=red, constraint=false];")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    return _to_dot(g)
 
 
 def draw_png(g: nx.MultiDiGraph, path: str) -> None:
@@ -113,7 +103,8 @@ def draw_png(g: nx.MultiDiGraph, path: str) -> None:
     import matplotlib.pyplot as plt
 
     if g.number_of_nodes() > 300:
-        raise ValueError("PNG drawing is for small vocabularies (<= 300 trie states); export DOT/GraphML instead")
+        raise ValueError(f"the whole trie has {g.number_of_nodes()} states; a whole-trie picture is for small "
+                         "vocabularies (<= 300 states): draw a neighbourhood instead (fstok inspect ... --around TOKEN)")
     trie = nx.DiGraph([(u, v) for u, v, d in g.edges(data=True) if d["kind"] == "trie"])
     trie.add_nodes_from(g.nodes)
     depth = {}
@@ -128,7 +119,7 @@ def draw_png(g: nx.MultiDiGraph, path: str) -> None:
     fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(layers)), max(4, 0.8 * max(len(v) for v in layers.values()))))
     colors = ["#cccccc" if g.nodes[v].get("token", -1) >= 0 else "white" for v in trie.nodes]
     nx.draw_networkx_nodes(trie, pos, node_color=colors, edgecolors="black", node_size=500, ax=ax)
-    nx.draw_networkx_labels(trie, pos, {v: str(v) for v in trie.nodes}, font_size=8, ax=ax)
+    nx.draw_networkx_labels(trie, pos, {v: g.nodes[v].get("root") or str(v) for v in trie.nodes}, font_size=8, ax=ax)
     nx.draw_networkx_edges(trie, pos, ax=ax, arrows=True)
     nx.draw_networkx_edge_labels(trie, pos, {(u, v): d["label"] for u, v, d in g.edges(data=True) if d["kind"] == "trie"}, font_size=8, ax=ax)
     fl = [(u, v) for u, v, d in g.edges(data=True) if d["kind"] == "fail"]

@@ -26,7 +26,7 @@ import numpy as np
 
 
 def _levels(obj) -> list:
-    from .pretokenize import CompiledPattern
+    from ..pretokenize import CompiledPattern
 
     if isinstance(obj, CompiledPattern):
         return obj.levels
@@ -161,7 +161,7 @@ def find_dfa_prefixes(art) -> list[str]:
 
 def cli_inspect(tok, art, args) -> int:
     """`fstok inspect` for regex_dfa artifacts and artifacts that embed DFA sections."""
-    from .pretokenize import CompiledPattern
+    from ..pretokenize import CompiledPattern
 
     cps = []
     if isinstance(tok, CompiledPattern):

@@ -1,0 +1,236 @@
+"""What is inside a compiled tokenizer: `summary(tok)` and `summarize_path(path_or_name)`.
+
+Every kind reports the same frame -- kind, name, source hash, Unicode tables, the pipeline stages in
+order with their options, vocabulary and special-token counts, table sizes per section -- plus the
+numbers specific to its model (trie states and failure links for WordPiece, merges and the pre-tokenizer
+DFA for BPE, the DFA levels for a pattern).  Kinds without a dedicated view get the frame from their
+artifact's meta data, so a new kind is summarized from the day it exists.
+"""
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+
+def _sections(art) -> dict[str, int]:
+    return {k: int(art.sections[k].nbytes) for k in sorted(art.sections)}
+
+
+def _frame(art, kind: str, name: Any) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "name": name,
+        "source_sha256": art.source_hash.hex() if art.source_hash else None,
+        "artifact_path": art.path,
+        "artifact_bytes": int(art.nbytes()),
+        "unicode_tables": art.unicode_version,
+    }
+
+
+def _wordpiece(tok, sample: Optional[str]) -> dict[str, Any]:
+    from .wordpiece import summary as wp_summary
+
+    base = wp_summary(tok, sample)
+    o = tok.options
+    s = _frame(tok._art, "wordpiece", tok.name)
+    s["pipeline"] = [
+        {"stage": "normalizer", "type": "BertNormalizer",
+         "options": {k: o.get(k) for k in ("clean_text", "handle_chinese_chars", "strip_accents", "lowercase") if k in o}},
+        {"stage": "pre_tokenizer", "type": "BertPreTokenizer", "options": {},
+         "note": "fused with the normalizer into one table entry per code point"},
+        {"stage": "model", "type": "WordPiece",
+         "options": {k: o.get(k) for k in ("unk_token", "continuing_subword_prefix", "max_input_chars_per_word")}},
+    ]
+    if tok.cls_id is not None and tok.sep_id is not None:
+        s["pipeline"].append({"stage": "post_processor", "type": "BertProcessing",
+                              "options": {"cls": [tok.id_to_token(tok.cls_id), tok.cls_id],
+                                          "sep": [tok.id_to_token(tok.sep_id), tok.sep_id]}})
+    s["pipeline"].append({"stage": "decoder", "type": "WordPiece",
+                          "options": {"prefix": o.get("continuing_subword_prefix")}})
+    s["vocab_size"] = tok.vocab_size
+    s["special_tokens"] = len(tok.special_tokens)
+    s["model"] = {k: base[k] for k in ("states", "trie_edges", "failure_links", "dense_rows", "dense_fanout_threshold",
+                                       "pop_pool_entries")}
+    for k in ("sample_bytes_fed", "lookups_per_byte", "failure_steps_per_byte"):
+        if k in base:
+            s.setdefault("sample", {})[k] = base[k]
+    return s
+
+
+def _dfa_levels(cp) -> list[dict[str, Any]]:
+    from .dfa import level_summary
+
+    out = []
+    for t in cp.levels:
+        d = level_summary(t)
+        d.pop("byte_class_ranges", None)
+        out.append(d)
+    return out
+
+
+def _bpe(tok, sample: Optional[str]) -> dict[str, Any]:
+    m = tok._meta
+    s = _frame(tok._art, "bpe", tok.name)
+    pipe: list[dict[str, Any]] = []
+    if m.get("normalizer"):
+        pipe.append({"stage": "normalizer", "type": str(m["normalizer"]), "options": {}})
+    stages = m.get("stages") or []
+    pt: dict[str, Any] = {"stage": "pre_tokenizer", "type": "ByteLevel" if m.get("semantics") == "hf" else "regex split",
+                          "options": {"patterns": [st.get("pattern") for st in stages],
+                                      "add_prefix_space": bool(m.get("add_prefix_space")),
+                                      "runs_as": {"find": "compiled DFA", "split": "compiled DFA (levels)",
+                                                  "whole": "none (the text is one piece)",
+                                                  "regex": "regex module"}.get(m.get("pretok_mode"), m.get("pretok_mode"))}}
+    if m.get("pretok_mode") in ("find", "split"):
+        from ..pretokenize import CompiledPattern
+
+        pt["dfa_levels"] = _dfa_levels(CompiledPattern.from_sections(tok._art, "dfa."))
+    pipe.append(pt)
+    n_int = int(m["n_int"])
+    ar = np.arange(n_int)
+    merges = int(np.count_nonzero((tok._tables["split_l"] != ar) | (tok._tables["split_r"] != ar)))
+    pipe.append({"stage": "model", "type": "BPE", "options": {
+        "merge_order": "ranks (tiktoken)" if m.get("merge_mode") == "ranks" else "merge list (tokenizer.json)",
+        "ignore_merges": bool(m.get("ignore_merges"))}})
+    pipe.append({"stage": "decoder", "type": "ByteLevel", "options": {}})
+    s["pipeline"] = pipe
+    s["vocab_size"] = tok.n_vocab
+    s["special_tokens"] = len(tok._special_tokens)
+    s["added_tokens"] = len(m.get("added_tokens") or [])
+    s["model"] = {"mergeable_tokens": int(m["n_mergeable"]), "reachable_tokens": n_int, "merges": merges,
+                  "unreachable_tokens": int(m.get("n_unreachable", 0)), "max_token_bytes": int(m["max_span_len"]),
+                  "pair_table_slots": 1 << int(m["pair_bits"])}
+    if sample:
+        n = tok.count(sample) if hasattr(tok, "count") else len(tok.encode_ordinary(sample))
+        nb = len(sample.encode("utf-8"))
+        s["sample"] = {"bytes": nb, "tokens": n, "bytes_per_token": round(nb / max(1, n), 3)}
+    return s
+
+
+def _pattern(cp, sample: Optional[str]) -> dict[str, Any]:
+    art = getattr(cp, "_art", None)
+    s = {"kind": "regex_dfa", "name": cp.name, "unicode_tables": cp.unicode_version(), "mode": cp.mode}
+    if art is not None:
+        s.update(_frame(art, "regex_dfa", cp.name))
+        s["mode"] = cp.mode
+    s["pipeline"] = [{"stage": "pre_tokenizer", "type": "regex DFA", "options": {"mode": cp.mode},
+                      "dfa_levels": _dfa_levels(cp)}]
+    if sample:
+        n = cp.count(sample)
+        s["sample"] = {"pieces": n, "bytes_per_piece": round(len(sample.encode("utf-8")) / max(1, n), 3)}
+    return s
+
+
+def _generic(tok) -> dict[str, Any]:
+    art = tok._art
+    meta = art.meta or {}
+    s = _frame(art, art.kind_name, meta.get("name", getattr(tok, "name", None)))
+    pipe = []
+    for stage in ("normalizer", "pre_tokenizer", "model", "post_processor", "decoder"):
+        if stage in meta and meta[stage] is not None:
+            pipe.append({"stage": stage, "config": meta[stage]})
+    if pipe:
+        s["pipeline"] = pipe
+    for k in ("vocab_size", "n_vocab"):
+        v = getattr(tok, k, None)
+        if isinstance(v, int):
+            s["vocab_size"] = v
+            break
+    s["meta"] = {k: (v if isinstance(v, (int, float, str, bool)) or v is None else f"<{type(v).__name__} of {len(v)}>")
+                 for k, v in meta.items() if not isinstance(v, (dict, list)) or len(str(v)) < 200}
+    return s
+
+
+def summary(tok: Any, sample: Optional[str] = None) -> dict[str, Any]:
+    """A JSON-ready summary of a loaded tokenizer or compiled pattern (see the module docstring)."""
+    from ..bpe import BPETokenizer
+    from ..pretokenize import CompiledPattern
+    from ..wordpiece import WordPieceTokenizer
+
+    if isinstance(tok, WordPieceTokenizer):
+        s = _wordpiece(tok, sample)
+    elif isinstance(tok, BPETokenizer):
+        s = _bpe(tok, sample)
+    elif isinstance(tok, CompiledPattern):
+        s = _pattern(tok, sample)
+    elif hasattr(tok, "_art"):
+        s = _generic(tok)
+    else:
+        raise TypeError(f"summary() does not know objects of type {type(tok).__name__}")
+    art = getattr(tok, "_art", None)
+    if art is not None:
+        s["sections"] = _sections(art)
+    return s
+
+
+def load_any(name_or_path: str) -> tuple[Any, dict[str, float]]:
+    """(tokenizer, timings): an artifact is loaded, a source compiled, a bundled name fetched."""
+    import fstok
+
+    times: dict[str, float] = {}
+    if os.path.exists(name_or_path):
+        magic = b""
+        if os.path.isfile(name_or_path):
+            with open(name_or_path, "rb") as f:
+                magic = f.read(8)
+        t = time.perf_counter()
+        if magic == b"FSTOKART":
+            tok = fstok.load(name_or_path)
+            times["load_ms"] = (time.perf_counter() - t) * 1e3
+        else:
+            tok = fstok.compile(name_or_path)
+            times["compile_ms"] = (time.perf_counter() - t) * 1e3
+            t = time.perf_counter()
+            fstok.loads(tok.to_bytes())
+            times["load_ms"] = (time.perf_counter() - t) * 1e3
+        return tok, times
+    if name_or_path in fstok.list_encodings():
+        t = time.perf_counter()
+        tok = fstok.get_encoding(name_or_path)
+        times["load_ms"] = (time.perf_counter() - t) * 1e3
+        return tok, times
+    raise FileNotFoundError(f"{name_or_path}: no such file, and not a bundled encoding "
+                            f"(bundled: {', '.join(fstok.list_encodings())})")
+
+
+def summarize_path(name_or_path: str, sample: Optional[str] = None) -> dict[str, Any]:
+    tok, times = load_any(name_or_path)
+    s = summary(tok, sample)
+    s["source"] = name_or_path
+    s.update({k: round(v, 2) for k, v in times.items()})
+    return s
+
+
+def format_text(s: dict[str, Any]) -> str:
+    """The terminal view of a summary."""
+    lines = [f"{s.get('name') or s.get('source')} ({s['kind']})"]
+    for k in ("source", "artifact_path", "source_sha256", "unicode_tables", "vocab_size", "special_tokens",
+              "added_tokens", "artifact_bytes", "compile_ms", "load_ms"):
+        if s.get(k) is not None:
+            v = s[k]
+            lines.append(f"  {k:<16} {v:,}" if isinstance(v, int) and not isinstance(v, bool) else f"  {k:<16} {v}")
+    if s.get("pipeline"):
+        lines.append("  pipeline:")
+        for st in s["pipeline"]:
+            opts = st.get("options", st.get("config", {}))
+            short = ", ".join(f"{k}={v!r}" for k, v in (opts.items() if isinstance(opts, dict) else [])
+                              if k != "patterns") if isinstance(opts, dict) else str(opts)
+            lines.append(f"    {st['stage']:<15} {st.get('type', '')} {short}".rstrip())
+            if isinstance(opts, dict) and opts.get("patterns"):
+                for p in opts["patterns"]:
+                    lines.append(f"{'':20}pattern {p!r}")
+            for i, lv in enumerate(st.get("dfa_levels") or []):
+                lines.append(f"{'':20}DFA level {i}: {lv['states']:,} states, {lv['byte_classes']} byte classes, "
+                             f"{lv['lookahead_states']} look-ahead states, {lv['table_bytes']:,} bytes")
+    if s.get("model"):
+        lines.append("  model: " + ", ".join(f"{k}={v:,}" if isinstance(v, int) else f"{k}={v}" for k, v in s["model"].items()))
+    if s.get("sample"):
+        lines.append("  sample: " + ", ".join(f"{k}={v}" for k, v in s["sample"].items()))
+    if s.get("sections"):
+        lines.append("  sections (bytes):")
+        for k, v in s["sections"].items():
+            lines.append(f"    {k:<24} {v:>12,}")
+    return "\n".join(lines)
