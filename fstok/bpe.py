@@ -887,6 +887,20 @@ class BPETokenizer:
     def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *, num_threads: int | None = None) -> list[bytes]:
         return [self.decode_bytes(t) for t in batch]
 
+    def explain(self, text: str, **kw: Any):
+        """Why `text` tokenizes as it does, step by step, from the compiled tables (fstok.inspect.explain);
+        `.ids` equals `encode(text, **kw)`; print it, `.to_dict()` it, or `.draw("why.png")` it."""
+        from .inspect.explain import explain
+
+        return explain(self, text, **kw)
+
+    def graph(self, around: Any = None, *, state: Optional[int] = None, depth: int = 2, **kw: Any):
+        """The networkx neighbourhood of a token (`around`) or state in the compiled tables
+        (fstok.inspect.graph); write it with fstok.inspect.write(g, "x.png" / ".svg" / ".dot" / ".graphml")."""
+        from .inspect.views import graph
+
+        return graph(self, around, state=state, depth=depth, **kw)
+
     def decode_stream(self, *, skip_special_tokens: bool | None = None, errors: str = "replace",
                       prefill: Sequence[int] | None = None) -> "DecodeStream":
         """A `fstok.DecodeStream` over this tokenizer: `step(id)` returns the text each generated id

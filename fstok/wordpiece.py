@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Collection, Iterable, Literal, Optional, Sequence, Union
+from typing import Any, Collection, Iterable, Literal, Optional, Sequence, Union
 
 import numpy as np
 
@@ -468,6 +468,20 @@ class WordPieceTokenizer:
         return self._model.encode_batch(words, num_threads, 0, True)
 
     # ------------------------------------------------------------------ decoding
+    def explain(self, text: str, **kw: Any):
+        """Why `text` tokenizes as it does, step by step, from the compiled tables (fstok.inspect.explain);
+        `.ids` equals `encode(text, **kw)`; print it, `.to_dict()` it, or `.draw("why.png")` it."""
+        from .inspect.explain import explain
+
+        return explain(self, text, **kw)
+
+    def graph(self, around: Any = None, *, state: Optional[int] = None, depth: int = 2, **kw: Any):
+        """The networkx neighbourhood of a token (`around`) or state in the compiled tables
+        (fstok.inspect.graph); write it with fstok.inspect.write(g, "x.png" / ".svg" / ".dot" / ".graphml")."""
+        from .inspect.views import graph
+
+        return graph(self, around, state=state, depth=depth, **kw)
+
     def decode_tokens(self, ids: Iterable[int]) -> list[str]:
         out = []
         for i in ids:

@@ -12,7 +12,7 @@ import regex
 import fstok
 from fstok import artifact as A
 from fstok.compile.regex_dfa import DFASizeError, minimize
-from fstok.inspect_dfa import find_dfa_prefixes, summary, to_dot, to_networkx
+from fstok.inspect.dfa import find_dfa_prefixes, summary, to_dot, to_networkx
 from fstok.pretokenize import (CL100K_PAT, O200K_PAT, R50K_PAT, CompiledPattern, DFATables, compile_tables,
                                dfa_sections, get_pattern)
 

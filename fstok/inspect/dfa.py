@@ -1,6 +1,6 @@
 """Inspection of compiled pre-tokenization DFAs: summary, byte classes, networkx / GraphML / DOT.
 
-    from fstok.inspect_dfa import summary, to_networkx, to_dot
+    from fstok.inspect.dfa import summary, to_networkx, to_dot
     cp = fstok.pretokenize.get_pattern("o200k_base")
     summary(cp)                       # states, boundary states, byte classes, accepting states
     g = to_networkx(cp)               # nx.MultiDiGraph: one edge per (state, target) pair
