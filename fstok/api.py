@@ -19,6 +19,7 @@ _KIND_LOADERS = {
     _art.KIND_WORDPIECE: ("fstok.wordpiece", "WordPieceTokenizer"),
     _art.KIND_BPE: ("fstok.bpe", "BPETokenizer"),
     _art.KIND_REGEX_DFA: ("fstok.pretokenize", "CompiledPattern"),
+    _art.KIND_SPM: ("fstok.spm", "SentencePieceTokenizer"),
 }
 
 
@@ -56,6 +57,15 @@ def _sniff_json_model(path: str) -> str:
     return str(obj["model"].get("type", ""))
 
 
+def _is_sentencepiece(path: str) -> bool:
+    """A SentencePiece ModelProto, by content (tiktoken-format `tokenizer.model` files are text)."""
+    from .loaders.spm_model import looks_like_model
+
+    with open(path, "rb") as f:
+        head = f.read(1 << 16)
+    return looks_like_model(head)
+
+
 def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name from the spec
     """Compile a tokenizer source into an in-memory tokenizer (save it with `.save(path)`).
 
@@ -69,10 +79,10 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such tokenizer source: {path}")
     if os.path.isdir(path):
-        for cand in ("tokenizer.json", "vocab.txt"):
+        for cand in ("tokenizer.json", "tokenizer.model", "vocab.txt"):
             if os.path.exists(os.path.join(path, cand)):
                 return compile(os.path.join(path, cand), **options)
-        raise ValueError(f"{path}: directory has no tokenizer.json or vocab.txt")
+        raise ValueError(f"{path}: directory has no tokenizer.json, tokenizer.model or vocab.txt")
     base = os.path.basename(path).lower()
     if base.endswith(".json") and base != "vocab.json":
         model = _sniff_json_model(path)
@@ -89,6 +99,10 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
         from .bpe import BPETokenizer
 
         return BPETokenizer.compile_gpt2(path, **options)
+    if _is_sentencepiece(path):
+        from .spm import SentencePieceTokenizer
+
+        return SentencePieceTokenizer.compile_model(path, **options)
     if base.endswith(".tiktoken") or base.endswith(".model"):
         from .bpe import BPETokenizer
 

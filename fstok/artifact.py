@@ -51,7 +51,8 @@ ALIGN = 64
 KIND_WORDPIECE = 1
 KIND_REGEX_DFA = 2
 KIND_BPE = 3
-KIND_NAMES = {KIND_WORDPIECE: "wordpiece", KIND_REGEX_DFA: "regex_dfa", KIND_BPE: "bpe"}
+KIND_SPM = 7  # SentencePiece-family models (fstok.spm)
+KIND_NAMES = {KIND_WORDPIECE: "wordpiece", KIND_REGEX_DFA: "regex_dfa", KIND_BPE: "bpe", KIND_SPM: "spm"}
 
 _HEADER = struct.Struct("<8sIIIIQII16s32s40s")
 _ENTRY = struct.Struct("<32s8sQQQ")

@@ -1,0 +1,604 @@
+/* SentencePiece-family models over compiled tables (see spm.h). */
+#include "spm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define HOT static inline __attribute__((always_inline))
+
+void spm_trie_init(spm_trie *t) {
+    for (int c = 0; c < 256; c++) t->root[c] = SPM_NONE;
+    if (!t->n_nodes) return;
+    for (uint32_t e = t->first[0]; e < t->first[1]; e++) t->root[t->label[e]] = t->target[e];
+}
+
+HOT uint32_t trie_step(const spm_trie *t, uint32_t node, uint8_t c) {
+    if (node == 0) return t->root[c];
+    uint32_t lo = t->first[node], hi = t->first[node + 1];
+    const uint8_t *L = t->label;
+    if (hi - lo <= 8) {
+        for (; lo < hi; lo++)
+            if (L[lo] == c) return t->target[lo];
+        return SPM_NONE;
+    }
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) >> 1;
+        if (L[mid] < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (lo < t->first[node + 1] && L[lo] == c) ? t->target[lo] : SPM_NONE;
+}
+
+/* node of the whole key, or SPM_NONE */
+HOT uint32_t trie_find(const spm_trie *t, const uint8_t *k, size_t n) {
+    uint32_t node = 0;
+    for (size_t i = 0; i < n && node != SPM_NONE; i++) node = trie_step(t, node, k[i]);
+    return node;
+}
+
+static int grow(void **p, size_t *cap, size_t need, size_t item) {
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, c * item);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+HOT int bytes_put(spm_bytes *b, const uint8_t *s, size_t n) {
+    if (b->n + n > b->cap && grow((void **)&b->p, &b->cap, b->n + n, 1)) return -1;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+HOT int ints_put(spm_ints *v, int32_t x) {
+    if (v->n + 1 > v->cap && grow((void **)&v->p, &v->cap, v->n + 1, 4)) return -1;
+    v->p[v->n++] = x;
+    return 0;
+}
+
+HOT int ints_put3(spm_ints *v, int32_t a, int32_t b, int32_t c) {
+    if (v->n + 3 > v->cap && grow((void **)&v->p, &v->cap, v->n + 3, 4)) return -1;
+    v->p[v->n] = a;
+    v->p[v->n + 1] = b;
+    v->p[v->n + 2] = c;
+    v->n += 3;
+    return 0;
+}
+
+void spm_bytes_free(spm_bytes *b) {
+    free(b->p);
+    b->p = NULL;
+    b->n = b->cap = 0;
+}
+
+void spm_ints_free(spm_ints *v) {
+    free(v->p);
+    v->p = NULL;
+    v->n = v->cap = 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* UTF-8 as sentencepiece reads it (string_util.h) */
+
+HOT size_t one_char_len(uint8_t b) { return (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[b >> 4]; }
+HOT int is_trail(uint8_t b) { return (b & 0xC0) == 0x80; }
+HOT int valid_cp(uint32_t c) { return c < 0xD800 || (c >= 0xE000 && c <= 0x10FFFF); }
+
+/* IsValidDecodeUTF8: 1 when the character at s is valid (or is U+FFFD itself); *len its length */
+static int valid_decode(const uint8_t *s, size_t n, size_t *len) {
+    uint8_t b0 = s[0];
+    uint32_t cp;
+    if (b0 < 0x80) {
+        *len = 1;
+        return 1;
+    }
+    if (n >= 2 && (b0 & 0xE0) == 0xC0) {
+        cp = ((uint32_t)(b0 & 0x1F) << 6) | (s[1] & 0x3F);
+        if (is_trail(s[1]) && cp >= 0x80 && valid_cp(cp)) {
+            *len = 2;
+            return 1;
+        }
+    } else if (n >= 3 && (b0 & 0xF0) == 0xE0) {
+        cp = ((uint32_t)(b0 & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+        if (is_trail(s[1]) && is_trail(s[2]) && cp >= 0x800 && valid_cp(cp)) {
+            *len = 3;
+            return 1;
+        }
+    } else if (n >= 4 && (b0 & 0xF8) == 0xF0) {
+        cp = ((uint32_t)(b0 & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) |
+             (s[3] & 0x3F);
+        if (is_trail(s[1]) && is_trail(s[2]) && is_trail(s[3]) && cp >= 0x10000 && valid_cp(cp)) {
+            *len = 4;
+            return 1;
+        }
+    }
+    *len = 1;
+    return 0;
+}
+
+/* PrefixMatcher::PrefixMatch over the user-defined pieces */
+HOT size_t user_match(const spm_model *m, const uint8_t *s, size_t n, int *found) {
+    size_t best = 0;
+    if (m->user.n_nodes) {
+        uint32_t node = 0;
+        for (size_t i = 0; i < n; i++) {
+            node = trie_step(&m->user, node, s[i]);
+            if (node == SPM_NONE) break;
+            if (m->user.value[node] >= 0) best = i + 1;
+        }
+    }
+    *found = best > 0;
+    if (best) return best;
+    size_t l = one_char_len(s[0]);
+    return l < n ? l : n;
+}
+
+#define DA_OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
+
+static const uint8_t REPLACEMENT[3] = {0xEF, 0xBF, 0xBD};
+static const uint8_t SPACE_SYM[3] = {0xE2, 0x96, 0x81};
+
+/* Normalizer::NormalizePrefix: the replacement (*out, *olen) of the prefix of s; returns its length */
+HOT size_t normalize_prefix(const spm_model *m, const uint8_t *s, size_t n, const uint8_t **out, size_t *olen) {
+    int found;
+    size_t ul = user_match(m, s, n, &found);
+    if (found) {
+        *out = s;
+        *olen = ul;
+        return ul;
+    }
+    if (m->n_cm) {
+        /* Darts-clone commonPrefixSearch, keeping the longest match; indices are bounds-checked here
+         * (the array is the file's own, its reachable part is not validated ahead) */
+        const uint32_t *U = m->cm_units;
+        const uint32_t nu = m->n_cm;
+        uint32_t node = DA_OFFSET(U[0]);
+        size_t best = 0;
+        uint32_t val = 0;
+        for (size_t i = 0; i < n; i++) {
+            node ^= s[i];
+            if (node >= nu) break;
+            const uint32_t u = U[node];
+            if ((u & 0x800000FFu) != s[i]) break;
+            node ^= DA_OFFSET(u);
+            if ((u >> 8) & 1) {
+                if (node >= nu) break;
+                best = i + 1;
+                val = U[node] & 0x7FFFFFFFu;
+            }
+        }
+        if (best && val < m->n_cm_norm) {
+            *out = m->cm_norm + val;
+            *olen = strlen((const char *)m->cm_norm + val);
+            return best;
+        }
+    }
+    size_t len;
+    if (!valid_decode(s, n, &len)) {
+        *out = REPLACEMENT;
+        *olen = 3;
+        return 1;
+    }
+    *out = s;
+    *olen = len;
+    return len;
+}
+
+int spm_normalize(const spm_model *m, const uint8_t *in, size_t n, spm_bytes *out, spm_ints *n2o) {
+    out->n = 0;
+    if (n2o) n2o->n = 0;
+    if (!n) return 0;
+    const uint32_t fl = m->flags;
+    const int remove_ws = (fl & SPF_REMOVE_WS) != 0, escape = (fl & SPF_ESCAPE_WS) != 0;
+    size_t i = 0, consumed = 0;
+    const uint8_t *sp;
+    size_t splen, l;
+    if (remove_ws) {
+        while (i < n) {
+            l = normalize_prefix(m, in + i, n - i, &sp, &splen);
+            if (!(splen == 1 && sp[0] == ' ')) break;
+            i += l;
+            consumed += l;
+        }
+    }
+    if (i >= n) return 0;
+    if (out->cap < n * 3 + 8 && grow((void **)&out->p, &out->cap, n * 3 + 8, 1)) return -1;
+    if (n2o && n2o->cap < n * 3 + 9 && grow((void **)&n2o->p, &n2o->cap, n * 3 + 9, 4)) return -1;
+    const uint8_t *ws = escape ? SPACE_SYM : (const uint8_t *)" ";
+    const size_t wsl = escape ? 3 : 1;
+#define EMIT(ptr, len)                                                                       \
+    do {                                                                                     \
+        if (bytes_put(out, (ptr), (len))) return -1;                                         \
+        if (n2o)                                                                             \
+            for (size_t q_ = 0; q_ < (len); q_++)                                            \
+                if (ints_put(n2o, (int32_t)consumed)) return -1;                             \
+    } while (0)
+    if (!(fl & SPF_WS_SUFFIX) && (fl & SPF_ADD_DUMMY)) EMIT(ws, wsl);
+    int prev_space = remove_ws;
+    while (i < n) {
+        l = normalize_prefix(m, in + i, n - i, &sp, &splen);
+        if (prev_space)
+            while (splen && sp[0] == ' ') {
+                sp++;
+                splen--;
+            }
+        if (splen) {
+            if (escape) {
+                size_t a = 0;
+                for (size_t k = 0; k < splen; k++) {
+                    if (sp[k] == ' ') {
+                        if (k > a) EMIT(sp + a, k - a);
+                        EMIT(SPACE_SYM, 3);
+                        a = k + 1;
+                    }
+                }
+                if (splen > a) EMIT(sp + a, splen - a);
+            } else {
+                EMIT(sp, splen);
+            }
+            prev_space = sp[splen - 1] == ' ';
+        }
+        consumed += l;
+        i += l;
+        if (!remove_ws) prev_space = 0;
+    }
+    if (remove_ws) {
+        while (out->n >= wsl && memcmp(out->p + out->n - wsl, ws, wsl) == 0) {
+            size_t len = out->n - wsl;
+            if (n2o) consumed = (size_t)n2o->p[len]; /* without n2o no offset is reported */
+            out->n = len;
+            if (n2o) n2o->n = len;
+        }
+    }
+    if ((fl & SPF_WS_SUFFIX) && (fl & SPF_ADD_DUMMY)) EMIT(ws, wsl);
+#undef EMIT
+    if (n2o && ints_put(n2o, (int32_t)consumed)) return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Unigram: Model::EncodeOptimized (sentencepiece, float arithmetic as the library's types give it) and
+ * Unigram::encode_optimized (tokenizers, f64). */
+
+typedef struct {
+    float score;
+    int32_t start;
+    int32_t id;
+} sp_node;
+
+typedef struct {
+    double score;
+    int32_t start;
+    int32_t id;
+} hf_node;
+
+static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
+    sp_node *best = (sp_node *)malloc((size + 1) * sizeof(sp_node));
+    if (!best) return -1;
+    for (size_t k = 0; k <= size; k++) {
+        best[k].score = 0;
+        best[k].start = -1;
+        best[k].id = -1;
+    }
+    const float unk_score = m->min_score - 10.0f;
+    const float max_score = m->max_score;
+    const spm_trie *t = &m->pieces;
+    size_t st = 0;
+    while (st < size) {
+        const float here = best[st].score;
+        int single = 0;
+        size_t mblen = one_char_len(s[st]);
+        if (mblen > size - st) mblen = size - st;
+        uint32_t node = 0;
+        for (size_t kp = st; kp < size;) {
+            node = trie_step(t, node, s[kp]);
+            kp++;
+            if (node == SPM_NONE) break;
+            const int32_t id = t->value[node];
+            if (id < 0) continue;
+            const uint8_t ty = m->ptype[id];
+            if (ty == SPT_UNUSED) continue;
+            sp_node *tg = &best[kp];
+            const size_t length = kp - st;
+            /* float throughout: what the library's binaries compute (checked against sentencepiece on ties) */
+            const float score = ty == SPT_USER ? (float)((float)length * max_score - 0.1) : m->score[id];
+            const float cand = score + here;
+            if (tg->start == -1 || cand > tg->score) {
+                tg->score = cand;
+                tg->start = (int32_t)st;
+                tg->id = id;
+            }
+            if (!single && length == mblen) single = 1;
+        }
+        if (!single) {
+            sp_node *tg = &best[st + mblen];
+            const float cand = unk_score + here;
+            if (tg->start == -1 || cand > tg->score) {
+                tg->score = cand;
+                tg->start = (int32_t)st;
+                tg->id = m->unk_id;
+            }
+        }
+        st += mblen;
+    }
+    /* backtrack into `out`, then reverse the triples */
+    size_t base = out->n;
+    for (size_t e = size; e > 0;) {
+        const sp_node *nd = &best[e];
+        if (ints_put3(out, nd->id, nd->start, (int32_t)e)) {
+            free(best);
+            return -1;
+        }
+        e = (size_t)nd->start;
+    }
+    free(best);
+    for (size_t a = base, b = out->n - 3; a < b; a += 3, b -= 3) {
+        int32_t tmp[3];
+        memcpy(tmp, out->p + a, 12);
+        memcpy(out->p + a, out->p + b, 12);
+        memcpy(out->p + b, tmp, 12);
+    }
+    return 0;
+}
+
+static int unigram_hf(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
+    hf_node *best = (hf_node *)malloc((size + 1) * sizeof(hf_node));
+    if (!best) return -1;
+    for (size_t k = 0; k <= size; k++) {
+        best[k].score = 0;
+        best[k].start = -1;
+        best[k].id = -1;
+    }
+    const double unk_score = m->min_score64 - 10.0;
+    const spm_trie *t = &m->pieces;
+    size_t st = 0;
+    while (st < size) {
+        const double here = best[st].score;
+        int single = 0;
+        size_t mblen = one_char_len(s[st]);
+        if (mblen > size - st) mblen = size - st;
+        uint32_t node = 0;
+        for (size_t kp = st; kp < size;) {
+            node = trie_step(t, node, s[kp]);
+            kp++;
+            if (node == SPM_NONE) break;
+            const int32_t id = t->value[node];
+            if (id < 0) continue;
+            hf_node *tg = &best[kp];
+            const double cand = m->score64[id] + here;
+            if (tg->start == -1 || cand > tg->score) {
+                tg->score = cand;
+                tg->start = (int32_t)st;
+                tg->id = id;
+            }
+            if (!single && kp - st == mblen) single = 1;
+        }
+        if (!single) {
+            hf_node *tg = &best[st + mblen];
+            const double cand = unk_score + here;
+            if (tg->start == -1 || cand > tg->score) {
+                tg->score = cand;
+                tg->start = (int32_t)st;
+                tg->id = m->unk_id;
+            }
+        }
+        st += mblen;
+    }
+    size_t base = out->n;
+    for (size_t e = size; e > 0;) {
+        const hf_node *nd = &best[e];
+        if (ints_put3(out, nd->id, nd->start, (int32_t)e)) {
+            free(best);
+            return -1;
+        }
+        e = (size_t)nd->start;
+    }
+    free(best);
+    for (size_t a = base, b = out->n - 3; a < b; a += 3, b -= 3) {
+        int32_t tmp[3];
+        memcpy(tmp, out->p + a, 12);
+        memcpy(out->p + a, out->p + b, 12);
+        memcpy(out->p + b, tmp, 12);
+    }
+    return 0;
+}
+
+int spm_unigram(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
+    if (!n) return 0;
+    return (m->flags & SPF_HF) ? unigram_hf(m, s, n, out) : unigram_sp(m, s, n, out);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* BPE: bpe_model.cc Model::Encode (merge the pair of highest piece score, leftmost first, with a heap
+ * and lazy invalidation: O(n log n) on any input). */
+
+typedef struct {
+    float score;
+    int32_t left, right;
+    uint32_t size;
+} bpe_pair;
+
+typedef struct {
+    uint32_t start, len;
+    int32_t prev, next;
+    uint8_t freeze;
+} bpe_sym;
+
+/* a above b in the agenda: higher score, then smaller left */
+HOT int pair_above(const bpe_pair *a, const bpe_pair *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+typedef struct {
+    bpe_pair *h;
+    size_t n, cap;
+} bpe_heap;
+
+static int heap_push(bpe_heap *q, bpe_pair p) {
+    if (q->n + 1 > q->cap && grow((void **)&q->h, &q->cap, q->n + 1, sizeof(bpe_pair))) return -1;
+    size_t i = q->n++;
+    while (i > 0) {
+        size_t par = (i - 1) >> 1;
+        if (!pair_above(&p, &q->h[par])) break;
+        q->h[i] = q->h[par];
+        i = par;
+    }
+    q->h[i] = p;
+    return 0;
+}
+
+static bpe_pair heap_pop(bpe_heap *q) {
+    bpe_pair top = q->h[0];
+    bpe_pair last = q->h[--q->n];
+    size_t i = 0, n = q->n;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && pair_above(&q->h[c + 1], &q->h[c])) c++;
+        if (!pair_above(&q->h[c], &last)) break;
+        q->h[i] = q->h[c];
+        i = c;
+    }
+    if (n) q->h[i] = last;
+    return top;
+}
+
+typedef struct {
+    const spm_model *m;
+    const uint8_t *s;
+    bpe_sym *sym;
+    bpe_heap q;
+    uint32_t *rev_left; /* per piece id: length of the left part of its latest candidate pair (unused pieces) */
+    spm_ints touched;
+} bpe_ctx;
+
+static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return 0;
+    const bpe_sym *a = &c->sym[left], *b = &c->sym[right];
+    if (a->freeze || b->freeze) return 0;
+    const uint32_t node = trie_find(&c->m->pieces, c->s + a->start, (size_t)a->len + b->len);
+    if (node == SPM_NONE) return 0;
+    const int32_t id = c->m->pieces.value[node];
+    if (id < 0) return 0;
+    bpe_pair p = {c->m->score[id], left, right, a->len + b->len};
+    if (heap_push(&c->q, p)) return -1;
+    if (c->m->ptype[id] == SPT_UNUSED) {
+        if (!c->rev_left) {
+            c->rev_left = (uint32_t *)calloc(c->m->n_pieces, sizeof(uint32_t));
+            if (!c->rev_left) return -1;
+        }
+        c->rev_left[id] = a->len;
+    }
+    return 0;
+}
+
+/* PieceToId of s[0:n]: reserved pieces first, then model pieces, else unk */
+HOT int32_t piece_to_id(const spm_model *m, const uint8_t *s, size_t n) {
+    const uint32_t node = trie_find(&m->pieces, s, n);
+    if (node == SPM_NONE || m->pieces.value2[node] < 0) return m->unk_id;
+    return m->pieces.value2[node];
+}
+
+static int reseg(bpe_ctx *c, uint32_t start, uint32_t len, spm_ints *out, int depth) {
+    const int32_t id = piece_to_id(c->m, c->s + start, len);
+    if (depth < 64 && c->rev_left && c->m->ptype[id] == SPT_UNUSED && c->rev_left[id] && c->rev_left[id] < len) {
+        const uint32_t l = c->rev_left[id];
+        if (reseg(c, start, l, out, depth + 1)) return -1;
+        return reseg(c, start + l, len - l, out, depth + 1);
+    }
+    return ints_put3(out, id, (int32_t)start, (int32_t)(start + len));
+}
+
+int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
+    if (!n) return 0;
+    bpe_ctx c;
+    memset(&c, 0, sizeof c);
+    c.m = m;
+    c.s = s;
+    c.sym = (bpe_sym *)malloc(n * sizeof(bpe_sym));
+    if (!c.sym) return -1;
+    int rc = -1;
+    size_t ns = 0;
+    for (size_t i = 0; i < n;) {
+        int found;
+        size_t l = user_match(m, s + i, n - i, &found);
+        bpe_sym *y = &c.sym[ns];
+        y->start = (uint32_t)i;
+        y->len = (uint32_t)l;
+        y->prev = (int32_t)ns - 1;
+        y->next = (int32_t)ns + 1;
+        y->freeze = (uint8_t)found;
+        ns++;
+        i += l;
+    }
+    c.sym[ns - 1].next = -1;
+    for (size_t k = 1; k < ns; k++)
+        if (maybe_add(&c, (int32_t)k - 1, (int32_t)k)) goto done;
+    while (c.q.n) {
+        const bpe_pair top = heap_pop(&c.q);
+        bpe_sym *a = &c.sym[top.left], *b = &c.sym[top.right];
+        if (!a->len || !b->len || a->len + b->len != top.size) continue;
+        a->len += b->len;
+        a->next = b->next;
+        if (b->next >= 0) c.sym[b->next].prev = top.left;
+        b->len = 0;
+        if (maybe_add(&c, a->prev, top.left)) goto done;
+        if (maybe_add(&c, top.left, a->next)) goto done;
+    }
+    for (int32_t k = 0; k != -1; k = c.sym[k].next)
+        if (reseg(&c, c.sym[k].start, c.sym[k].len, out, 0)) goto done;
+    rc = 0;
+done:
+    free(c.sym);
+    free(c.q.h);
+    free(c.rev_left);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+int spm_finish(const spm_model *m, const uint8_t *s, const spm_ints *tri, spm_ints *ids) {
+    int prev_unk = 0;
+    const int fallback = (m->flags & SPF_BYTE_FALLBACK) != 0;
+    for (size_t k = 0; k < tri->n; k += 3) {
+        const int32_t id = tri->p[k], b = tri->p[k + 1], e = tri->p[k + 2];
+        const uint8_t ty = m->ptype[id];
+        const int is_unk = ty == SPT_UNKNOWN;
+        if (is_unk && fallback) {
+            for (int32_t q = b; q < e; q++)
+                if (ints_put3(ids, m->byte_id[s[q]], b, q + 1 == e ? e : b)) return -1;
+        } else if (is_unk && prev_unk && ids->n >= 3) {
+            ids->p[ids->n - 1] = e;
+        } else if (ints_put3(ids, id, b, e)) {
+            return -1;
+        }
+        prev_unk = is_unk;
+    }
+    return 0;
+}
+
+int spm_encode(const spm_model *m, const uint8_t *in, size_t n, spm_ints *ids, int want_offsets) {
+    spm_bytes norm = {0};
+    spm_ints n2o = {0}, tri = {0};
+    int rc = -1;
+    if (spm_normalize(m, in, n, &norm, want_offsets ? &n2o : NULL)) goto done;
+    if ((m->flags & SPF_BPE) ? spm_bpe(m, norm.p, norm.n, &tri) : spm_unigram(m, norm.p, norm.n, &tri)) goto done;
+    if (spm_finish(m, norm.p, &tri, ids)) goto done;
+    if (want_offsets && norm.n)
+        for (size_t k = 0; k < ids->n; k += 3) {
+            ids->p[k + 1] = n2o.p[ids->p[k + 1]];
+            ids->p[k + 2] = n2o.p[ids->p[k + 2]];
+        }
+    rc = 0;
+done:
+    spm_bytes_free(&norm);
+    spm_ints_free(&n2o);
+    spm_ints_free(&tri);
+    return rc;
+}

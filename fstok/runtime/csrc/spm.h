@@ -1,0 +1,88 @@
+/* SentencePiece-family models over compiled tables: the SentencePiece normalizer (precompiled
+ * charsmap, dummy prefix, whitespace handling), Unigram Viterbi and score-ordered BPE.  Python-free:
+ * mod_spm.c is the glue.  Tables are validated by fstok/spm.py before they reach this code, so the
+ * hot loops do no bounds checks on table reads. */
+#ifndef FSTOK_SPM_H
+#define FSTOK_SPM_H
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPM_NONE 0xFFFFFFFFu
+
+/* A byte trie: node i's edges are [first[i], first[i+1]), sorted by label; value[i] < 0: no key
+ * ends at i.  Node 0 is the root; root[] (filled at load) is its dense child row. */
+typedef struct {
+    const uint32_t *first;
+    const uint8_t *label;
+    const uint32_t *target;
+    const int32_t *value;
+    const int32_t *value2;
+    uint32_t n_nodes;
+    uint32_t root[256];
+} spm_trie;
+
+/* piece types (sentencepiece_model.proto) */
+#define SPT_NORMAL 1
+#define SPT_UNKNOWN 2
+#define SPT_CONTROL 3
+#define SPT_USER 4
+#define SPT_UNUSED 5
+#define SPT_BYTE 6
+
+/* flags */
+#define SPF_ADD_DUMMY 1
+#define SPF_REMOVE_WS 2
+#define SPF_ESCAPE_WS 4
+#define SPF_WS_SUFFIX 8
+#define SPF_BYTE_FALLBACK 16
+#define SPF_BPE 32  /* else Unigram */
+#define SPF_HF 64   /* tokenizers' semantics (f64 scores, fuse_unk by string, no user bonus) */
+#define SPF_FUSE_UNK 128
+
+typedef struct {
+    spm_trie pieces; /* value: the model's id of the key (-1: none), value2: PieceToId of the key */
+    const uint32_t *cm_units; /* the precompiled charsmap's Darts double array (n_cm 0: none) */
+    const uint8_t *cm_norm;   /* its NUL-terminated replacements (the last byte is NUL) */
+    uint32_t n_cm, n_cm_norm;
+    spm_trie user;   /* value >= 0 at user-defined pieces (n_nodes 0: none) */
+    const float *score;     /* .model scores (float) */
+    const double *score64;  /* tokenizer.json scores (double) */
+    const uint8_t *ptype;
+    int32_t byte_id[256];
+    int32_t unk_id;
+    uint32_t n_pieces;
+    float min_score, max_score;
+    double min_score64;
+    uint32_t flags;
+} spm_model;
+
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+} spm_bytes;
+
+typedef struct {
+    int32_t *p;
+    size_t n, cap;
+} spm_ints;
+
+void spm_trie_init(spm_trie *t);
+void spm_bytes_free(spm_bytes *b);
+void spm_ints_free(spm_ints *v);
+
+/* SentencePiece's Normalizer::Normalize: `out` the normalized bytes; `n2o` (may be NULL) one
+ * original byte offset per output byte plus one.  0 or -1 (out of memory). */
+int spm_normalize(const spm_model *m, const uint8_t *in, size_t n, spm_bytes *out, spm_ints *n2o);
+
+/* The model over normalized bytes: triples (id, begin, end) in `out` (ids before unk handling). */
+int spm_unigram(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out);
+int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out);
+
+/* The ids sentencepiece reports for the model's triples: runs of unknown pieces fused, or decomposed
+ * into byte pieces under byte_fallback.  Appends (id, begin, end) triples to `ids`. */
+int spm_finish(const spm_model *m, const uint8_t *s, const spm_ints *tri, spm_ints *ids);
+
+/* Whole .model pipeline: normalize, model, finish.  With n2o, begin/end are original byte offsets. */
+int spm_encode(const spm_model *m, const uint8_t *in, size_t n, spm_ints *ids, int want_offsets);
+
+#endif

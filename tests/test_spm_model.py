@@ -1,0 +1,154 @@
+"""SentencePiece `.model` files: fstok's ids and decode equal sentencepiece's, the C runtime equals the
+pure-Python oracle, and the reader refuses what is not a model.  (The full differential run is
+tools/diff_models.py.)"""
+import os
+import pickle
+
+import pytest
+
+import fstok
+from conftest import VOCAB, needs_shared, read_corpus
+from fstok.loaders.spm_model import SentencePieceModelError, parse_model, read_model
+from fstok.reference.spm import SentencePieceReference
+
+spm = pytest.importorskip("sentencepiece")
+
+MODELS = os.path.join(VOCAB, "models")
+MODEL_FILES = {
+    "llama-2": "spm-bpe/llama-2/tokenizer.model",
+    "mistral": "spm-bpe/mistral-7b-v0.1/tokenizer.model.v1",
+    "gemma": "spm-bpe/gemma/tokenizer.gemma",
+    "maxtext-unigram": "unigram/maxtext-default-c4/tokenizer.default",
+}
+
+TRICKY = [
+    "", " ", "  ", "\t", "\n", "  a  b  ", " leading", "trailing ", "a\u3000b", "\u3000\u3000全角ｈｅｌｌｏ",
+    "e\u0301 \u00e9 \u1e9b\u0323", "ﬁ ﬀ ① ㌀", "\x00a\x00", "<s> </s> <unk> <pad> <0x41>", "▁ ▁▁ x▁y",
+    "😀👍🏽👨‍👩‍👧", "\u200b\u200d\ufeff", "\r\n\r\n", "1234567890 3.14159", "a" * 300, " " * 40 + "x" + " " * 40,
+    "\ud7ff\ue000\uffff\U0010ffff", "ǅ Ǳ İ ß ẞ", "<start_of_turn>user\nhi<end_of_turn>", "\t\t<tab>",
+]
+
+
+def _lines(n_per: int = 60):
+    out = []
+    for name in ("multilingual", "stress", "code", "chinese_long", "english"):
+        ls = read_corpus(name).split("\n")
+        out += ls[:n_per] + ls[-10:]
+    return out + TRICKY
+
+
+@pytest.fixture(scope="module", params=sorted(MODEL_FILES))
+def pair(request):
+    path = os.path.join(MODELS, MODEL_FILES[request.param])
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not present")
+    return request.param, path, fstok.compile(path), spm.SentencePieceProcessor(model_file=path)
+
+
+@needs_shared
+def test_ids_and_decode_equal_sentencepiece(pair):
+    name, _, tok, sp = pair
+    lines = _lines()
+    assert tok.encode_batch(lines) == [sp.encode(x) for x in lines]
+    for x in lines:
+        ids = sp.encode(x)
+        assert tok.encode(x) == ids, (name, x)
+        assert tok.decode(ids) == sp.decode(ids), (name, x)
+    whole = read_corpus("multilingual")[:20000]
+    assert tok.encode(whole) == sp.encode(whole)
+
+
+@needs_shared
+def test_decode_of_arbitrary_ids(pair):
+    # control pieces, the unknown piece, lone byte pieces (invalid UTF-8) and leading spaces
+    import random
+
+    name, _, tok, sp = pair
+    rng = random.Random(7)
+    n = sp.get_piece_size()
+    for _ in range(200):
+        ids = [rng.randrange(n) for _ in range(rng.randrange(1, 12))]
+        ids += [rng.randrange(min(n, 300)) for _ in range(rng.randrange(0, 4))]
+        rng.shuffle(ids)
+        assert tok.decode(ids) == sp.decode(ids), (name, ids)
+
+
+@needs_shared
+def test_runtime_equals_oracle(pair):
+    name, path, tok, _ = pair
+    ref = SentencePieceReference(read_model(path), path)
+    for x in TRICKY + read_corpus("stress").split("\n")[:25]:
+        assert tok.encode(x) == ref.encode(x), (name, x)
+        assert tok.normalize(x).encode() == ref.normalize(x.encode())[0], (name, x)
+
+
+@needs_shared
+def test_long_runs_of_one_character(pair):
+    # BPE merges through a heap: one pass over a long run stays fast and equal to sentencepiece
+    name, _, tok, sp = pair
+    for x in ("a" * 20000, "▁" * 5000, " " * 5000 + "b", "ab" * 8000, "\u00e9" * 6000):
+        assert tok.encode(x) == sp.encode(x), name
+
+
+@needs_shared
+def test_offsets_follow_sentencepiece_spans(pair):
+    name, _, tok, sp = pair
+    for x in ["Hello  wörld 😀", "  a  b  ", "全角ｈｅｌｌｏ", "e\u0301x"] + read_corpus("multilingual").split("\n")[:20]:
+        ids, offs = tok.encode_with_offsets(x)
+        proto = sp.encode(x, return_type="proto")
+        assert ids == [p.id for p in proto.pieces]
+        b = x.encode()
+        want = [(len(b[: p.begin].decode("utf-8", "ignore")), len(b[: p.end].decode("utf-8", "ignore"))) for p in proto.pieces]
+        assert offs == want, (name, x)
+
+
+@needs_shared
+def test_save_load_pickle(pair, tmp_path):
+    name, _, tok, sp = pair
+    p = tmp_path / f"{name}.fst"
+    tok.save(p)
+    tok2 = fstok.load(p)
+    tok3 = pickle.loads(pickle.dumps(tok))
+    x = "Hello world, ünïcödé 😀 " + name
+    assert tok2.encode(x) == tok3.encode(x) == sp.encode(x)
+    assert tok2.vocab_size == sp.get_piece_size()
+    assert tok2.id_to_token(5) == sp.id_to_piece(5)
+    assert tok2.token_to_id(sp.id_to_piece(100)) == 100
+    assert tok2.count(x) == len(sp.encode(x))
+
+
+@needs_shared
+def test_special_tokens_options(pair):
+    name, _, tok, sp = pair
+    x = "Hello world"
+    assert tok.encode(x, add_special_tokens=True) == sp.encode(x, add_bos=True)
+    assert tok.encode(x, add_bos=True, add_eos=True) == sp.encode(x, add_bos=True, add_eos=True)
+    bos = sp.id_to_piece(sp.bos_id())
+    assert tok.encode(f"{bos}{x}", allowed_special={bos}) == [sp.bos_id()] + sp.encode(x)
+    assert tok.encode(f"{bos}{x}") == sp.encode(f"{bos}{x}")
+    assert tok.decode(sp.encode(x, add_bos=True), skip_special_tokens=True) == x
+
+
+@needs_shared
+def test_directory_and_tiktoken_model_sniffing(tmp_path):
+    src = os.path.join(MODELS, MODEL_FILES["llama-2"])
+    d = tmp_path / "llama"
+    d.mkdir()
+    (d / "tokenizer.model").write_bytes(open(src, "rb").read())
+    assert type(fstok.compile(str(d))).__name__ == "SentencePieceTokenizer"
+    # a tiktoken-format tokenizer.model is text: it is not taken for a SentencePiece model
+    from fstok.api import _is_sentencepiece
+
+    llama3 = os.path.join(VOCAB, "llama3", "tokenizer.model")
+    if os.path.exists(llama3):
+        assert not _is_sentencepiece(llama3)
+
+
+def test_reader_refuses_other_files(tmp_path):
+    for data in (b"", b"hello world\n", b"\x0a\x05abc", b'{"model": {}}', b"\x0a\x02\x0a\x00"):
+        with pytest.raises(SentencePieceModelError):
+            parse_model(data, "x.model")
+    p = tmp_path / "bad.model"
+    p.write_bytes(b"\x0a\x03\x0a\x01a" + b"\x12\x02\x18\x03")  # a piece and a WORD trainer spec
+    with pytest.raises(ValueError, match="not supported"):
+        fstok.compile(str(p))
