@@ -76,12 +76,25 @@ def _layers(g: nx.MultiDiGraph) -> dict[Any, tuple[float, float]]:
         for v in solid.nodes:
             level.setdefault(v, 0)
     cols: dict[int, list] = {}
-    for v in sorted(g.nodes, key=lambda x: (level[x], str(g.nodes[x].get("label", "")))):
+    for v in g.nodes:
         cols.setdefault(level[v], []).append(v)
+    # columns are placed starting from the side the edges come from (roots of a trie, the merged token of a
+    # merge graph); each node then sits near the mean height of its placed neighbours (fewer crossings)
+    order = sorted(cols, reverse=(kind == "bpe-merges"))
+    y: dict[Any, float] = {}
     pos = {}
-    for lv, vs in cols.items():
+    for lv in order:
+        vs = cols[lv]
+
+        def key(v, vs=vs):
+            nb = [y[u] for u in list(solid.predecessors(v)) + list(solid.successors(v)) if u in y]
+            side = 0 if any(d.get("kind") == "left" for _, _, d in g.in_edges(v, data=True)) else 1
+            return (-(sum(nb) / len(nb)) if nb else 0.0, side, str(g.nodes[v].get("label", "")))
+
+        vs.sort(key=key)
         for i, v in enumerate(vs):
-            pos[v] = (float(lv), -float(i) + (len(vs) - 1) / 2.0)
+            y[v] = -float(i) + (len(vs) - 1) / 2.0
+            pos[v] = (float(lv), y[v])
     return pos
 
 
@@ -137,27 +150,69 @@ def draw_graph(g: nx.MultiDiGraph, path: str, max_nodes: int = 400) -> None:
 
 
 def draw_explanation(ex: Any, path: str, max_pieces: int = 40) -> None:
-    """A picture of an Explanation: one row per piece, its text, its tokens and (BPE) its merges."""
+    """A picture of an Explanation, left to right along the text: the input (one cell per UTF-8 byte for BPE,
+    per character for WordPiece), the pre-tokenizer pieces, and above each piece how the model built its
+    tokens -- for BPE the merge tree (each box a merged token at the height of its merge), for WordPiece the
+    tokens the trie walk emitted.  Final tokens are grey, special tokens blue."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
 
     pieces = ex.pieces[:max_pieces]
-    rows = []
+    bpe = ex.kind == "bpe"
+    unit = (lambda s: len(s.encode("utf-8", "surrogatepass"))) if bpe else len
+    x = 0.0
+    height = 1
+    boxes = []  # (x0, width, row, label, style)
     for p in pieces:
-        detail = "special token" if p.special else "; ".join(s.detail for s in p.steps if s.what == "merge")[:110]
-        if not p.special and ex.kind == "wordpiece":
-            detail = f"{sum(1 for s in p.steps if s.what in ('fail', 'end-fail'))} failure link(s)"
-        rows.append((repr(p.text), " | ".join(p.tokens), " ".join(map(str, p.ids)), detail))
-    fig, ax = plt.subplots(figsize=(14, max(2.0, 0.38 * (len(rows) + 2))))
+        w = max(1, unit(p.text))
+        boxes.append((x, w, 0, p.text, "special" if p.special else "text"))
+        if p.special:
+            pass
+        elif bpe:
+            merges = [s for s in p.steps if s.what == "merge" and s.span]
+            level: dict[tuple[int, int], int] = {}
+            for s in merges:  # height of a merged token: one above the higher of its two parts
+                a, b = s.span
+                inner = [lv for (c, d), lv in level.items() if a <= c and d <= b]
+                level[(a, b)] = 1 + max(inner, default=0)
+            for (a, b), lv in level.items():
+                st = next(s for s in merges if s.span == (a, b))
+                made = st.detail.split(" -> ", 1)[1].rsplit(" (id", 1)[0].strip("'\"")
+                boxes.append((x + a, b - a, lv, f"{made}\nr{st.rank}", "merge"))
+                height = max(height, 1 + lv)
+            cum = 0
+            for t, i in zip(p.tokens, p.ids):
+                n = max(1, len(bytes(t, "utf-8", "surrogatepass")))
+                boxes.append((x + cum, min(n, w - cum) or 1, -1, f"{t}\n#{i}", "token"))
+                cum += n
+        else:
+            pre = ex.subword_prefix
+            widths = [len(t[len(pre):]) if k and pre and t.startswith(pre) else len(t) for k, t in enumerate(p.tokens)]
+            if sum(widths) != w:  # an unknown word: its one token spans it
+                widths = [w / max(1, len(p.ids))] * len(p.ids)
+            cum = 0.0
+            for t, i, ww in zip(p.tokens, p.ids, widths):
+                boxes.append((x + cum, ww, -1, f"{t}\n#{i}", "token"))
+                cum += ww
+        x += w + 0.5
+    fig, ax = plt.subplots(figsize=(min(60, max(8, 0.45 * x)), 1.2 + 0.55 * (height + 2)))
+    colors = {"text": "white", "special": "#cfe0ff", "merge": "#fff4d6", "token": "#dddddd"}
+    for x0, w, row, label, style in boxes:
+        yy = row if row >= 0 else -1.3
+        hh = 0.9 if row >= 0 else 1.2
+        ax.add_patch(Rectangle((x0, yy), w, hh, facecolor=colors[style], edgecolor="black", linewidth=0.6))
+        shown = label.replace(" ", "␣") if style in ("text", "token", "merge") else label
+        ax.text(x0 + w / 2, yy + hh / 2, shown, ha="center", va="center", fontsize=6, clip_on=True)
+    ax.set_xlim(-0.5, x + 0.5)
+    ax.set_ylim(-1.5, height + 1)
     ax.axis("off")
-    table = ax.table(cellText=rows or [("", "", "", "")], colLabels=["piece", "tokens", "ids", "how"],
-                     loc="upper left", cellLoc="left", colLoc="left", colWidths=[0.18, 0.25, 0.15, 0.42])
-    table.auto_set_font_size(False)
-    table.set_fontsize(7)
     more = f" (first {max_pieces} of {len(ex.pieces)} pieces)" if len(ex.pieces) > max_pieces else ""
-    ax.set_title(f"{ex.kind}: {len(ex.text)} characters -> {len(ex.ids)} tokens{more}", fontsize=9)
+    how = "merge tree above each piece: rN = merge of rank N" if bpe else "tokens from the trie walk under each word"
+    ax.set_title(f"{ex.kind}: {len(ex.text)} characters -> {len(ex.ids)} tokens{more}\n"
+                 f"bottom: final tokens; above them: the text cut into pre-tokenizer pieces; {how}", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=130)
     plt.close(fig)

@@ -33,9 +33,14 @@ class Step:
     what: str  # "edge" | "row" | "fail" | "end-fail" | "unk" | "merge" | "byte" | "whole" | "special"
     detail: str
     tokens: list[int] = field(default_factory=list)  # tokens emitted by this step (WordPiece pops)
+    span: Optional[tuple[int, int]] = None  # BPE merge: the byte range of the merged token within the piece
+    rank: Optional[int] = None  # BPE merge: its rank
 
     def to_dict(self) -> dict[str, Any]:
-        return {"what": self.what, "detail": self.detail, "tokens": list(self.tokens)}
+        d: dict[str, Any] = {"what": self.what, "detail": self.detail, "tokens": list(self.tokens)}
+        if self.span is not None:
+            d["span"], d["rank"] = list(self.span), self.rank
+        return d
 
 
 @dataclass
@@ -76,6 +81,7 @@ class Explanation:
     pieces: list[Piece]
     normalization: list[CharNote] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    subword_prefix: str = ""  # WordPiece: the continuing-subword prefix (for drawing token widths)
 
     @property
     def ids(self) -> list[int]:
@@ -267,6 +273,7 @@ class _BPETables:
             steps.append(Step("whole", f"the whole piece is token {whole} ({self.whole_why})"))
         else:
             syms = [int(self.byte_tok[b]) for b in piece]
+            lens = [1] * len(syms)
             while len(syms) > 1:
                 best, at = None, -1
                 for i in range(len(syms) - 1):
@@ -275,9 +282,12 @@ class _BPETables:
                         best, at = k, i
                 if best is None:
                     break
+                lo = sum(lens[:at])
                 steps.append(Step("merge", f"rank {best}: {self.token_text(syms[at])!r} + {self.token_text(syms[at + 1])!r}"
-                                           f" -> {self.token_text(best)!r} (id {int(self.ext[best])})"))
+                                           f" -> {self.token_text(best)!r} (id {int(self.ext[best])})",
+                                  span=(lo, lo + lens[at] + lens[at + 1]), rank=best))
                 syms[at:at + 2] = [best]
+                lens[at:at + 2] = [lens[at] + lens[at + 1]]
             ids = [int(self.ext[s]) for s in syms]
         if len(self._memo) < 100_000:
             self._memo[piece] = (ids, steps)
@@ -463,4 +473,4 @@ def _explain_wordpiece(tok, text: str, *, allowed_special: Any = (), add_special
         ids, _ = tok._add_specials([], None)
         pieces.insert(0, Piece("", 0, 0, [ids[0]], [str(tok.id_to_token(ids[0]))], special=True))
         pieces.append(Piece("", len(text), len(text), [ids[-1]], [str(tok.id_to_token(ids[-1]))], special=True))
-    return Explanation("wordpiece", text, pieces, normalization=notes)
+    return Explanation("wordpiece", text, pieces, normalization=notes, subword_prefix=tok.continuing_subword_prefix)
