@@ -76,3 +76,14 @@ def test_repository_paths_exist(page):
 def test_no_development_history(page):
     hits = [m.group(0) for m in HISTORY.finditer(_text(page))]
     assert not hits, f"{page} narrates development history: {hits}"
+
+
+def test_cli_section_of_the_guide_is_current():
+    """docs/guide.md shows the `--help` of every subcommand; after a CLI change run tools/gen_cli_docs.py."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_cli_docs", os.path.join(ROOT, "tools", "gen_cli_docs.py"))
+    gen = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen)
+    text = _text(os.path.join("docs", "guide.md"))
+    assert gen.render(text) == text, "docs/guide.md: the CLI section is out of date; run python tools/gen_cli_docs.py"
