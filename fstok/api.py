@@ -57,6 +57,15 @@ def _sniff_json_model(path: str) -> str:
     return str(obj["model"].get("type", ""))
 
 
+def _spm_style_json(path: str):
+    """The parsed tokenizer.json when its model is Unigram or SentencePiece-style BPE, else None."""
+    from .compile.hf_spm_tables import is_spm_style
+
+    with open(path, "rb") as f:
+        obj = json.loads(f.read().decode("utf-8"))
+    return obj if is_spm_style(obj) else None
+
+
 def _is_sentencepiece(path: str) -> bool:
     """A SentencePiece ModelProto, by content (tiktoken-format `tokenizer.model` files are text)."""
     from .loaders.spm_model import looks_like_model
@@ -86,6 +95,11 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
     base = os.path.basename(path).lower()
     if base.endswith(".json") and base != "vocab.json":
         model = _sniff_json_model(path)
+        spm_json = _spm_style_json(path)
+        if spm_json is not None:
+            from .hf_spm import HFSentencePieceTokenizer
+
+            return HFSentencePieceTokenizer.compile_tokenizer_json(path, spm_json, **options)
         if model == "WordPiece":
             from .wordpiece import WordPieceTokenizer
 

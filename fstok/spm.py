@@ -156,7 +156,11 @@ class SentencePieceTokenizer:
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def from_artifact(cls, art: _art.Artifact) -> "SentencePieceTokenizer":
+    def from_artifact(cls, art: _art.Artifact):
+        if art.meta.get("source") == "hf":  # a tokenizer.json pipeline (fstok.hf_spm)
+            from .hf_spm import HFSentencePieceTokenizer
+
+            return HFSentencePieceTokenizer(art)
         return cls(art)
 
     @classmethod
@@ -188,8 +192,8 @@ class SentencePieceTokenizer:
         os.replace(tmp, path)
 
     @classmethod
-    def _from_bytes(cls, data: bytes) -> "SentencePieceTokenizer":
-        return cls(_art.parse_artifact(data, expect_kind=KIND_SPM))
+    def _from_bytes(cls, data: bytes):
+        return cls.from_artifact(_art.parse_artifact(data, expect_kind=KIND_SPM))
 
     def __reduce__(self):
         return (self.__class__._from_bytes, (self.to_bytes(),))

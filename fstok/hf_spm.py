@@ -1,0 +1,383 @@
+"""HF tokenizer.json files with a Unigram model or a SentencePiece-style BPE model (byte fallback, no
+ByteLevel stage): T5, XLM-R, multilingual-e5, Llama-2-style and Phi-3 files.
+
+    tok = fstok.compile("tokenizer.json")               # dispatched here by content
+    tok.encode(text)                                    # == tokenizers' encode(text, add_special_tokens=False).ids
+    tok.encode(text, add_special_tokens=True)           # the file's post-processor
+    tok.encode_with_offsets(text)                       # HF's character offsets
+    tok.decode(ids)                                     # == tokenizers' decode (skip_special_tokens=True)
+
+The pipeline (added tokens, normalizers, pre-tokenizer, decoders) follows `tokenizers` step by step
+with its alignments (fstok.hf_norm); the Unigram model runs in C (`fstok.runtime._spm`, f64 scores as
+tokenizers computes them).  The BPE model with a merge list runs in Python (fstok.reference.unigram.HFBPE).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from . import artifact as _art
+from .hf_norm import (WHITE_SPACE, GraphemeTable, NString, build_decoder, build_normalizer, build_pretokenizer)
+from .spm import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, _check_trie, _native
+
+
+class HFSentencePieceTokenizer:
+    def __init__(self, art: _art.Artifact):
+        self._art = art
+        where = art.path or "<artifact>"
+        meta = art.meta
+
+        def arr(name, dt):
+            if not art.has(name) or art.sections[name].dtype != dt:
+                raise _art.ArtifactError(f"{where}: section {name!r} is missing or has the wrong dtype")
+            return art.array(name)
+
+        try:
+            n = int(meta["n_pieces"])
+            self._flags = int(meta["flags"])
+            self.unk_id = int(meta["unk_id"])
+            self._pipe = json.loads(meta["pipeline"])
+            n_cm = int(meta["n_charsmaps"])
+            self.model_type = str(meta["model_type"])
+        except (KeyError, TypeError, ValueError) as e:
+            raise _art.ArtifactError(f"{where}: meta is incomplete ({e})") from None
+        self._n = n
+        a = {k: arr(k, dt) for k, dt in (("p_first", "<u4"), ("p_label", "|u1"), ("p_target", "<u4"),
+                                          ("p_value", "<i4"), ("p_value2", "<i4"), ("score64", "<u8"),
+                                          ("ptype", "|u1"), ("byte_id", "<i4"), ("pieces", "|u1"),
+                                          ("piece_off", "<u4"), ("g_start", "<u4"), ("g_end", "<u4"),
+                                          ("g_bits", "|u1"))}
+        if len(a["score64"]) != n or len(a["ptype"]) != n or len(a["piece_off"]) != n + 1 or len(a["byte_id"]) != 256:
+            raise _art.ArtifactError(f"{where}: piece arrays do not have {n} entries")
+        if not -1 <= self.unk_id < n or np.any(a["byte_id"] < 0) or (n and np.any(a["byte_id"] >= n)):
+            raise _art.ArtifactError(f"{where}: unk_id or byte ids out of range")
+        po = a["piece_off"]
+        if po[0] != 0 or po[-1] != len(a["pieces"]) or np.any(np.diff(po.astype(np.int64)) < 0):
+            raise _art.ArtifactError(f"{where}: piece offsets are inconsistent")
+        _check_trie(a, "p", n, where, values2=True)
+        if not (len(a["g_start"]) == len(a["g_end"]) == len(a["g_bits"])):
+            raise _art.ArtifactError(f"{where}: grapheme tables disagree in length")
+        self._graphemes = GraphemeTable(a["g_start"].tolist(), a["g_end"].tolist(), a["g_bits"].tolist())
+        charsmaps = []
+        for k in range(n_cm):
+            units, norm = arr(f"cm{k}_units", "<u4"), arr(f"cm{k}_norm", "|u1")
+            if len(units) and (len(norm) == 0 or norm[-1] != 0):
+                raise _art.ArtifactError(f"{where}: charsmap {k} does not end with NUL")
+            charsmaps.append((units, norm.tobytes()))
+        self._norm = build_normalizer(self._pipe["normalizer"], where, self._graphemes, charsmaps)
+        self._pre = build_pretokenizer(self._pipe["pre_tokenizer"], where)
+        self._dec = build_decoder(self._pipe["decoder"], where)
+        self._blob = a["pieces"].tobytes()
+        self._po = po.tolist()
+        self._vocab_list: list[str] | None = None
+        self._tok_id: dict[str, int] | None = None
+        # added tokens
+        self._added: dict[int, dict] = {}
+        for t in self._pipe["added_tokens"] or []:
+            self._added[int(t["id"])] = t
+        self._special_ids = {i for i, t in self._added.items() if t.get("special")}
+        self._added_by_content = {t["content"]: i for i, t in sorted(self._added.items())}
+        self._raw_rx = self._added_regex([t for t in self._added.values() if not t.get("normalized", not t.get("special"))])
+        self._norm_rx = self._added_regex([t for t in self._added.values() if t.get("normalized", not t.get("special"))])
+        if self.model_type == "unigram":
+            self._h = _native().make(
+                (a["p_first"], a["p_label"], a["p_target"], a["p_value"], a["p_value2"], None, None,
+                 None, None, None, None),
+                a["score64"], 1, a["ptype"], np.ascontiguousarray(a["byte_id"]), self._flags,
+                self.unk_id, float.fromhex(meta["min_score"]), 0.0)
+            self._bpe = None
+        else:
+            from .reference.unigram import HFBPE
+
+            ma, mb = arr("merge_a", "<i4"), arr("merge_b", "<i4")
+            if len(ma) != len(mb) or (len(ma) and (ma.min() < 0 or ma.max() >= n or mb.min() < 0 or mb.max() >= n)):
+                raise _art.ArtifactError(f"{where}: merge table out of range")
+            vocab = self._token_ids_model()
+            pieces = self._vocab()
+            bp = meta.get("bpe") or {}
+            self._bpe = HFBPE(vocab, [(pieces[x], pieces[y]) for x, y in zip(ma.tolist(), mb.tolist())],
+                              None if self.unk_id < 0 else pieces[self.unk_id],
+                              bool(self._flags & SPF_BYTE_FALLBACK), bool(self._flags & SPF_FUSE_UNK),
+                              bp.get("continuing_subword_prefix"), bp.get("end_of_word_suffix"),
+                              bool(bp.get("ignore_merges")))
+            self._h = None
+        self._byte_fallback = bool(self._flags & SPF_BYTE_FALLBACK)
+
+    # -- vocabulary ---------------------------------------------------------------------------
+    def _vocab(self) -> list[str]:
+        if self._vocab_list is None:
+            b, po = self._blob, self._po
+            self._vocab_list = [b[po[i] : po[i + 1]].decode("utf-8") for i in range(self._n)]
+        return self._vocab_list
+
+    def _token_ids_model(self) -> dict[str, int]:
+        if self._tok_id is None:
+            d: dict[str, int] = {}
+            for i, t in enumerate(self._vocab()):
+                d[t] = i
+            self._tok_id = d
+        return self._tok_id
+
+    @property
+    def vocab_size(self) -> int:
+        return max([self._n] + [i + 1 for i in self._added])
+
+    def id_to_token(self, token: int) -> str | None:
+        if token in self._added:
+            return self._added[token]["content"]
+        if 0 <= token < self._n:
+            return self._vocab()[token]
+        return None
+
+    def token_to_id(self, token: str) -> int | None:
+        if token in self._added_by_content:
+            return self._added_by_content[token]
+        return self._token_ids_model().get(token)
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def from_artifact(cls, art: _art.Artifact):
+        return cls(art)
+
+    @classmethod
+    def compile_tokenizer_json(cls, path: str | os.PathLike, obj: dict | None = None, **options: Any):
+        from .compile.hf_spm_tables import hf_tables
+
+        if options:
+            raise TypeError(f"unexpected options for a tokenizer.json: {sorted(options)}")
+        p = os.fspath(path)
+        with open(p, "rb") as f:
+            data = f.read()
+        if obj is None:
+            obj = json.loads(data.decode("utf-8"))
+        meta, sections = hf_tables(obj, p)
+        blob = _art.write_artifact(None, _art.KIND_SPM, meta, sections, "n/a", _art.source_hash(b"spm-hf", data))
+        return cls(_art.parse_artifact(blob, where=p, expect_kind=_art.KIND_SPM))
+
+    def to_bytes(self) -> bytes:
+        return self._art.to_bytes()
+
+    def save(self, path: str | os.PathLike) -> None:
+        data = self.to_bytes()
+        tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
+    @classmethod
+    def _from_bytes(cls, data: bytes):
+        return cls(_art.parse_artifact(data, expect_kind=_art.KIND_SPM))
+
+    def __reduce__(self):
+        return (self.__class__._from_bytes, (self.to_bytes(),))
+
+    def __repr__(self) -> str:
+        return f"<HFSentencePieceTokenizer {self.model_type} vocab={self._n}>"
+
+    # -- added tokens ---------------------------------------------------------------------------
+    @staticmethod
+    def _added_regex(tokens: list[dict]):
+        if not tokens:
+            return None
+        # leftmost-longest over the literal contents
+        alts = sorted({t["content"] for t in tokens}, key=lambda s: (-len(s), s))
+        return re.compile("|".join(re.escape(x) for x in alts))
+
+    def _find_added(self, s: str, rx) -> list[tuple[int | None, int, int]]:
+        """AddedVocabulary::find_matches: (id or None, start, end) character spans covering s."""
+        if rx is None or not s:
+            return [(None, 0, len(s))]
+        out = []
+        start_offset = 0
+        for m in _leftmost_longest(rx, s):
+            a, b = m
+            tid = self._added_by_content[s[a:b]]
+            t = self._added[tid]
+            if t.get("single_word"):
+                if (a > 0 and _is_word(s[a - 1])) or (b < len(s) and _is_word(s[b])):
+                    continue
+            if t.get("lstrip"):
+                k = a
+                while k > 0 and s[k - 1] in WHITE_SPACE:
+                    k -= 1
+                a = max(k, start_offset)
+            if t.get("rstrip"):
+                while b < len(s) and s[b] in WHITE_SPACE:
+                    b += 1
+            if start_offset < a:
+                out.append((None, start_offset, a))
+            out.append((tid, a, b))
+            start_offset = b
+        if start_offset != len(s):
+            out.append((None, start_offset, len(s)))
+        return out
+
+    # -- encoding -----------------------------------------------------------------------------
+    def _model(self, piece: str) -> list[tuple[int, int, int]]:
+        """Tokens of one pre-tokenized piece: (id, char start, char end) within the piece."""
+        b = piece.encode("utf-8")
+        if self._bpe is not None:
+            toks = self._bpe.tokenize(piece)
+        else:
+            tri = np.frombuffer(_native().model(self._h, b), dtype=np.int32).reshape(-1, 3).tolist()
+            toks = self._unigram_finish(b, tri)
+        if piece.isascii():
+            return toks
+        cum = {}
+        k = 0
+        for ci, ch in enumerate(piece):
+            cum[k] = ci
+            k += len(ch.encode("utf-8"))
+        cum[k] = len(piece)
+
+        def c_end(x):
+            while x not in cum:
+                x += 1
+            return cum[x]
+
+        def c_start(x):
+            while x not in cum:
+                x -= 1
+            return cum[x]
+
+        return [(t, c_start(s), c_end(e)) for t, s, e in toks]
+
+    def _unigram_finish(self, b: bytes, tri: list[list[int]]) -> list[tuple[int, int, int]]:
+        """Unigram::encode_optimized's unknown fusion and Unigram::tokenize's lookup."""
+        unk = self.unk_id
+        pieces: list[tuple[int, int, int]] = []  # (id or -2 for a fused run, start, end)
+        for tid, s, e in tri:
+            if unk >= 0 and tid == unk and pieces and pieces[-1][0] == -2:
+                pieces[-1] = (-2, pieces[-1][1], e)
+            elif unk >= 0 and tid == unk:
+                pieces.append((-2, s, e))
+            elif tid < 0:
+                raise ValueError("Encountered an unknown token but `unk_id` is missing")
+            else:
+                pieces.append((tid, s, e))
+        out = []
+        for tid, s, e in pieces:
+            if tid != -2:
+                out.append((tid, s, e))
+                continue
+            sub = b[s:e].decode("utf-8")
+            got = self._token_ids_model().get(sub)
+            if got is not None:
+                out.append((got, s, e))
+                continue
+            if self._byte_fallback:
+                bt = [self._token_ids_model().get(f"<0x{c:02X}>") for c in b[s:e]]
+                if all(x is not None for x in bt):
+                    out.extend((x, s, e) for x in bt)
+                    continue
+            out.append((unk, s, e))
+        return out
+
+    def _encode_segment(self, ns: NString, out_ids: list, out_offs: list | None) -> None:
+        for step in self._norm:
+            step(ns)
+        for tid, a, b in self._find_added(ns.get(), self._norm_rx):
+            sub = ns.slice(a, b)
+            if tid is not None:
+                out_ids.append(tid)
+                if out_offs is not None:
+                    out_offs.append((sub.align[0][0], sub.align[-1][1]) if sub.align else (0, 0))
+                continue
+            pieces = [sub]
+            for pre in self._pre:
+                pieces = [q for p in pieces for q in pre(p)]
+            for p in pieces:
+                s = p.get()
+                if not s:
+                    continue
+                for tid2, cs, ce in self._model(s):
+                    out_ids.append(tid2)
+                    if out_offs is not None:
+                        al = p.align[cs:ce]
+                        out_offs.append((al[0][0], al[-1][1]) if al else (p.orig_start, p.orig_start))
+
+    def _encode(self, text: str, with_offsets: bool):
+        if not isinstance(text, str):
+            raise TypeError(f"encode expects a str, got {type(text).__name__}")
+        ids: list[int] = []
+        offs: list | None = [] if with_offsets else None
+        for tid, a, b in self._find_added(text, self._raw_rx):
+            if tid is not None:
+                ids.append(tid)
+                if offs is not None:
+                    offs.append((a, b))
+                continue
+            self._encode_segment(NString.from_text(text[a:b], a), ids, offs)
+        return ids, offs
+
+    def _post(self, ids: list[int], offs: list | None):
+        pp = self._pipe.get("post_processor")
+        if not pp:
+            return ids, offs
+        out_ids, out_offs = [], []
+        for item in pp["single"]:
+            if "SpecialToken" in item:
+                st = pp["special_tokens"][item["SpecialToken"]["id"]]
+                out_ids.extend(st["ids"])
+                out_offs.extend([(0, 0)] * len(st["ids"]))
+            else:
+                out_ids.extend(ids)
+                if offs is not None:
+                    out_offs.extend(offs)
+        return out_ids, (out_offs if offs is not None else None)
+
+    def encode(self, text: str, *, add_special_tokens: bool = False, allowed_special: Any = "all") -> list[int]:
+        """tokenizers' `encode(text, add_special_tokens=...)`.ids.  Added tokens in the text are always
+        recognised (as in tokenizers); `allowed_special` is accepted for API symmetry."""
+        ids, _ = self._encode(text, False)
+        if add_special_tokens:
+            ids, _ = self._post(ids, None)
+        return ids
+
+    def encode_with_offsets(self, text: str, *, add_special_tokens: bool = False):
+        ids, offs = self._encode(text, True)
+        if add_special_tokens:
+            ids, offs = self._post(ids, offs)
+        return ids, offs
+
+    def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool = False) -> list[list[int]]:
+        return [self.encode(t, add_special_tokens=add_special_tokens) for t in texts]
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    # -- decoding -----------------------------------------------------------------------------
+    def decode(self, ids: Iterable[int], skip_special_tokens: bool = True) -> str:
+        """tokenizers' `decode(ids, skip_special_tokens=True)` (its default): ids of neither the
+        vocabulary nor the added tokens are dropped, as tokenizers drops them."""
+        toks = []
+        for i in ids:
+            i = int(i)
+            if skip_special_tokens and i in self._special_ids:
+                continue
+            t = self.id_to_token(i)
+            if t is not None:
+                toks.append(t)
+        if not self._dec:
+            return " ".join(toks)
+        for d in self._dec:
+            toks = d(toks)
+        return "".join(toks)
+
+    def decode_batch(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = True) -> list[str]:
+        return [self.decode(x, skip_special_tokens=skip_special_tokens) for x in batch]
+
+
+def _is_word(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def _leftmost_longest(rx, s: str):
+    """Leftmost-longest non-overlapping matches (the alternation lists longer literals first, so the
+    first alternative that matches at the leftmost position is the longest)."""
+    for m in rx.finditer(s):
+        yield m.start(), m.end()
