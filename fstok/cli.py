@@ -1,4 +1,4 @@
-"""The fstok command line: compile, encode, inspect, explain, pretokenize, train."""
+"""The fstok command line: compile, encode, tokenize, inspect, explain, pretokenize, train."""
 from __future__ import annotations
 
 import argparse
@@ -57,12 +57,15 @@ def cmd_encode(args) -> int:
             text = f.read()
     else:
         text = sys.stdin.read()
+    from fstok.dataset.cli import encode_kwargs
+
+    kw = encode_kwargs(tok, args)
     t = time.perf_counter()
     if args.lines:
         lines = text.split("\n")
         if lines and lines[-1] == "":
             lines.pop()
-        res = tok.encode_batch(lines, num_threads=args.threads)
+        res = tok.encode_batch(lines, num_threads=args.threads, **kw)
         dt = time.perf_counter() - t
         out = sys.stdout
         for ids in res:
@@ -72,7 +75,7 @@ def cmd_encode(args) -> int:
         # with --threads, a long text is cut at proven boundaries and encoded on threads (same ids); not by
         # default: for BPE the first such call builds the boundary table (~0.3-0.5 s), which a one-shot
         # command would pay every time
-        ids = tok.encode(text, num_threads=args.threads) if args.threads else tok.encode(text)
+        ids = tok.encode(text, num_threads=args.threads, **kw) if args.threads else tok.encode(text, **kw)
         dt = time.perf_counter() - t
         sys.stdout.write(_fmt(tok, ids, args.tokens) + "\n")
         n = len(ids)
@@ -127,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="threads for --lines (default: all cores), and for one long text (>= 256k characters; default: 1)")
     e.add_argument("--tokens", action="store_true", help="print token strings instead of ids")
     e.add_argument("--quiet", "-q", action="store_true", help="no timing line on stderr")
+    from fstok.dataset.cli import add_parser as _add_tokenize, add_special_args
+
+    add_special_args(e)
     e.set_defaults(func=cmd_encode)
 
     from fstok.inspect.cli import add_parsers as _inspect_parsers
@@ -138,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("pattern", help="encoding name (r50k_base, cl100k_base, o200k_base, ...) or a regex")
     pt.add_argument("file", nargs="?")
     pt.set_defaults(func=cmd_pretokenize)
+
+    _add_tokenize(sub)
 
     try:
         from fstok.train import cli as train_cli
