@@ -71,11 +71,11 @@ def special_kwargs(tok: Any, allowed_special=None, disallowed_special=None) -> d
 
 
 class DocEncoder:
-    def __init__(self, tok: Any, special: dict, eot: Optional[int] = None, piece_chars: int = PIECE_CHARS):
+    def __init__(self, tok: Any, special: dict, eot: Optional[int] = None, piece_chars: Optional[int] = None):
         self.tok = tok
         self.kw = dict(special)
         self.eot = None if eot is None else np.array([eot], dtype=np.uint32)
-        self.piece_chars = piece_chars
+        self.piece_chars = piece_chars or PIECE_CHARS
         self.parts: list[np.ndarray] = []   # ids of the encoded prefix of the current long document
         self.pending = ""                   # text of the current long document not yet encoded
         self.bpe = _is_bpe(tok)

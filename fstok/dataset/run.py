@@ -15,7 +15,7 @@ from .encode import special_kwargs
 from .plan import plan_shards
 from .readers import InputError
 from .shards import FORMATS, MANIFEST, atomic_write_json, data_ext, shard_name, token_dtype
-from .worker import done_path, process_shard, run_job
+from .worker import done_path, process_shard, remember_tokenizer, run_job
 
 ARTIFACT = "tokenizer.fst"
 MANIFEST_VERSION = 1
@@ -157,6 +157,7 @@ def tokenize(inputs, model, out, *, format: str = "bin", input_format: Optional[
     files = readers.expand_inputs(inputs)
     os.makedirs(out, exist_ok=True)
     art_path, art_sha = _save_artifact(tok, out)
+    remember_tokenizer(art_sha, tok)
     n_vocab = int(getattr(tok, "n_vocab", 0) or tok.vocab_size)
     dtype = token_dtype(n_vocab)
 
@@ -183,7 +184,7 @@ def tokenize(inputs, model, out, *, format: str = "bin", input_format: Optional[
             done[sh.index] = rec
             continue
         jobs.append({"out": out, "index": sh.index, "segments": [s.to_json() for s in sh.segments],
-                     "format": format, "dtype": dtype, "artifact": art_path, "special": special, "eot": eot,
+                     "format": format, "dtype": dtype, "artifact": art_path, "artifact_sha256": art_sha, "special": special, "eot": eot,
                      "split": split, "delimiter": delimiter, "keep_delimiter": keep_delimiter, "field": text_field,
                      "skip_bad": skip_bad, "plan_hash": plan_hash})
     total = sum(sh.nbytes for sh in plan)

@@ -25,13 +25,20 @@ _TOKENIZERS: dict = {}
 MAX_EXAMPLES = 20
 
 
-def load_tokenizer(path: str):
-    tok = _TOKENIZERS.get(path)
+def load_tokenizer(path: str, sha256: str = ""):
+    """The tokenizer of the artifact at ``path`` (mmap-loaded once per process, kept by content hash)."""
+    key = sha256 or path
+    tok = _TOKENIZERS.get(key)
     if tok is None:
         import fstok
 
-        tok = _TOKENIZERS[path] = fstok.load(path)
+        tok = _TOKENIZERS[key] = fstok.load(path)
     return tok
+
+
+def remember_tokenizer(sha256: str, tok) -> None:
+    """In-process runs reuse the caller's tokenizer for the artifact it was saved as."""
+    _TOKENIZERS[sha256] = tok
 
 
 def done_path(out: str, index: int) -> str:
@@ -77,13 +84,19 @@ def _events(seg: dict, job: dict, tap):
 
 
 def _special_hint(msg: str) -> str:
-    return (f"{msg} (pass --allowed-special TOKEN / allowed_special= to encode it as the special token, or "
-            f"--disallowed-special none / disallowed_special=() to encode it as ordinary text)")
+    import re
+
+    m = re.search(r"disallowed special token ('.*?')", msg)
+    if not m:
+        return msg.splitlines()[0]
+    return (f"the text holds the special token {m.group(1)}, which is disallowed (pass --allowed-special TOKEN / "
+            f"allowed_special= to encode it as the special token, or --disallowed-special none / "
+            f"disallowed_special=() to encode it as ordinary text)")
 
 
 def process_shard(job: dict, progress: Optional[Callable[[int, int], None]] = None) -> dict:
     """Write shard ``job['index']`` and its done record; returns the record."""
-    tok = load_tokenizer(job["artifact"])
+    tok = load_tokenizer(job["artifact"], job.get("artifact_sha256", ""))
     enc = DocEncoder(tok, job["special"], job["eot"])
     w = ShardWriter(job["out"], job["index"], job["format"], job["dtype"])
     prog = _Progress(progress)
@@ -141,7 +154,7 @@ def process_shard(job: dict, progress: Optional[Callable[[int, int], None]] = No
                         if in_long and kind == "part":
                             skipping = True  # the rest of this document is still coming: drop it too
                         in_long = False
-                        bad(_special_hint(str(e)) if "special token" in str(e) else str(e), loc)
+                        bad(_special_hint(str(e)), loc)
             except InputError as e:
                 if not job["skip_bad"] or not _is_stream_error(e):
                     raise
