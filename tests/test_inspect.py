@@ -196,3 +196,23 @@ def test_cli_inspect_and_explain(tmp_path):
     assert json.loads(r.stdout)["ids"] == tok.encode("Unaffable!")
     r = _cli("inspect", "no-such-thing")
     assert r.returncode == 2 and "no such file" in r.stderr
+
+
+SPM_MODELS = ["models/spm-bpe/llama-2/tokenizer.model", "models/unigram/maxtext-default-c4/tokenizer.default",
+              "models/spm-bpe/gemma/tokenizer.gemma"]
+
+
+@needs_shared
+@pytest.mark.parametrize("rel", SPM_MODELS)
+def test_explain_sentencepiece_ids_equal_encode(rel):
+    from conftest import VOCAB
+
+    tok = fstok.compile(os.path.join(VOCAB, rel))
+    bad = []
+    for ln in _sample(1500):
+        if tok.explain(ln).ids != tok.encode(ln):
+            bad.append(ln[:50])
+    assert not bad, bad[:3]
+    e = tok.explain("Hello  world")
+    assert e.kind.startswith("sentencepiece-") and "normalized text" in e.notes[0]
+    assert all(p.steps for p in e.pieces)

@@ -142,10 +142,18 @@ def explain(tok: Any, text: str, **kw: Any) -> Explanation:
         if kw:
             raise TypeError(f"explain() of a pre-tokenization pattern takes no options, got {sorted(kw)}")
         return _explain_pattern(tok, text)
+    if type(tok).__name__ == "SentencePieceTokenizer":
+        return _explain_spm(tok, text, **kw)
     own = getattr(tok, "explain", None)
-    if callable(own):
+    if callable(own) and getattr(own, "__func__", None) is not _generic_marker:
         return own(text, **kw)
+    if hasattr(tok, "encode_with_offsets"):
+        return _explain_generic(tok, text, **kw)
     raise TypeError(f"explain() does not know tokenizers of type {type(tok).__name__}")
+
+
+def _generic_marker():  # identity sentinel for tokenizers whose own explain() delegates back here
+    pass
 
 
 # ---------------------------------------------------------------------------------------------- DFA trace
@@ -474,3 +482,88 @@ def _explain_wordpiece(tok, text: str, *, allowed_special: Any = (), add_special
         pieces.insert(0, Piece("", 0, 0, [ids[0]], [str(tok.id_to_token(ids[0]))], special=True))
         pieces.append(Piece("", len(text), len(text), [ids[-1]], [str(tok.id_to_token(ids[-1]))], special=True))
     return Explanation("wordpiece", text, pieces, normalization=notes, subword_prefix=tok.continuing_subword_prefix)
+
+
+# ---------------------------------------------------------------------------------------------- SentencePiece
+class _SPMModel:
+    """The pieces, types and scores of a SentencePiece artifact, run by the reference algorithms
+    (fstok.reference.spm) on the normalized text the runtime produces."""
+
+    def __init__(self, tok):
+        from ..reference.spm import NORMAL, UNUSED, USER_DEFINED, PrefixMatcher, SentencePieceReference
+
+        art = tok._art
+        ptype = tok._ptype.tolist()
+        score = art.array("score32").view(np.float32).astype(np.float64).tolist()
+        pieces = [p.encode("utf-8") for p in tok._pieces]
+        ref = SentencePieceReference.__new__(SentencePieceReference)
+        ref.pieces, ref.reserved = {}, {}
+        user = []
+        for i, (b, t) in enumerate(zip(pieces, ptype)):
+            (ref.pieces if t in (NORMAL, USER_DEFINED, UNUSED) else ref.reserved).setdefault(b, i)
+            if t == USER_DEFINED:
+                user.append(b)
+        ref.unk_id, ref.types, ref.scores = tok.unk_id, ptype, score
+        ref.matcher = PrefixMatcher(user)
+        ref.maxlen = max((len(b) for b in ref.pieces), default=0)
+        ref.min_score, ref.max_score = tok._min_score, tok._max_score
+        self.ref, self.pieces, self.types, self.scores = ref, pieces, ptype, score
+        self.USER = USER_DEFINED
+
+
+def _explain_spm(tok, text: str, **kw: Any) -> Explanation:
+    from ..reference.spm import CONTROL, UNKNOWN, f32
+
+    if kw.get("allowed_special") or kw.get("add_special_tokens") or kw.get("add_bos") or kw.get("add_eos"):
+        raise TypeError("explain() of a SentencePiece model explains plain encode(text); special-token options "
+                        "are not supported here")
+    m = tok.__dict__.get("_explain_model")
+    if m is None:
+        m = tok.__dict__["_explain_model"] = _SPMModel(tok)
+    norm = tok.normalize(text)
+    data = norm.encode("utf-8")
+    unigram = tok.model_type.upper() == "UNIGRAM"
+    segs = m.ref.unigram(data) if unigram else m.ref.bpe(data)
+    notes = [f"normalized text (what the model sees): {norm!r}",
+             "model: Unigram, the best path through the lattice of pieces (Viterbi over piece scores)" if unigram else
+             "model: BPE, merges applied in the order of the merged piece's score (highest first)"]
+    byte_fb = bool(tok._flags & 16)
+    unk_score = f32(f32(m.ref.min_score) - 10.0)
+    pieces: list[Piece] = []
+    total, pos, prev_unk = 0.0, 0, False
+    for w, pid in segs:
+        t = m.types[pid]
+        s = w.decode("utf-8", "backslashreplace")
+        if t == UNKNOWN:
+            sc = unk_score
+        elif t == m.USER:
+            sc = f32(f32(float(len(w)) * m.ref.max_score) - 0.1)
+        else:
+            sc = m.scores[pid]
+        total += sc
+        steps = [Step("piece", f"score {sc:.4f}; path score so far {total:.4f}" if unigram else f"piece score {sc:.4f}")]
+        if t == CONTROL:
+            ids = [pid]
+        elif t == UNKNOWN and byte_fb:
+            ids = [int(tok._h and tok.token_to_id(f"<0x{c:02X}>")) for c in w]
+            steps.append(Step("byte", "no piece covers this text: byte fallback to <0xXX> pieces"))
+        elif t == UNKNOWN and prev_unk:
+            ids = []
+            steps.append(Step("unk", "unknown, fused with the unknown piece before it"))
+        else:
+            ids = [pid]
+            if t == UNKNOWN:
+                steps.append(Step("unk", "no piece covers this text: the unknown piece"))
+        prev_unk = t == UNKNOWN
+        start = len(data[:pos].decode("utf-8", "ignore"))
+        pos += len(w)
+        pieces.append(Piece(s, start, start + len(s), ids, [tok.id_to_token(i) for i in ids], steps))
+    return Explanation("sentencepiece-" + ("unigram" if unigram else "bpe"), text, pieces, notes=notes)
+
+
+def _explain_generic(tok, text: str, **kw: Any) -> Explanation:
+    ids, offs = tok.encode_with_offsets(text, **kw)
+    toks = [str(tok.id_to_token(i)) for i in ids]
+    pieces = [Piece(text[a:b], a, b, [i], [t]) for i, t, (a, b) in zip(ids, toks, offs)]
+    return Explanation(type(tok).__name__, text, pieces,
+                       notes=["tokens with their offsets; this kind records no step-by-step model decisions"])
