@@ -52,9 +52,13 @@ def _sniff_json_model(path: str) -> str:
             obj = json.loads(f.read().decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ValueError(f"{path}: not a valid tokenizer.json ({e})") from None
+    if isinstance(obj, dict) and isinstance(obj.get("config"), dict) and isinstance(obj.get("vocab"), list):
+        return "tekken"  # Mistral tekken.json
     if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
         raise ValueError(f"{path}: not a tokenizer.json (no 'model' object)")
-    return str(obj["model"].get("type", ""))
+    from .pipeline.models import model_type  # the older serializations have no "type"
+
+    return model_type(obj["model"])
 
 
 def _spm_style_json(path: str):
@@ -95,6 +99,10 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
     base = os.path.basename(path).lower()
     if base.endswith(".json") and base != "vocab.json":
         model = _sniff_json_model(path)
+        if model == "tekken":
+            from .pipeline.tekken import compile_tekken
+
+            return compile_tekken(path, **options)
         spm_json = _spm_style_json(path)
         if spm_json is not None:
             from .hf_spm import HFSentencePieceTokenizer
@@ -107,8 +115,15 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
         if model == "BPE":
             from .bpe import BPETokenizer
 
-            return BPETokenizer.compile_tokenizer_json(path, **options)
-        raise ValueError(f"{path}: model type {model!r} is not supported (supported: WordPiece, BPE)")
+            try:
+                return BPETokenizer.compile_tokenizer_json(path, **options)
+            except ValueError:
+                pass  # a pipeline the compiled byte-level BPE does not express: the stage-by-stage one below
+        if model in ("BPE", "WordLevel"):
+            from .pipeline.tokenizer import PipelineTokenizer
+
+            return PipelineTokenizer.from_file(path, name=options.get("name"))
+        raise ValueError(f"{path}: model type {model!r} is not supported (supported: WordPiece, BPE, WordLevel)")
     if base == "vocab.json":
         from .bpe import BPETokenizer
 

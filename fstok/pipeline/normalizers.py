@@ -1,0 +1,255 @@
+"""HF tokenizer.json normalizers, exact, with the original-text span of every normalized character.
+
+    norm = normalizers.from_config(obj["normalizer"], where="tokenizer.json")   # None for no normalizer
+    piece = norm.normalize(Piece.original(text))      # piece.text, piece.starts, piece.ends
+    norm.normalize_str("Text")                        # the normalized text only
+
+Components (HF `tokenizers` 0.23.3 semantics, `normalizers/*.rs` and `NormalizedString`):
+  NFC, NFD, NFKC, NFKD   HF's unicode-normalization tables (fstok.pipeline.unicode), with the same change
+                         bookkeeping, so offsets match HF's
+  Lowercase              `char::to_lowercase` per character (no context: final sigma is σ)
+  Strip                  strip_left / strip_right of `char::is_whitespace` characters
+  StripAccents           removes combining marks (General_Category M)
+  Replace                String or Regex pattern -> content; the inserted characters take the span of
+                         the last replaced character
+  Prepend                prepends to a non-empty text; the prefix takes the first character's span
+  ByteLevel              each UTF-8 byte -> GPT-2's byte character
+  Sequence               in order
+Anything else (BertNormalizer, Precompiled, ...) raises UnsupportedComponent naming it.
+"""
+from __future__ import annotations
+
+import unicodedata
+from typing import Any, Optional
+
+from . import UnsupportedComponent
+from . import unicode as _u
+from .normalized import Piece
+from .patterns import Matcher
+
+
+class Normalizer:
+    def normalize(self, p: Piece) -> Piece:
+        raise NotImplementedError
+
+    def normalize_str(self, text: str) -> str:
+        return self.normalize(Piece.original(text)).text
+
+
+class Unicode(Normalizer):
+    """NFC / NFD / NFKC / NFKD."""
+
+    def __init__(self, form: str):
+        self.form = form
+        self.compat = form in ("NFKC", "NFKD")
+        self.compose = form in ("NFC", "NFKC")
+
+    def normalize(self, p: Piece) -> Piece:
+        t = p.text
+        if t.isascii():
+            return p
+        op = _u.opaque()
+        if not any(c in op for c in t) and unicodedata.is_normalized(self.form, t):
+            return p  # HF's crate yields every char with change 0 here
+        stream = _u.decompositions(t, self.compat)
+        if self.compose:
+            stream = _u.recompositions(stream)
+        return p.transform(stream, 0)
+
+
+class Lowercase(Normalizer):
+    def __init__(self):
+        self.table = {k: v for k, v in _u.facts().lower.items()}
+
+    def normalize(self, p: Piece) -> Piece:
+        if p.text.isascii():
+            return Piece(p.text.lower(), p.starts, p.ends, p.base)
+        return p.map_chars(self.table)
+
+
+def lrstrip(p: Piece, left: bool, right: bool) -> Piece:
+    """HF `NormalizedString::lrstrip`."""
+    t = p.text
+    n = len(t)
+    lead = 0
+    if left:
+        while lead < n and t[lead] in _u.WHITESPACE:
+            lead += 1
+    trail = 0
+    if right:
+        while trail < n and t[n - 1 - trail] in _u.WHITESPACE:
+            trail += 1
+    if not lead and not trail:
+        return p
+    dest = []
+    for i in range(n):
+        if i < lead or i >= n - trail:
+            continue
+        dest.append((t[i], -trail if i == n - trail - 1 else 0))
+    return p.transform(dest, lead)
+
+
+class Strip(Normalizer):
+    def __init__(self, left: bool, right: bool):
+        self.left, self.right = left, right
+
+    def normalize(self, p: Piece) -> Piece:
+        return lrstrip(p, self.left, self.right)
+
+
+def filter_chars(p: Piece, keep) -> Piece:
+    """HF `NormalizedString::filter`."""
+    removed = 0
+    removed_start = 0
+    dest = []
+    last = None
+    for c in p.text:
+        if keep(c):
+            if last is not None:
+                dest.append((last, -removed))
+            else:
+                removed_start = removed
+            last = c
+            removed = 0
+        else:
+            removed += 1
+    if last is not None:
+        dest.append((last, -removed))
+    return p.transform(dest, removed_start)
+
+
+def _is_mark(c: str) -> bool:
+    return c not in _u.opaque() and unicodedata.category(c)[0] == "M"
+
+
+class StripAccents(Normalizer):
+    def normalize(self, p: Piece) -> Piece:
+        if p.text.isascii():
+            return p
+        return filter_chars(p, lambda c: not _is_mark(c))
+
+
+class Replace(Normalizer):
+    def __init__(self, pattern: Any, content: str, where: str):
+        self.matcher = Matcher(pattern, f"{where}: Replace")
+        self.content = content
+
+    def normalize(self, p: Piece) -> Piece:
+        t = p.text
+        spans = self.matcher.spans(t)
+        if not spans:
+            return p
+        content = self.content
+        out: list[str] = []
+        ns: list[int] = []
+        ne: list[int] = []
+        last = 0
+        for s, e in spans:
+            out.append(t[last:s])
+            ns.extend(p.starts[last:s])
+            ne.extend(p.ends[last:s])
+            if content:
+                # inserted chars share the alignment of the char before the insertion point: the last matched one
+                a, b = (p.starts[e - 1], p.ends[e - 1]) if e >= 1 else (p.base, p.base)
+                out.append(content)
+                ns.extend([a] * len(content))
+                ne.extend([b] * len(content))
+            last = e
+        out.append(t[last:])
+        ns.extend(p.starts[last:])
+        ne.extend(p.ends[last:])
+        return Piece("".join(out), ns, ne, p.base)
+
+
+class Prepend(Normalizer):
+    def __init__(self, prepend: str):
+        self.prepend = prepend
+
+    def normalize(self, p: Piece) -> Piece:
+        if not p.text or not self.prepend:
+            return p
+        a, b = p.starts[0], p.ends[0]
+        k = len(self.prepend)
+        return Piece(self.prepend + p.text, [a] * k + list(p.starts), [b] * k + list(p.ends), p.base)
+
+
+def byte_level_transform(p: Piece) -> Piece:
+    """Every UTF-8 byte of every char becomes its GPT-2 byte character, aligned with the char."""
+    from ..loaders.bpe_source import BYTE_TO_CHAR
+
+    t = p.text
+    if t.isascii():
+        return Piece(t.translate(_ASCII_BL), p.starts, p.ends, p.base)
+    out: list[str] = []
+    ns: list[int] = []
+    ne: list[int] = []
+    for i, c in enumerate(t):
+        bs = c.encode("utf-8", "surrogatepass")
+        a, b = p.starts[i], p.ends[i]
+        for x in bs:
+            out.append(BYTE_TO_CHAR[x])
+            ns.append(a)
+            ne.append(b)
+    return Piece("".join(out), ns, ne, p.base)
+
+
+def _ascii_table() -> dict[int, str]:
+    from ..loaders.bpe_source import BYTE_TO_CHAR
+
+    return {b: BYTE_TO_CHAR[b] for b in range(128)}
+
+
+_ASCII_BL = _ascii_table()
+
+
+class ByteLevel(Normalizer):
+    def normalize(self, p: Piece) -> Piece:
+        return byte_level_transform(p) if p.text else p
+
+
+class Sequence(Normalizer):
+    def __init__(self, items: list[Normalizer]):
+        self.items = items
+
+    def normalize(self, p: Piece) -> Piece:
+        for n in self.items:
+            p = n.normalize(p)
+        return p
+
+
+def from_config(cfg: Any, where: str = "tokenizer.json") -> Optional[Normalizer]:
+    """The normalizer of a tokenizer.json `normalizer` value (None for null / an empty Sequence)."""
+    if cfg is None:
+        return None
+    if not isinstance(cfg, dict):
+        raise UnsupportedComponent(f"{where}: normalizer {cfg!r} is not an object")
+    t = cfg.get("type")
+    if t == "Sequence":
+        items = [from_config(c, where) for c in cfg.get("normalizers") or []]
+        items = [n for n in items if n is not None]
+        if not items:
+            return None
+        return items[0] if len(items) == 1 else Sequence(items)
+    if t in ("NFC", "NFD", "NFKC", "NFKD"):
+        return Unicode(t)
+    if t == "Lowercase":
+        return Lowercase()
+    if t == "Strip":
+        return Strip(bool(cfg.get("strip_left", True)), bool(cfg.get("strip_right", True)))
+    if t == "StripAccents":
+        return StripAccents()
+    if t == "Replace":
+        content = cfg.get("content")
+        if not isinstance(content, str):
+            raise UnsupportedComponent(f"{where}: Replace normalizer without a string content")
+        return Replace(cfg.get("pattern"), content, where)
+    if t == "Prepend":
+        pre = cfg.get("prepend")
+        if not isinstance(pre, str):
+            raise UnsupportedComponent(f"{where}: Prepend normalizer without a string prepend")
+        return Prepend(pre)
+    if t == "ByteLevel":
+        return ByteLevel()
+    raise UnsupportedComponent(f"{where}: normalizer {t!r} is not supported by fstok's tokenizer.json pipeline "
+                               "(supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, "
+                               "ByteLevel, Sequence)")

@@ -1,0 +1,189 @@
+"""A whole HF tokenizer.json pipeline: added tokens, normalizer, pre-tokenizer, model, post-processor, decoder.
+
+    tok = PipelineTokenizer.from_file("tokenizer.json")
+    tok.encode("Hello world")                              # ids (add_special_tokens=False by default)
+    tok.encode("Hello world", add_special_tokens=True)     # with the file's post-processor (HF's default)
+    tok.encode_with_offsets("Hello world")                 # (ids, [(start, end), ...]) character offsets
+    tok.decode(ids)                                        # skip_special_tokens=True, as HF's default
+
+Exactly HF `tokenizers` 0.23.3 `Tokenizer.encode(text, add_special_tokens=...)` (ids, offsets) and
+`decode(ids, skip_special_tokens=...)` for the components of fstok.pipeline; a component it does not
+implement raises UnsupportedComponent (a ValueError) naming it and the file when the file is read.
+The stages run in Python (regexes on fstok's compiled DFAs): an exact pipeline for every file, slower than
+the compiled byte-level BPE (`fstok.bpe.BPETokenizer`), which `fstok.compile` picks where it applies.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Optional, Sequence
+
+from . import UnsupportedComponent
+from . import decoders as _dec
+from . import models as _models
+from . import normalizers as _norm
+from . import pretokenizers as _pre
+from .added import AddedToken, AddedVocabulary
+
+
+def _load_json(path: str) -> dict:
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        obj = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
+        raise ValueError(f"{path}: not a tokenizer.json (no 'model' object)")
+    return obj
+
+
+def _post_processor(cfg: Any, where: str):
+    if cfg is None:
+        return None, None
+    try:
+        from .. import postprocess as _pp
+    except ImportError:
+        raise UnsupportedComponent(f"{where}: post_processor {cfg.get('type')!r} needs fstok.postprocess, "
+                                   "which this installation lacks") from None
+    try:
+        return _pp, _pp.PostProcessor.from_json(cfg)
+    except ValueError as e:
+        raise UnsupportedComponent(f"{where}: {e}") from None
+
+
+class PipelineTokenizer:
+    """An HF tokenizer.json run stage by stage with HF's semantics (see the module docstring)."""
+
+    def __init__(self, obj: dict, where: str = "tokenizer.json", name: Optional[str] = None):
+        self.where = where
+        self.name = name or os.path.basename(os.path.dirname(os.path.abspath(where))) or "tokenizer"
+        for key in ("truncation", "padding"):
+            if obj.get(key) is not None:
+                # a fixed truncation/padding changes what encode returns; refused rather than ignored
+                raise UnsupportedComponent(f"{where}: {key} settings in tokenizer.json are not supported by the "
+                                           "pipeline tokenizer")
+        self.normalizer = _norm.from_config(obj.get("normalizer"), where)
+        self.pre_tokenizer = _pre.from_config(obj.get("pre_tokenizer"), where)
+        self.model = _models.from_config(obj["model"], where)
+        self.decoder = _dec.from_config(obj.get("decoder"), where)
+        self._pp_mod, self.post_processor = _post_processor(obj.get("post_processor"), where)
+        # HF ignores the ids written in added_tokens: it adds the tokens in file order, each getting its id
+        # in the model vocab, else the next id after the vocabulary (TokenizerImpl::add_tokens)
+        by_content: dict[str, int] = {}
+        by_id: dict[int, AddedToken] = {}
+        specials: set[str] = set()
+        next_id = len(self.model.vocab)
+        for a in obj.get("added_tokens") or []:
+            c = a.get("content") if isinstance(a, dict) else None
+            if not isinstance(c, str):
+                raise UnsupportedComponent(f"{where}: bad added token {a!r}")
+            if not c:
+                continue
+            t = AddedToken(c, 0, bool(a.get("special", False)), bool(a.get("normalized", True)),
+                           bool(a.get("lstrip", False)), bool(a.get("rstrip", False)), bool(a.get("single_word", False)))
+            i = by_content.get(c)
+            if i is not None and by_id[i] == dataclasses.replace(t, id=i):
+                continue  # the same token again
+            if i is None:
+                i = self.model.vocab.get(c)
+            if i is None:
+                i, next_id = next_id, next_id + 1
+            by_content[c] = i
+            by_id[i] = dataclasses.replace(t, id=i)
+            if t.special:
+                specials.add(c)
+        self.added = AddedVocabulary(list(by_id.values()), self.normalizer, frozenset(specials))
+        self.special_tokens = {c: by_content[c] for c in specials}
+        ids = set(self.model.vocab_r) | set(self.added.by_id)
+        self.n_vocab = (max(ids) + 1) if ids else 0
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike, name: Optional[str] = None) -> "PipelineTokenizer":
+        p = os.fspath(path)
+        return cls(_load_json(p), p, name)
+
+    # ------------------------------------------------------------------ encoding
+    def _tokens(self, text: str):
+        """(ids, token strings, offsets, word indices) before post-processing (HF's Encoding of one text)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        ids: list[int] = []
+        toks: list[str] = []
+        offs: list[tuple[int, int]] = []
+        words: list[int] = []
+        vr = self.model.vocab_r
+        w = 0
+        for piece, tok in self.added.extract_and_normalize(text):
+            if tok is not None:
+                ids.append(tok.id)
+                toks.append(piece.text)
+                offs.append(piece.span())
+                words.append(w)
+                w += 1
+                continue
+            pieces = self.pre_tokenizer.split([piece]) if self.pre_tokenizer is not None else [piece]
+            for p in pieces:
+                for i, a, b in self.model.tokenize(p.text):
+                    ids.append(i)
+                    toks.append(vr[i])
+                    offs.append(p.offsets(a, b))
+                    words.append(w)
+                w += 1
+        return ids, toks, offs, words
+
+    def _encoding(self, text: str, add_special_tokens: bool):
+        ids, toks, offs, words = self._tokens(text)
+        if self.post_processor is None:
+            return ids, offs
+        pp = self._pp_mod
+        enc = pp.post_process(self.post_processor, pp.Encoding.from_tokens(ids, toks, offs, words),
+                              add_special_tokens=add_special_tokens)
+        return list(enc.ids), [tuple(o) for o in enc.offsets]
+
+    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of text (HF `encode(text, add_special_tokens=...).ids`)."""
+        if not add_special_tokens or self.post_processor is None:
+            return self._tokens(text)[0]
+        return self._encoding(text, True)[0]
+
+    def encode_with_offsets(self, text: str, *, add_special_tokens: bool = False) -> tuple[list[int], list[tuple[int, int]]]:
+        """(ids, offsets): offsets[i] = (start, end) character offsets of token i in text (HF's offsets,
+        including a post-processor's offset trimming)."""
+        return self._encoding(text, add_special_tokens)
+
+    def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool = False) -> list[list[int]]:
+        return [self.encode(t, add_special_tokens=add_special_tokens) for t in texts]
+
+    def count(self, text: str) -> int:
+        return len(self._tokens(text)[0])
+
+    # ------------------------------------------------------------------ decoding
+    def id_to_token(self, i: int) -> Optional[str]:
+        t = self.added.id_to_token(i)
+        return t if t is not None else self.model.id_to_token(i)
+
+    def token_to_id(self, token: str) -> Optional[int]:
+        for a in self.added.tokens:
+            if a.content == token:
+                return a.id
+        return self.model.vocab.get(token)
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        """Text of ids (HF `decode`): unknown ids are skipped; with skip_special_tokens the special added
+        tokens are left out; the decoder (or " ".join without one) makes the text."""
+        toks = []
+        sp = self.added.special_contents
+        for i in ids:
+            t = self.id_to_token(int(i))
+            if t is None or (skip_special_tokens and t in sp):
+                continue
+            toks.append(t)
+        return _dec.decode_tokens(self.decoder, toks)
+
+    def decode_batch(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = True) -> list[str]:
+        return [self.decode(ids, skip_special_tokens) for ids in batch]
+
+    def __repr__(self) -> str:
+        return f"<PipelineTokenizer {self.name!r} vocab={self.n_vocab}>"

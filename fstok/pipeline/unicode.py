@@ -1,0 +1,203 @@
+"""The Unicode facts HF `tokenizers` 0.23.3 uses, per code point.
+
+HF's tables come from Rust crates whose Unicode versions differ from Python's `unicodedata`, so the
+facts that matter for exactness are read from `fstok/data/bert_unicode.npz` (probed from HF itself over
+every code point by tools/gen_bert_unicode.py): punctuation (`is_ascii_punctuation || is_punctuation`),
+whitespace (`char::is_whitespace`), lowercase (`char::to_lowercase`), canonical decomposition and combining
+classes (the `unicode-normalization-alignments` crate).  Python's `unicodedata` fills in only what is
+not in that file: numeric (`char::is_numeric`: Nd, Nl, No), compatibility decompositions and the
+canonical compositions (restricted to code points HF decomposes).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import unicodedata
+
+import numpy as np
+
+_DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "bert_unicode.npz")
+
+# Rust char::is_whitespace (the White_Space property; stable since Unicode 4.1)
+WHITESPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+                       "\u2009\u200a\u2028\u2029\u202f\u205f\u3000")
+
+
+def _unpack(z, name: str) -> dict[int, str]:
+    keys, offs, vals = z[f"{name}_keys"], z[f"{name}_offs"], z[f"{name}_vals"]
+    chars = "".join(map(chr, vals.tolist()))
+    o = offs.tolist()
+    return {int(k): chars[o[i]: o[i + 1]] for i, k in enumerate(keys.tolist())}
+
+
+class _Facts:
+    def __init__(self):
+        with np.load(_DATA) as z:
+            self.pretok = z["pretok"].copy()
+            self.ccc = z["ccc"].copy()
+            self.mn = z["mn"].copy()
+            self.lower = _unpack(z, "lower")
+            self.nfd = _unpack(z, "nfd")
+        self.ccc_list = self.ccc.tolist()
+        self.lower_table = {k: v for k, v in self.lower.items()}
+        self.punct = frozenset(chr(c) for c in np.nonzero(self.pretok == 2)[0].tolist())
+
+
+@functools.lru_cache(maxsize=1)
+def facts() -> _Facts:
+    return _Facts()
+
+
+@functools.lru_cache(maxsize=1)
+def opaque() -> frozenset:
+    """Code points whose canonical facts differ between HF and Python (characters newer than HF's tables):
+    HF treats them as plain starters without a decomposition, so Python's tables must not touch them."""
+    f = facts()
+    d = set()
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        c = chr(cp)
+        py = unicodedata.normalize("NFD", c)
+        if py != f.nfd.get(cp, c) or (py == c and unicodedata.combining(c) != f.ccc_list[cp]):
+            d.add(c)
+    return frozenset(d)
+
+
+def is_punc(c: str) -> bool:
+    return c in facts().punct
+
+
+def is_whitespace(c: str) -> bool:
+    return c in WHITESPACE
+
+
+_NUMERIC_CATS = ("Nd", "Nl", "No")
+
+
+@functools.lru_cache(maxsize=65536)
+def is_numeric(c: str) -> bool:
+    return unicodedata.category(c) in _NUMERIC_CATS
+
+
+# ------------------------------------------------------------------ normalization forms (HF's crate)
+_SBASE, _LBASE, _VBASE, _TBASE = 0xAC00, 0x1100, 0x1161, 0x11A7
+_LCOUNT, _VCOUNT, _TCOUNT = 19, 21, 28
+_NCOUNT = _VCOUNT * _TCOUNT
+_SCOUNT = _LCOUNT * _NCOUNT
+
+
+@functools.lru_cache(maxsize=65536)
+def decompose(c: str, compat: bool) -> str:
+    """Full decomposition of one char as HF's crate knows it."""
+    if c in opaque():
+        return c
+    if compat:
+        return unicodedata.normalize("NFKD", c)
+    return facts().nfd.get(ord(c), c)
+
+
+@functools.lru_cache(maxsize=1)
+def _compositions() -> dict[tuple[str, str], str]:
+    f = facts()
+    comp: dict[tuple[str, str], str] = {}
+    for cp in f.nfd:
+        c = chr(cp)
+        if _SBASE <= cp < _SBASE + _SCOUNT:
+            continue
+        dec = unicodedata.decomposition(c)
+        if not dec or dec.startswith("<"):
+            continue
+        parts = [chr(int(x, 16)) for x in dec.split()]
+        if len(parts) != 2 or unicodedata.normalize("NFC", c) != c:
+            continue
+        comp[(parts[0], parts[1])] = c
+    return comp
+
+
+def compose(a: str, b: str) -> str | None:
+    """The primary composite of a + b, or None (Hangul composed algorithmically)."""
+    ai, bi = ord(a), ord(b)
+    if _LBASE <= ai < _LBASE + _LCOUNT and _VBASE <= bi < _VBASE + _VCOUNT:
+        return chr(_SBASE + ((ai - _LBASE) * _VCOUNT + (bi - _VBASE)) * _TCOUNT)
+    if _SBASE <= ai < _SBASE + _SCOUNT and (ai - _SBASE) % _TCOUNT == 0 and _TBASE < bi < _TBASE + _TCOUNT:
+        return chr(ai + bi - _TBASE)
+    return _compositions().get((a, b))
+
+
+def ccc(c: str) -> int:
+    return facts().ccc_list[ord(c)]
+
+
+def decompositions(text: str, compat: bool) -> list[tuple[str, int]]:
+    """(char, change) stream of HF's NFD/NFKD: each input char's decomposition (first char change 0, the
+    rest 1), every run of non-starters stably sorted by combining class."""
+    cl = facts().ccc_list
+    out: list[tuple[str, int]] = []
+    run: list[tuple[int, str, int]] = []  # pending non-starters
+    for c in text:
+        for k, d in enumerate(decompose(c, compat)):
+            k_ = cl[ord(d)]
+            if k_ == 0:
+                if run:
+                    run.sort(key=lambda x: x[0])
+                    out.extend((x[1], x[2]) for x in run)
+                    run = []
+                out.append((d, 1 if k else 0))
+            else:
+                run.append((k_, d, 1 if k else 0))
+    if run:
+        run.sort(key=lambda x: x[0])
+        out.extend((x[1], x[2]) for x in run)
+    return out
+
+
+def recompositions(stream: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """HF's canonical composition over a decomposition stream, keeping the change counts as its crate
+    does (a composed pair's change is the sum of both minus one)."""
+    cl = facts().ccc_list
+    out: list[tuple[str, int]] = []
+    buf: list[tuple[str, int]] = []
+    composee: tuple[str, int] | None = None
+    last_ccc: int | None = None
+    for ch, change in stream:
+        cc = cl[ord(ch)]
+        if composee is None:
+            if cc != 0:
+                out.append((ch, change))
+                continue
+            composee = (ch, change)
+            continue
+        if last_ccc is None:
+            r = compose(composee[0], ch)
+            if r is not None:
+                composee = (r, composee[1] + change - 1)
+                continue
+            if cc == 0:
+                out.append(composee)
+                composee = (ch, change)
+                continue
+            buf.append((ch, change))
+            last_ccc = cc
+        else:
+            if last_ccc >= cc:
+                if cc == 0:
+                    out.append(composee)
+                    out.extend(buf)
+                    buf = []
+                    composee = (ch, change)
+                    last_ccc = None
+                    continue
+                buf.append((ch, change))
+                last_ccc = cc
+                continue
+            r = compose(composee[0], ch)
+            if r is not None:
+                composee = (r, composee[1] + change - 1)
+                continue
+            buf.append((ch, change))
+            last_ccc = cc
+    if composee is not None:
+        out.append(composee)
+    out.extend(buf)
+    return out
