@@ -216,3 +216,14 @@ def test_explain_sentencepiece_ids_equal_encode(rel):
     e = fi.explain(tok, "Hello  world")
     assert e.kind.startswith("sentencepiece-") and "normalized text" in e.notes[0]
     assert all(p.steps for p in e.pieces)
+
+
+@needs_shared
+def test_summary_sentencepiece_kinds():
+    from conftest import VOCAB
+
+    s = fi.summary(fstok.compile(os.path.join(VOCAB, "models/spm-bpe/llama-2/tokenizer.model")))
+    assert s["kind"] == "sentencepiece-bpe" and s["vocab_size"] == 32000
+    assert [st["stage"] for st in s["pipeline"]] == ["normalizer", "model"]
+    assert s["pipeline"][1]["options"]["byte_fallback"] is True and s["model"]["byte_pieces"] == 256
+    assert "SentencePiece identity" in fi.format_text(s)

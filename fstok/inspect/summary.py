@@ -124,14 +124,79 @@ def _pattern(cp, sample: Optional[str]) -> dict[str, Any]:
     return s
 
 
+def _compact(cfg: Any) -> Any:
+    """A tokenizer.json component with long blobs (a precompiled charsmap) shortened for display."""
+    if isinstance(cfg, dict):
+        return {k: _compact(v) for k, v in cfg.items()}
+    if isinstance(cfg, list):
+        return [_compact(v) for v in cfg[:50]] + ([f"<{len(cfg) - 50} more>"] if len(cfg) > 50 else [])
+    if isinstance(cfg, str) and len(cfg) > 120:
+        return f"<{len(cfg):,} characters>"
+    return cfg
+
+
+def _hf_stages(pipe: dict) -> list[dict[str, Any]]:
+    out = []
+    for stage in ("normalizer", "pre_tokenizer", "model", "post_processor", "decoder"):
+        cfg = pipe.get(stage)
+        if cfg is not None:
+            out.append({"stage": stage, "type": cfg.get("type", "") if isinstance(cfg, dict) else "",
+                        "config": _compact(cfg)})
+    return out
+
+
+def _spm(tok) -> dict[str, Any]:
+    import json
+
+    from ..spm import SPF_ADD_DUMMY, SPF_BYTE_FALLBACK, SPF_ESCAPE_WS, SPF_REMOVE_WS, SPF_WS_SUFFIX
+
+    art = tok._art
+    m = art.meta
+    src = m.get("source")
+    s = _frame(art, f"sentencepiece-{m.get('model_type')}", os.path.basename(art.path) if art.path else None)
+    flags = int(m.get("flags", 0))
+    if src == "hf":
+        pipe = m.get("pipeline")
+        pipe = json.loads(pipe) if isinstance(pipe, str) else (pipe or {})
+        stages = _hf_stages(pipe)
+        stages.insert(next((i for i, st in enumerate(stages) if st["stage"] in ("post_processor", "decoder")), len(stages)),
+                      {"stage": "model", "type": {"bpe": "BPE", "unigram": "Unigram"}.get(str(m.get("model_type", "")).lower(), str(m.get("model_type", ""))), "options": {}})
+        s["pipeline"] = stages
+        s["added_tokens"] = len(pipe.get("added_tokens") or [])
+    else:
+        s["pipeline"] = [
+            {"stage": "normalizer", "type": f"SentencePiece {m.get('normalizer')}", "options": {
+                "add_dummy_prefix": bool(flags & SPF_ADD_DUMMY), "remove_extra_whitespaces": bool(flags & SPF_REMOVE_WS),
+                "escape_whitespaces": bool(flags & SPF_ESCAPE_WS), "treat_whitespace_as_suffix": bool(flags & SPF_WS_SUFFIX)}},
+            {"stage": "model", "type": {"bpe": "BPE", "unigram": "Unigram"}.get(str(m.get("model_type", "")).lower(), str(m.get("model_type", ""))), "options": {
+                "byte_fallback": bool(flags & SPF_BYTE_FALLBACK), "unk_id": m.get("unk_id"), "bos_id": m.get("bos_id"),
+                "eos_id": m.get("eos_id"), "pad_id": m.get("pad_id")}},
+        ]
+    s["vocab_size"] = int(m.get("n_pieces", 0)) or getattr(tok, "vocab_size", None)
+    ptype = getattr(tok, "_ptype", None)
+    if ptype is not None:
+        names = {1: "normal", 2: "unknown", 3: "control", 4: "user_defined", 5: "unused", 6: "byte"}
+        counts = np.bincount(np.asarray(ptype, dtype=np.int64), minlength=7)
+        s["model"] = {f"{names[k]}_pieces": int(counts[k]) for k in names if counts[k]}
+        s["special_tokens"] = int(counts[3])
+    return s
+
+
 def _generic(tok) -> dict[str, Any]:
+    import json
+
     art = tok._art
     meta = art.meta or {}
     s = _frame(art, art.kind_name, meta.get("name", getattr(tok, "name", None)))
     pipe = []
+    if meta.get("pipeline") is not None:
+        cfg = meta["pipeline"]
+        cfg = json.loads(cfg) if isinstance(cfg, str) else cfg
+        if isinstance(cfg, dict):
+            pipe = _hf_stages(cfg)
     for stage in ("normalizer", "pre_tokenizer", "model", "post_processor", "decoder"):
-        if stage in meta and meta[stage] is not None:
-            pipe.append({"stage": stage, "config": meta[stage]})
+        if not pipe and stage in meta and meta[stage] is not None:
+            pipe.append({"stage": stage, "config": _compact(meta[stage])})
     if pipe:
         s["pipeline"] = pipe
     for k in ("vocab_size", "n_vocab"):
@@ -156,6 +221,8 @@ def summary(tok: Any, sample: Optional[str] = None) -> dict[str, Any]:
         s = _bpe(tok, sample)
     elif isinstance(tok, CompiledPattern):
         s = _pattern(tok, sample)
+    elif hasattr(tok, "_art") and (tok._art.meta or {}).get("family") == "spm":
+        s = _spm(tok)
     elif hasattr(tok, "_art"):
         s = _generic(tok)
     else:
@@ -216,6 +283,8 @@ def format_text(s: dict[str, Any]) -> str:
         lines.append("  pipeline:")
         for st in s["pipeline"]:
             opts = st.get("options", st.get("config", {}))
+            if "config" in st and isinstance(opts, dict):
+                opts = {k: v for k, v in opts.items() if k != "type"}
             short = ", ".join(f"{k}={v!r}" for k, v in (opts.items() if isinstance(opts, dict) else [])
                               if k != "patterns") if isinstance(opts, dict) else str(opts)
             lines.append(f"    {st['stage']:<15} {st.get('type', '')} {short}".rstrip())
