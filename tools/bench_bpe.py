@@ -43,7 +43,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
+SHARED = os.path.normpath(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"))
 CORPUS = os.path.join(SHARED, "corpus")
 VOCAB = os.path.join(SHARED, "vocab")
 ENCODINGS = ["r50k_base", "cl100k_base", "o200k_base"]

@@ -26,8 +26,8 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-CORPUS = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "corpus"))
-VOCAB = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "vocab"))
+CORPUS = os.path.normpath(os.path.join(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"), "corpus"))
+VOCAB = os.path.normpath(os.path.join(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"), "vocab"))
 
 import fstok  # noqa: E402
 from fstok.parallel import HFOffsetsAdapter, LoptStats, bpe_splitter, encode_long  # noqa: E402

@@ -31,8 +31,8 @@ import time  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-CORPUS = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "corpus"))
-VOCAB = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "vocab"))
+CORPUS = os.path.normpath(os.path.join(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"), "corpus"))
+VOCAB = os.path.normpath(os.path.join(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"), "vocab"))
 
 
 CLOCK = {"wall": time.perf_counter, "cpu": time.thread_time}

@@ -23,7 +23,7 @@ sys.path.insert(0, ROOT)
 
 import fstok  # noqa: E402
 
-CORPUS = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "corpus"))
+CORPUS = os.path.normpath(os.path.join(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"), "corpus"))
 
 
 WARMUP = 10

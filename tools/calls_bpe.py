@@ -38,7 +38,7 @@ def main(argv: list[str]) -> int:
     name, corpus = argv[0], argv[1]
     calls = int(argv[2]) if len(argv) > 2 else 12
     reps = int(argv[3]) if len(argv) > 3 else 3
-    path = os.path.join(ROOT, "..", "shared", "data", "corpus", corpus + ".txt")
+    path = os.path.join(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"), "corpus", corpus + ".txt")
     with open(path, encoding="utf-8") as f:
         text = f.read()
     enc = fstok.get_encoding(name)

@@ -31,7 +31,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
-SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
+SHARED = os.path.normpath(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"))
 VOCAB = os.path.join(SHARED, "vocab")
 CORPORA = ["english", "multilingual", "code", "chinese_long", "stress"]
 OPENAI = ["r50k_base", "p50k_base", "p50k_edit", "cl100k_base", "o200k_base"]

@@ -24,7 +24,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
+DATA = os.path.normpath(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"))
 
 import fstok  # noqa: E402
 from fstok.compile.safe_split import boundary_table  # noqa: E402

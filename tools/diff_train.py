@@ -21,7 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
-CORPUS = os.path.normpath(os.path.join(ROOT, "..", "shared", "data", "corpus"))
+CORPUS = os.path.normpath(os.path.join(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"), "corpus"))
 NAMES = ["english", "multilingual", "code", "chinese_long", "stress"]
 PATTERNS = ["r50k_base", "cl100k_base", "o200k_base"]
 

@@ -13,7 +13,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
-SHARED = os.path.join(HERE, "..", "..", "shared", "data")
+SHARED = os.environ.get("FSTOK_SHARED_DATA") or os.path.join(HERE, "..", "..", "shared", "data")
 VOCABS = {"bert-base-uncased": True, "bert-base-cased": False, "bert-base-multilingual-cased": False}
 CORPORA = ["english", "multilingual", "code", "chinese_long", "stress"]
 

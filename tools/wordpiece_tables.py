@@ -19,7 +19,7 @@ from fstok.loaders.bert import read_vocab_txt  # noqa: E402
 from fstok.reference.wordpiece import TableExecutor  # noqa: E402
 from fstok.wordpiece import WordPieceTokenizer  # noqa: E402
 
-SHARED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
+SHARED = os.environ.get("FSTOK_SHARED_DATA") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data")
 
 
 def main():
