@@ -159,9 +159,23 @@ def test_real_file_matches_hf(rel, needs_pp, sample):
 
 
 def test_compile_routes_pipelines():
-    tok = fstok.compile(os.path.join(MODELS, "bytelevel-bpe/olmo-2/allenai_dolma2.json"))
+    tok = fstok.compile(os.path.join(MODELS, "bytelevel-bpe/falcon-7b/tokenizer.json"))
     assert isinstance(tok, PipelineTokenizer)
     assert tok.decode(tok.encode("Hello world")) == "Hello world"
+
+
+def test_olmo_compiles_to_byte_level_tables(sample):
+    """Split(Removed, invert=true) + ByteLevel(use_regex=false) is a regex find: the C byte-level BPE runs it."""
+    from fstok.bpe import BPETokenizer
+
+    path = os.path.join(MODELS, "bytelevel-bpe/olmo-2/allenai_dolma2.json")
+    tok = fstok.compile(path)
+    assert isinstance(tok, BPETokenizer)
+    hf = tokenizers.Tokenizer.from_file(path)
+    for s in sample:
+        ids = hf.encode(s, add_special_tokens=False).ids
+        assert tok.encode(s, allowed_special="all") == ids, s[:80]
+        assert tok.decode(ids) == hf.decode(ids, skip_special_tokens=False)
 
 
 def test_tekken_matches_mistral_common(sample):

@@ -1,7 +1,8 @@
 """Reader for HF `tokenizer.json` byte-level BPE models (GPT-2, Llama-3 `ignore_merges`, Qwen2, DeepSeek-V3, ...).
 
 Supported pipeline: normalizer none / empty Sequence / NFC / NFKC; pre-tokenizer `ByteLevel`
-(optionally after `Split(Regex|String, behavior=Isolated, invert=false)` stages in a `Sequence`);
+(optionally after `Split(Regex|String, behavior=Isolated, invert=false)` stages in a `Sequence`, or after
+one `Split(behavior=Removed, invert=true)` with `ByteLevel(use_regex=false)`: the regex's matches);
 model `BPE` over the byte-level alphabet (dropout, continuing_subword_prefix, end_of_word_suffix
 refused); added tokens without lstrip/rstrip/single_word. Anything else raises a ValueError naming it.
 """
@@ -50,6 +51,29 @@ def _split_pattern(path: str, pt: dict) -> str:
     return p
 
 
+def _is_kept_matches(item: dict) -> bool:
+    return str(item.get("behavior", "")).lower() == "removed" and bool(item.get("invert"))
+
+
+def _find_stage(path: str, item: dict) -> PreTokStage:
+    pat = item.get("pattern") or {}
+    if "Regex" in pat:
+        rx = pat["Regex"]
+    elif "String" in pat:
+        rx = regex.escape(pat["String"])
+    else:
+        raise _fail(path, f"Split pre-tokenizer without a pattern: {item!r}")
+    from ..pretokenize import CompiledPattern
+
+    try:
+        cp = CompiledPattern.compile(rx, "oniguruma", "find")
+    except ValueError as e:
+        raise _fail(path, f"Split regex {rx!r}: {e}") from None
+    if cp.levels[0].match(b"", 0) >= 0:
+        raise _fail(path, f"Split regex {rx!r} can match the empty string, which is not supported")
+    return PreTokStage(rx, keep_gaps=False, dialect="oniguruma")
+
+
 def _pretokenizer(path: str, pt: Any) -> tuple[list[PreTokStage], bool]:
     if pt is None:
         raise _fail(path, "no pre_tokenizer: fstok BPE needs a ByteLevel pre-tokenizer (byte-level BPE)")
@@ -61,7 +85,14 @@ def _pretokenizer(path: str, pt: Any) -> tuple[list[PreTokStage], bool]:
         t = item.get("type")
         if seen_bytelevel:
             raise _fail(path, f"pre-tokenizer {t!r} after ByteLevel is not supported")
-        if t == "Split":
+        if t == "Split" and _is_kept_matches(item):
+            # Split(behavior=Removed, invert=true) keeps the matches and drops the gaps: regex find (one
+            # stage, first, with nothing else splitting after it)
+            if i != 0 or len(items) != 2 or items[1].get("type") != "ByteLevel" or items[1].get("use_regex", True):
+                raise _fail(path, "Split(behavior=Removed, invert=true) is supported as the only split, before "
+                                  "ByteLevel(use_regex=false)")
+            stages.append(_find_stage(path, item))
+        elif t == "Split":
             stages.append(PreTokStage(_split_pattern(path, item), keep_gaps=True, dialect="oniguruma"))
         elif t == "ByteLevel":
             seen_bytelevel = True
