@@ -106,6 +106,9 @@ class HFSentencePieceTokenizer:
                               bool(bp.get("ignore_merges")))
             self._h = None
         self._byte_fallback = bool(self._flags & SPF_BYTE_FALLBACK)
+        from .postprocess import PostProcessor
+
+        self._pp = PostProcessor.from_json(self._pipe.get("post_processor"))
 
     # -- vocabulary ---------------------------------------------------------------------------
     def _vocab(self) -> list[str]:
@@ -315,20 +318,16 @@ class HFSentencePieceTokenizer:
         return ids, offs
 
     def _post(self, ids: list[int], offs: list | None):
-        pp = self._pipe.get("post_processor")
-        if not pp:
+        """The file's post-processor for one sequence (fstok.postprocess, HF's process_encodings)."""
+        if self._pp is None:
             return ids, offs
-        out_ids, out_offs = [], []
-        for item in pp["single"]:
-            if "SpecialToken" in item:
-                st = pp["special_tokens"][item["SpecialToken"]["id"]]
-                out_ids.extend(st["ids"])
-                out_offs.extend([(0, 0)] * len(st["ids"]))
-            else:
-                out_ids.extend(ids)
-                if offs is not None:
-                    out_offs.extend(offs)
-        return out_ids, (out_offs if offs is not None else None)
+        from .hf_encoding import Encoding
+        from .postprocess import post_process
+
+        toks = [self.id_to_token(i) or "" for i in ids]
+        enc = Encoding.from_tokens(ids, toks, offs if offs is not None else [(0, 0)] * len(ids))
+        enc = post_process(self._pp, enc, None, True)
+        return enc.ids, (enc.offsets if offs is not None else None)
 
     def encode(self, text: str, *, add_special_tokens: bool = False, allowed_special: Any = "all") -> list[int]:
         """tokenizers' `encode(text, add_special_tokens=...)`.ids.  Added tokens in the text are always

@@ -87,9 +87,10 @@ def _check_stages(obj: dict, where: str) -> None:
             if s.get("type") not in ok:
                 raise ValueError(f"{where}: {what} {s.get('type')!r} is not supported in SentencePiece-style "
                                  f"pipelines (supported: {', '.join(sorted(ok))})")
-    pp = obj.get("post_processor")
-    if pp is not None and pp.get("type") not in ("TemplateProcessing",):
-        raise ValueError(f"{where}: post-processor {pp.get('type')!r} is not supported here (supported: TemplateProcessing)")
+    if obj.get("post_processor") is not None:
+        from ..postprocess import PostProcessor
+
+        PostProcessor.from_json(obj["post_processor"])  # refuses what it does not implement, by name
     for a in obj.get("added_tokens") or []:
         if not isinstance(a.get("content"), str) or not a["content"]:
             raise ValueError(f"{where}: an added token has no content")

@@ -26,6 +26,7 @@ SPF_BYTE_FALLBACK = 16
 SPF_BPE = 32
 SPF_HF = 64
 SPF_FUSE_UNK = 128
+SPF_WORDS = 256
 
 
 def build_trie(keys: list[bytes], values: list[int], values2: list[int] | None = None):
@@ -191,6 +192,9 @@ def model_tables(m: ModelProto, where: str) -> tuple[dict, dict]:
         flags |= SPF_BYTE_FALLBACK
     if t.model_type == BPE:
         flags |= SPF_BPE
+        sep = "\u2581" if ns.escape_whitespaces else " "
+        if not any(_spans_word(p.piece, sep) for p in m.pieces if p.type in (NORMAL, USER_DEFINED, UNUSED)):
+            flags |= SPF_WORDS
     meta = {
         "family": "spm",
         "source": "model",
@@ -207,6 +211,11 @@ def model_tables(m: ModelProto, where: str) -> tuple[dict, dict]:
         "n_pieces": len(m.pieces),
     }
     return meta, sections
+
+
+def _spans_word(piece: str, sep: str) -> bool:
+    """A separator right after another character: the piece could span a word boundary."""
+    return any(piece[i] == sep and piece[i - 1] != sep for i in range(1, len(piece)))
 
 
 def _piece_to_byte(piece: str) -> int:

@@ -1,6 +1,7 @@
 /* SentencePiece-family models over compiled tables (see spm.h). */
 #include "spm.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -583,12 +584,127 @@ int spm_finish(const spm_model *m, const uint8_t *s, const spm_ints *tri, spm_in
     return 0;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Word cache: direct-mapped, words of at most CW_MAXB bytes whose result has at most CW_MAXT pieces. */
+
+#define CW_SLOTS (1u << 15)
+#define CW_MAXB 48
+#define CW_MAXT 16
+
+typedef struct {
+    uint32_t hash;
+    uint8_t len, nt;
+    uint8_t key[CW_MAXB];
+    int32_t id[CW_MAXT];
+    uint8_t b[CW_MAXT], e[CW_MAXT];
+} cw_slot;
+
+struct spm_cache {
+    pthread_mutex_t mu;
+    cw_slot *slot;
+};
+
+struct spm_cache *spm_cache_new(void) {
+    struct spm_cache *c = (struct spm_cache *)calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->slot = (cw_slot *)calloc(CW_SLOTS, sizeof(cw_slot));
+    if (!c->slot) {
+        free(c);
+        return NULL;
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    return c;
+}
+
+void spm_cache_free(struct spm_cache *c) {
+    if (!c) return;
+    pthread_mutex_destroy(&c->mu);
+    free(c->slot);
+    free(c);
+}
+
+HOT uint32_t word_hash(const uint8_t *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
+    return h | 1u;
+}
+
+/* BPE over the words of s (split before every separator that follows another character), each word's
+ * triples from the cache when present; the triples are in s's coordinates */
+static int bpe_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
+    const int escape = (m->flags & SPF_ESCAPE_WS) != 0;
+    struct spm_cache *c = m->cache;
+    spm_ints tmp = {0};
+    size_t a = 0;
+    while (a < n) {
+        /* the word: [a, b) -- separators at its start, then up to the next separator */
+        size_t b = a;
+        if (escape)
+            while (b + 3 <= n && memcmp(s + b, SPACE_SYM, 3) == 0) b += 3;
+        else
+            while (b < n && s[b] == ' ') b++;
+        while (b < n && !(escape ? (b + 3 <= n && memcmp(s + b, SPACE_SYM, 3) == 0) : s[b] == ' ')) b++;
+        const size_t len = b - a;
+        const uint32_t h = word_hash(s + a, len);
+        cw_slot *sl = NULL;
+        if (c && len <= CW_MAXB) {
+            /* two candidate slots; a word is stored in the first when it is free, else in the second */
+            cw_slot *s1 = &c->slot[h & (CW_SLOTS - 1)], *s2 = &c->slot[(h >> 15 ^ h >> 3) & (CW_SLOTS - 1)];
+            pthread_mutex_lock(&c->mu);
+            if (s1->hash == h && s1->len == len && memcmp(s1->key, s + a, len) == 0)
+                sl = s1;
+            else if (s2->hash == h && s2->len == len && memcmp(s2->key, s + a, len) == 0)
+                sl = s2;
+            if (sl) {
+                const int nt = sl->nt;
+                int rc = 0;
+                for (int k = 0; k < nt && !rc; k++)
+                    rc = ints_put3(out, sl->id[k], (int32_t)(a + sl->b[k]), (int32_t)(a + sl->e[k]));
+                pthread_mutex_unlock(&c->mu);
+                if (rc) goto fail;
+                a = b;
+                continue;
+            }
+            sl = s1->hash == 0 ? s1 : s2;
+            pthread_mutex_unlock(&c->mu);
+        }
+        tmp.n = 0;
+        if (spm_bpe(m, s + a, len, &tmp)) goto fail;
+        for (size_t k = 0; k < tmp.n; k += 3)
+            if (ints_put3(out, tmp.p[k], (int32_t)a + tmp.p[k + 1], (int32_t)a + tmp.p[k + 2])) goto fail;
+        if (sl && tmp.n / 3 <= CW_MAXT) {
+            pthread_mutex_lock(&c->mu);
+            sl->hash = h;
+            sl->len = (uint8_t)len;
+            sl->nt = (uint8_t)(tmp.n / 3);
+            memcpy(sl->key, s + a, len);
+            for (size_t k = 0; k < tmp.n / 3; k++) {
+                sl->id[k] = tmp.p[3 * k];
+                sl->b[k] = (uint8_t)tmp.p[3 * k + 1];
+                sl->e[k] = (uint8_t)tmp.p[3 * k + 2];
+            }
+            pthread_mutex_unlock(&c->mu);
+        }
+        a = b;
+    }
+    spm_ints_free(&tmp);
+    return 0;
+fail:
+    spm_ints_free(&tmp);
+    return -1;
+}
+
+int spm_model_run(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
+    if (m->flags & SPF_BPE) return (m->flags & SPF_WORDS) ? bpe_words(m, s, n, out) : spm_bpe(m, s, n, out);
+    return spm_unigram(m, s, n, out);
+}
+
 int spm_encode(const spm_model *m, const uint8_t *in, size_t n, spm_ints *ids, int want_offsets) {
     spm_bytes norm = {0};
     spm_ints n2o = {0}, tri = {0};
     int rc = -1;
     if (spm_normalize(m, in, n, &norm, want_offsets ? &n2o : NULL)) goto done;
-    if ((m->flags & SPF_BPE) ? spm_bpe(m, norm.p, norm.n, &tri) : spm_unigram(m, norm.p, norm.n, &tri)) goto done;
+    if (spm_model_run(m, norm.p, norm.n, &tri)) goto done;
     if (spm_finish(m, norm.p, &tri, ids)) goto done;
     if (want_offsets && norm.n)
         for (size_t k = 0; k < ids->n; k += 3) {

@@ -24,6 +24,7 @@ static void handle_free(PyObject *cap) {
     handle *h = (handle *)PyCapsule_GetPointer(cap, "fstok.spm");
     if (!h) return;
     for (int i = 0; i < h->nbuf; i++) PyBuffer_Release(&h->buf[i]);
+    spm_cache_free(h->m.cache);
     free(h);
 }
 
@@ -103,6 +104,10 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
     m->min_score = (float)min_score;
     m->max_score = (float)max_score;
     m->min_score64 = min_score;
+    if ((flags & SPF_WORDS) && !(m->cache = spm_cache_new())) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     return PyCapsule_New(h, "fstok.spm", handle_free);
 fail:
     for (int i = 0; i < h->nbuf; i++) PyBuffer_Release(&h->buf[i]);
@@ -236,8 +241,7 @@ static PyObject *py_model(PyObject *self, PyObject *args) {
     }
     spm_ints tri = {0};
     int rc;
-    Py_BEGIN_ALLOW_THREADS rc = (m->flags & SPF_BPE) ? spm_bpe(m, in.buf, (size_t)in.len, &tri)
-                                                     : spm_unigram(m, in.buf, (size_t)in.len, &tri);
+    Py_BEGIN_ALLOW_THREADS rc = spm_model_run(m, in.buf, (size_t)in.len, &tri);
     Py_END_ALLOW_THREADS PyBuffer_Release(&in);
     if (rc) {
         spm_ints_free(&tri);

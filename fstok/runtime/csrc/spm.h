@@ -38,6 +38,9 @@ typedef struct {
 #define SPF_BPE 32  /* else Unigram */
 #define SPF_HF 64   /* tokenizers' semantics (f64 scores, fuse_unk by string, no user bonus) */
 #define SPF_FUSE_UNK 128
+/* BPE: no model piece contains a separator (the escaped space) right after another character, so merges
+ * never cross the point before such a separator: words are merged apart, and cached */
+#define SPF_WORDS 256
 
 typedef struct {
     spm_trie pieces; /* value: the model's id of the key (-1: none), value2: PieceToId of the key */
@@ -54,6 +57,7 @@ typedef struct {
     float min_score, max_score;
     double min_score64;
     uint32_t flags;
+    struct spm_cache *cache; /* word -> model triples (SPF_WORDS), shared by calls; NULL: none */
 } spm_model;
 
 typedef struct {
@@ -67,6 +71,8 @@ typedef struct {
 } spm_ints;
 
 void spm_trie_init(spm_trie *t);
+struct spm_cache *spm_cache_new(void);
+void spm_cache_free(struct spm_cache *c);
 void spm_bytes_free(spm_bytes *b);
 void spm_ints_free(spm_ints *v);
 
@@ -77,6 +83,8 @@ int spm_normalize(const spm_model *m, const uint8_t *in, size_t n, spm_bytes *ou
 /* The model over normalized bytes: triples (id, begin, end) in `out` (ids before unk handling). */
 int spm_unigram(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out);
 int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out);
+/* the model the flags name (BPE by words when SPF_WORDS) */
+int spm_model_run(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out);
 
 /* The ids sentencepiece reports for the model's triples: runs of unknown pieces fused, or decomposed
  * into byte pieces under byte_fallback.  Appends (id, begin, end) triples to `ids`. */
