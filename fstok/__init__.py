@@ -10,11 +10,10 @@ Heavy modules are imported lazily so `import fstok` stays cheap.
 """
 from __future__ import annotations
 
+from ._version import __version__
 from .api import compile, get_encoding, list_encodings, load, loads  # noqa: A004
 from .artifact import ArtifactError
 from .decode_stream import DecodeStream
-
-__version__ = "0.1.0"
 
 
 def pretokenize(name_or_pattern: str, text: str) -> list[tuple[int, int]]:

@@ -13,38 +13,9 @@ import os
 from typing import Any
 
 from . import artifact as _art
-from .registry import ENCODINGS, cache_dir
-
-_KIND_LOADERS = {
-    _art.KIND_WORDPIECE: ("fstok.wordpiece", "WordPieceTokenizer"),
-    _art.KIND_BPE: ("fstok.bpe", "BPETokenizer"),
-    _art.KIND_REGEX_DFA: ("fstok.pretokenize", "CompiledPattern"),
-    _art.KIND_SPM: ("fstok.spm", "SentencePieceTokenizer"),
-}
-
-
-def _cls(kind: int):
-    mod, name = _KIND_LOADERS[kind]
-    return getattr(importlib.import_module(mod), name)
-
-
-def _from_artifact(art: _art.Artifact):
-    return _cls(art.kind).from_artifact(art)
-
-
-def load(path: str | os.PathLike, use_mmap: bool = True):
-    """Load a compiled artifact (validated: magic, version, sizes, checksums, table bounds)."""
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"fstok.load expects a path, got {type(path).__name__}")
-    return _from_artifact(_art.read_artifact(path, use_mmap=use_mmap))
-
-
-def loads(data: bytes):
-    """Load an artifact from bytes (the inverse of `tok.to_bytes()`)."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"fstok.loads expects bytes, got {type(data).__name__}")
-    return _from_artifact(_art.parse_artifact(bytes(data)))
-
+from ._cache import cache_dir
+from ._load import _from_artifact, load, loads  # noqa: F401  (fstok.load, fstok.loads)
+from .registry import ENCODINGS
 
 def _sniff_json_model(path: str) -> str:
     with open(path, "rb") as f:

@@ -6,7 +6,7 @@
     tok.save("x.fst"); fstok.load("x.fst")
 
 The compiled tables (`fstok.compile.bpe`) live in one artifact; encoding runs in C
-(`fstok.runtime._bpe`) with the GIL released.  `fstok.bpe_reference.ReferenceBPE` is the oracle.
+(`fstok.runtime._bpe`) with the GIL released.  `fstok.reference.bpe.ReferenceBPE` is the oracle.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from typing import AbstractSet, Any, Collection, Iterable, Literal, Optional, Se
 import numpy as np
 
 from . import artifact as _art
+from ._text import fix_surrogates as _fix_surrogates
 from .loaders.bpe_source import AddedToken, BPESource, PreTokStage
 
 _NONE = 0xFFFFFFFF
@@ -44,11 +45,6 @@ def _native():
     from .runtime import _bpe
 
     return _bpe
-
-
-def _fix_surrogates(text: str) -> str:
-    # tiktoken: lone surrogates become U+FFFD, surrogate pairs are joined
-    return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _utf8(text: str) -> tuple[str, bytes]:
@@ -147,6 +143,8 @@ _PARTS_PER_THREAD = max(1, int(os.environ.get("FSTOK_SPLIT_PARTS", "8") or 8))
 class BPETokenizer:
     """A compiled byte-level BPE tokenizer with tiktoken's encoding API."""
 
+    _fstok_kind = "bpe"  # fstok.splitters.fstok_kind: how the long-text splitters recognise this class
+
     # ------------------------------------------------------------------ construction
 
     def __init__(self, art: _art.Artifact):
@@ -184,7 +182,7 @@ class BPETokenizer:
             int(meta.get("short_max_mb", meta["short_max"])),
         )
         self._pt_mode = meta.get("pretok_mode", "regex")
-        self._spanner = _RegexSpanner(self._stages)
+        self._spanner_obj: Optional[_RegexSpanner] = None  # the `regex` module only for artifacts that need it
         if self._pt_mode in ("find", "split"):
             from .pretokenize import CompiledPattern
 
@@ -205,6 +203,14 @@ class BPETokenizer:
         self._lock = threading.Lock()
         self._added_raw = {a.content: a.id for a in self._added if not a.normalized}
         self._added_norm = {a.content: a.id for a in self._added if a.normalized}
+
+    @property
+    def _spanner(self) -> _RegexSpanner:
+        """Pre-tokenizer stages run by the `regex` module (artifacts without a compiled DFA, HF text paths)."""
+        sp = self._spanner_obj
+        if sp is None:
+            sp = self._spanner_obj = _RegexSpanner(self._stages)
+        return sp
 
     @staticmethod
     def _validated_tables(art: _art.Artifact) -> dict[str, np.ndarray]:
@@ -396,7 +402,7 @@ class BPETokenizer:
 
     def __reduce__(self):
         # a module-level loader: dill (HF datasets' Hasher) pickles a bound classmethod's class by value
-        from .api import loads
+        from ._load import loads
 
         return (loads, (self.to_bytes(),))
 
@@ -693,14 +699,14 @@ class BPETokenizer:
     PARALLEL_THRESHOLD = 256_000
 
     def _encode_split(self, text: str, num_threads: int, allowed: frozenset, kind: int = 0):
-        """A long text cut at proven pre-tokenizer boundaries (fstok.parallel.ProvenSplitter, _PARTS_PER_THREAD
+        """A long text cut at proven pre-tokenizer boundaries (fstok.splitters.ProvenSplitter, _PARTS_PER_THREAD
         pieces per thread), the pieces encoded on native threads as texts of their own, one result
         (Model.encode_proven; kind 0: a list, 1: the uint32 ids as bytes, 2: their number).  None where that
         does not apply (no compiled DFA, an HF normalizer or prefix space, no proven boundary, lone
         surrogates): the caller encodes another way."""
         if not self._native or self._python_text_path():
             return None
-        from .parallel import bpe_splitter
+        from .splitters import bpe_splitter
 
         sp = bpe_splitter(self)
         if sp is None:
@@ -943,7 +949,7 @@ class BPETokenizer:
 
 
 def build_bundled(name: str, path: str, sha256: str | None = None, **options: Any) -> BPETokenizer:
-    """Registry builder for the bundled OpenAI encodings (see fstok/registry_bpe.py)."""
+    """Registry builder for the bundled OpenAI encodings (see fstok/registry.py)."""
     if sha256 is not None:
         import hashlib
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from .compile.wordpiece import NONE
+from .wordpiece_layout import NONE
 from .reference.wordpiece import TableExecutor
 
 END = 257

@@ -318,7 +318,7 @@ def compile_tables(pattern: str, dialect: str = "rust-regex", **limits: int) -> 
 
 
 def _cache_path(pattern: str, dialect: str) -> str:
-    from .registry import cache_dir
+    from ._cache import cache_dir
 
     h = _art.source_hash("fstok-regex", _compiler_digest(), pattern, dialect, _table_digest(dialect)).hex()[:32]
     return os.path.join(cache_dir(), "regex", f"{h}.fst")

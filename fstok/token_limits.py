@@ -25,7 +25,7 @@ not monotonic in the length of the text.  So the semantics are stated precisely:
 * ``count_up_to(text, N)`` is ``min(count(text), N + 1)``: exact up to N, N + 1 meaning "more".
 
 Early stop: when the tokenizer has a compiled DFA pre-tokenizer, the text is encoded in growing pieces
-cut at proven pre-tokenizer boundaries (`fstok.parallel.ProvenSplitter`: encode(text) ==
+cut at proven pre-tokenizer boundaries (`fstok.splitters.ProvenSplitter`: encode(text) ==
 encode(text[:c]) + encode(text[c:]) at such a cut c), from the start (truncate right, count_up_to) or
 from the end (truncate left), and stops once enough tokens are known; the results are those of one
 whole encode.  Without such a pre-tokenizer the whole text is encoded.
@@ -45,6 +45,9 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from ._text import fix_surrogates
+from .splitters import bpe_splitter
 
 __all__ = ["Truncation", "truncate", "chunk_by_tokens", "count_up_to"]
 
@@ -87,9 +90,7 @@ def _prepare(tok: Any, text: Any, allowed_special, disallowed_special) -> tuple[
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            from .bpe import _fix_surrogates
-
-            text = _fix_surrogates(text)
+            text = fix_surrogates(text)
     tok._check_disallowed(text, disallowed)
     return text, allowed
 
@@ -110,8 +111,6 @@ def _token_lengths(tok: Any, ids: list[int]) -> np.ndarray:
 
 
 def _splitter(tok: Any):
-    from .parallel import bpe_splitter
-
     return bpe_splitter(tok)
 
 

@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Collection, Iterable, Literal, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Literal, Optional, Sequence, Union
 
 import numpy as np
 
 from . import artifact as art
-from .compile.bert_normalize import BertNormOptions, build_norm_table, facts
-from .compile.wordpiece import NONE, build_tables, node_fields
-from .loaders.bert import WordPieceSource, read_tokenizer_json, read_vocab_txt
+from .wordpiece_layout import NONE, NORM1_LEN, node_fields
 
-_NORM1_LEN = 0x110000 >> 8
+if TYPE_CHECKING:
+    from .loaders.bert import WordPieceSource
 
 
 def _native():
@@ -60,6 +59,7 @@ class WordPieceTokenizer:
     """A compiled WordPiece tokenizer backed by a validated artifact (mmap or bytes)."""
 
     kind = "wordpiece"
+    _fstok_kind = "wordpiece"  # fstok.splitters.fstok_kind: how the long-text splitters recognise this class
 
     # ------------------------------------------------------------------ construction
     def __init__(self, artifact: art.Artifact):
@@ -71,50 +71,23 @@ class WordPieceTokenizer:
 
     @classmethod
     def compile_vocab(cls, path: str, name: Optional[str] = None, **options) -> "WordPieceTokenizer":
+        from .loaders.bert import read_vocab_txt
+
         return cls.from_source(read_vocab_txt(os.fspath(path), **options), name=name)
 
     @classmethod
     def compile_tokenizer_json(cls, path: str, name: Optional[str] = None, **options) -> "WordPieceTokenizer":
         if options:
             raise TypeError(f"options {sorted(options)} are read from the tokenizer.json and cannot be overridden")
+        from .loaders.bert import read_tokenizer_json
+
         return cls.from_source(read_tokenizer_json(os.fspath(path)), name=name)
 
     @classmethod
-    def from_source(cls, src: WordPieceSource, name: Optional[str] = None) -> "WordPieceTokenizer":
-        opts = BertNormOptions(src.clean_text, src.handle_chinese_chars, src.strip, src.lowercase)
-        sections, tmeta = build_tables(src.tokens, src.token_to_id, src.unk_token, src.continuing_subword_prefix,
-                                       src.max_input_chars_per_word)
-        sections.update(build_norm_table(opts))
-        enc = [t.encode("utf-8") for t in src.tokens]
-        offs = np.zeros(len(enc) + 1, dtype=np.uint32)
-        offs[1:] = np.cumsum([len(b) for b in enc])
-        sections["vocab.bytes"] = b"".join(enc) or b"\0"
-        sections["vocab.offs"] = offs
-        sections["wp.suffix_word"] = np.array(tmeta.pop("suffix_word") or [0xFFFFFFFF], dtype=np.uint32)
-        options = {
-            "lowercase": src.lowercase, "strip_accents": src.strip_accents, "strip": src.strip,
-            "handle_chinese_chars": src.handle_chinese_chars, "clean_text": src.clean_text,
-            "unk_token": src.unk_token, "continuing_subword_prefix": src.continuing_subword_prefix,
-            "max_input_chars_per_word": src.max_input_chars_per_word,
-        }
-        meta = {
-            "name": name or src.source_name,
-            "options": options,
-            "special_tokens": src.special_tokens,
-            "cls_token": src.cls_token,
-            "sep_token": src.sep_token,
-            "cls_id": src.token_to_id.get(src.cls_token) if src.cls_token else None,
-            "sep_id": src.token_to_id.get(src.sep_token) if src.sep_token else None,
-            "unk_id": src.token_to_id[src.unk_token],
-            "decoder_prefix": src.decoder_prefix,
-            "decoder_cleanup": src.decoder_cleanup,
-            "unicode_source": facts().source,
-            "n_suffix_word": 0 if sections["wp.suffix_word"][0] == 0xFFFFFFFF else int(len(sections["wp.suffix_word"])),
-            **tmeta,
-        }
-        h = art.source_hash(src.source_bytes, repr(sorted(options.items())))
-        data = art.write_artifact(None, art.KIND_WORDPIECE, meta, sections, facts().unicode_label, h)
-        return cls(art.parse_artifact(data, where=meta["name"] or "<compiled>"))
+    def from_source(cls, src: "WordPieceSource", name: Optional[str] = None) -> "WordPieceTokenizer":
+        from .compile.wordpiece import compile_source
+
+        return cls(compile_source(src, name))
 
     @classmethod
     def from_artifact(cls, artifact: art.Artifact) -> "WordPieceTokenizer":
@@ -196,7 +169,7 @@ class WordPieceTokenizer:
         if voffs[0] != 0 or voffs[-1] > len(vbytes) or np.any(voffs[1:] < voffs[:-1]):
             raise bad("vocabulary offsets")
         s1, s2, npool = arrs["norm.stage1"], arrs["norm.stage2"], arrs["norm.pool"]
-        if len(s1) != _NORM1_LEN or len(s2) % 256 or (len(s1) and int(s1.max()) * 256 >= len(s2)):
+        if len(s1) != NORM1_LEN or len(s2) % 256 or (len(s1) and int(s1.max()) * 256 >= len(s2)):
             raise bad("normalization table sizes")
         kinds = s2 & 7
         if np.any(kinds > 4):
@@ -249,7 +222,8 @@ class WordPieceTokenizer:
         return self._art.to_bytes()
 
     def __reduce__(self):
-        from .api import loads
+        # a module-level loader: dill (HF datasets' Hasher) pickles a bound classmethod's class by value
+        from ._load import loads
 
         return (loads, (self.to_bytes(),))
 

@@ -20,7 +20,7 @@ import pytest
 from conftest import needs_shared
 from test_bpe_segments import _dead, _pool, _ranks
 
-from fstok.bpe_reference import merge_ranks
+from fstok.reference.bpe import merge_ranks
 
 pytestmark = needs_shared
 

@@ -15,7 +15,7 @@ from bpe_helpers import fstok_encoding, tiktoken_encoding, tiktoken_path, token_
 from conftest import VOCAB, needs_shared, read_corpus
 
 from fstok.bpe import BPETokenizer
-from fstok.bpe_reference import merge_ranks, merge_rules
+from fstok.reference.bpe import merge_ranks, merge_rules
 from fstok.compile.bpe import reference_splits
 from fstok.loaders.tiktoken_file import read_tiktoken_ranks
 from fstok.runtime import _bpe

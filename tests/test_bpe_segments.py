@@ -20,7 +20,7 @@ import pytest
 from bpe_helpers import fstok_encoding, tiktoken_encoding, tiktoken_path
 from conftest import needs_shared
 
-from fstok.bpe_reference import merge_ranks
+from fstok.reference.bpe import merge_ranks
 from fstok.loaders.tiktoken_file import read_tiktoken_ranks
 
 pytestmark = needs_shared

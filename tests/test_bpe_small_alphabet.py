@@ -39,7 +39,7 @@ _SCRIPT = r"""
 import random, sys
 sys.path[:0] = sys.argv[1:3]
 from bpe_helpers import fstok_encoding, tiktoken_encoding, tiktoken_path
-from fstok.bpe_reference import merge_ranks
+from fstok.reference.bpe import merge_ranks
 from fstok.loaders.tiktoken_file import read_tiktoken_ranks
 rnd = random.Random(int(sys.argv[3]))
 alphas = ["0123456789", "01", "7", "aab", "0123456789ab", "0123456789abc", "é0123", "abcdefghijklmnopqrstuvwxyz",
@@ -116,7 +116,7 @@ def test_small_alphabet_second_merge_order():
     import random
 
     from fstok.bpe import BPETokenizer
-    from fstok.bpe_reference import merge_ranks
+    from fstok.reference.bpe import merge_ranks
 
     rnd = random.Random(1)
     spans = 0

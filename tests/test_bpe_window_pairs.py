@@ -29,7 +29,7 @@ _SCRIPT = r"""
 import random, sys
 sys.path[:0] = sys.argv[1:3]
 from bpe_helpers import fstok_encoding, tiktoken_encoding, tiktoken_path
-from fstok.bpe_reference import merge_ranks
+from fstok.reference.bpe import merge_ranks
 from fstok.loaders.tiktoken_file import read_tiktoken_ranks
 seed, count, lo, hi = (int(a) for a in sys.argv[3:7])
 rnd = random.Random(seed)

@@ -218,7 +218,7 @@ def test_bpe_long_prefix_default(name):
         ref = tok.encode_ordinary(text)
         s = LoptStats()
         assert encode_long(tok, text, num_threads=3, stats=s) == ref, doc
-        assert s.strategy == "safe"  # proven pre-tokenizer boundaries (fstok.compile.safe_split)
+        assert s.strategy == "safe"  # proven pre-tokenizer boundaries (fstok.safe_split)
         assert encode_long(tok, text, num_threads=3, strategy="lopt") == ref, doc
 
 

@@ -85,7 +85,7 @@ def test_encode_split_native_all_kinds(name, corpus, start, length, threads, spe
 def test_boundary_table_disk_cache(tmp_path, monkeypatch):
     import numpy as np
 
-    from fstok.compile import safe_split
+    from fstok import safe_split
     from fstok.pretokenize import CompiledPattern
 
     monkeypatch.setenv("FSTOK_CACHE_DIR", str(tmp_path))

@@ -1,4 +1,4 @@
-"""Proven pre-tokenizer boundaries (fstok.compile.safe_split) and the BPE safe split of encode_long (issue 5).
+"""Proven pre-tokenizer boundaries (fstok.safe_split) and the BPE safe split of encode_long (issue 5).
 
 Soundness of the table is checked three ways: brute force over small patterns and small alphabets (every
 pair the table proves must split every sampled context exactly, with the `regex` module as the oracle),
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fstok
-from fstok.compile.safe_split import BoundaryTable, boundary_table
+from fstok.safe_split import BoundaryTable, boundary_table
 from fstok.parallel import LoptStats, bpe_splitter, encode_long
 from fstok.pretokenize import CompiledPattern, compile_tables
 

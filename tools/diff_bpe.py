@@ -113,7 +113,7 @@ def run_fuzz(args, rep: Report) -> None:
     import fstok
     from bpe_helpers import tiktoken_encoding, tiktoken_path
 
-    from fstok.bpe_reference import merge_ranks
+    from fstok.reference.bpe import merge_ranks
     from fstok.loaders.tiktoken_file import read_tiktoken_ranks
 
     rnd = random.Random(args.seed)

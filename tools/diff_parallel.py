@@ -6,7 +6,7 @@
 
 For every (encoding, document):
   1. pre-token spans of the whole document == the spans of the pieces cut at *every* proven boundary
-     (fstok.compile.safe_split), shifted back (a difference with the `regex` module's spans is reported,
+     (fstok.safe_split), shifted back (a difference with the `regex` module's spans is reported,
      not counted: its Unicode tables differ from rust-regex's on a few code points of `stress`);
   2. encode_long(strategy="safe") and encode_ordinary(num_threads=N) == encode_ordinary for random thread
      counts / chunk lengths, and with specials inserted at random places, encode_long(...,
@@ -27,7 +27,7 @@ sys.path.insert(0, ROOT)
 DATA = os.path.normpath(os.environ.get("FSTOK_SHARED_DATA") or os.path.join(ROOT, "..", "shared", "data"))
 
 import fstok  # noqa: E402
-from fstok.compile.safe_split import boundary_table  # noqa: E402
+from fstok.safe_split import boundary_table  # noqa: E402
 from fstok.parallel import bpe_splitter, encode_long  # noqa: E402
 from fstok.pretokenize import LLAMA3_PAT, QWEN2_PAT, CompiledPattern  # noqa: E402
 

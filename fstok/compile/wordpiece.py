@@ -32,10 +32,16 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
-NONE = 0xFFFFFFFF
+from .. import artifact as art
+from ..loaders.bert import WordPieceSource
+from ..reference.wordpiece import original_maxmatch
+from ..wordpiece_layout import NONE, node_fields  # noqa: F401  (the layout the runtime reads)
+from .bert_normalize import BertNormOptions, build_norm_table, facts
+
 FAIL = 0xFFFFFFFF
 MAX_POPS = 255
 DENSE_FANOUT = 24  # measured trade-off, see docs/wordpiece-tables.md
@@ -43,31 +49,6 @@ DENSE_FANOUT = 24  # measured trade-off, see docs/wordpiece-tables.md
 
 class VocabError(ValueError):
     pass
-
-
-def original_maxmatch(word: str, vocab: dict[str, int], unk: str, prefix: str, max_chars: int) -> list[str]:
-    """The original (quadratic) greedy longest-match-first WordPiece, as HF tokenizers runs it."""
-    if len(word) > max_chars:
-        return [unk]
-    out: list[str] = []
-    start = 0
-    n = len(word)
-    while start < n:
-        end = n
-        cur = None
-        while start < end:
-            sub = word[start:end]
-            if start > 0:
-                sub = prefix + sub
-            if sub in vocab:
-                cur = sub
-                break
-            end -= 1
-        if cur is None:
-            return [unk]
-        out.append(cur)
-        start = end
-    return out
 
 
 @dataclass
@@ -91,15 +72,6 @@ class TrieBuild:
                 self.children[u][b] = nxt
             u = nxt
         return u
-
-
-def node_fields(node: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Unpack state records: (first edge index, number of children (<=255), first label, dense row or 0xFFFF).
-
-    Views of the little-endian uint64 records as uint32 pairs: no 64-bit copies (load time)."""
-    words = np.ascontiguousarray(node).view("<u4")
-    lo, hi = words[0::2], words[1::2]
-    return lo, hi & 0xFF, (hi >> 8) & 0xFF, hi >> 16
 
 
 def build_tables(tokens: list[str], token_to_id: dict[str, int], unk_token: str, prefix: str, max_chars: int,
@@ -243,3 +215,41 @@ def build_tables(tokens: list[str], token_to_id: dict[str, int], unk_token: str,
         "dense_fanout": dense_fanout,
     }
     return sections, meta
+
+
+def compile_source(src: WordPieceSource, name: Optional[str] = None) -> art.Artifact:
+    """The validated WordPiece artifact of a loaded vocabulary (tables, normalization table, vocabulary, meta)."""
+    opts = BertNormOptions(src.clean_text, src.handle_chinese_chars, src.strip, src.lowercase)
+    sections, tmeta = build_tables(src.tokens, src.token_to_id, src.unk_token, src.continuing_subword_prefix,
+                                   src.max_input_chars_per_word)
+    sections.update(build_norm_table(opts))
+    enc = [t.encode("utf-8") for t in src.tokens]
+    offs = np.zeros(len(enc) + 1, dtype=np.uint32)
+    offs[1:] = np.cumsum([len(b) for b in enc])
+    sections["vocab.bytes"] = b"".join(enc) or b"\0"
+    sections["vocab.offs"] = offs
+    sections["wp.suffix_word"] = np.array(tmeta.pop("suffix_word") or [0xFFFFFFFF], dtype=np.uint32)
+    options = {
+        "lowercase": src.lowercase, "strip_accents": src.strip_accents, "strip": src.strip,
+        "handle_chinese_chars": src.handle_chinese_chars, "clean_text": src.clean_text,
+        "unk_token": src.unk_token, "continuing_subword_prefix": src.continuing_subword_prefix,
+        "max_input_chars_per_word": src.max_input_chars_per_word,
+    }
+    meta = {
+        "name": name or src.source_name,
+        "options": options,
+        "special_tokens": src.special_tokens,
+        "cls_token": src.cls_token,
+        "sep_token": src.sep_token,
+        "cls_id": src.token_to_id.get(src.cls_token) if src.cls_token else None,
+        "sep_id": src.token_to_id.get(src.sep_token) if src.sep_token else None,
+        "unk_id": src.token_to_id[src.unk_token],
+        "decoder_prefix": src.decoder_prefix,
+        "decoder_cleanup": src.decoder_cleanup,
+        "unicode_source": facts().source,
+        "n_suffix_word": 0 if sections["wp.suffix_word"][0] == 0xFFFFFFFF else int(len(sections["wp.suffix_word"])),
+        **tmeta,
+    }
+    h = art.source_hash(src.source_bytes, repr(sorted(options.items())))
+    data = art.write_artifact(None, art.KIND_WORDPIECE, meta, sections, facts().unicode_label, h)
+    return art.parse_artifact(data, where=meta["name"] or "<compiled>")

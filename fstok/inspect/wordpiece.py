@@ -12,7 +12,7 @@ from typing import Optional
 import networkx as nx
 import numpy as np
 
-from ..compile.wordpiece import NONE, node_fields
+from ..wordpiece_layout import NONE, node_fields
 
 
 def summary(tok, sample: Optional[str] = None) -> dict:

@@ -10,9 +10,34 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..compile.wordpiece import NONE, node_fields, original_maxmatch  # noqa: F401  (re-exported oracle)
+from ..wordpiece_layout import NONE, node_fields
 
 KIND_REG, KIND_DEL, KIND_SPACE, KIND_ISO, KIND_MAP = 0, 1, 2, 3, 4
+
+
+def original_maxmatch(word: str, vocab: dict[str, int], unk: str, prefix: str, max_chars: int) -> list[str]:
+    """The original (quadratic) greedy longest-match-first WordPiece, as HF tokenizers runs it."""
+    if len(word) > max_chars:
+        return [unk]
+    out: list[str] = []
+    start = 0
+    n = len(word)
+    while start < n:
+        end = n
+        cur = None
+        while start < end:
+            sub = word[start:end]
+            if start > 0:
+                sub = prefix + sub
+            if sub in vocab:
+                cur = sub
+                break
+            end -= 1
+        if cur is None:
+            return [unk]
+        out.append(cur)
+        start = end
+    return out
 
 
 @dataclass

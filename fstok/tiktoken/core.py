@@ -586,7 +586,7 @@ def _registered(name: str, digest: str) -> Encoding:
 
 
 def _from_artifact(name: str, data: bytes) -> Encoding:
-    from ..api import loads
+    from .._load import loads
 
     return Encoding._from_tokenizer(loads(data), name)
 

@@ -37,7 +37,7 @@ import regex
 from ..pretokenize import CL100K_PAT as CL100K_PATTERN  # noqa: E402  (one definition of tiktoken's patterns)
 from ..pretokenize import O200K_PAT as O200K_PATTERN  # noqa: E402
 from ..pretokenize import R50K_PAT as R50K_PATTERN  # noqa: E402
-from ..bpe_reference import fix_surrogates  # noqa: F401  (tiktoken's lone-surrogate rule, one definition)
+from .._text import fix_surrogates  # noqa: F401  (tiktoken's lone-surrogate rule, one definition)
 
 PATTERNS = {
     "gpt2": R50K_PATTERN,

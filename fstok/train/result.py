@@ -22,7 +22,7 @@ import regex
 
 from . import export as _export
 from .pretok import resolve_pattern
-from ..bpe_reference import merge_ranks as _bpe  # the one pure-Python tiktoken merge
+from ..reference.bpe import merge_ranks as _bpe  # the one pure-Python tiktoken merge
 
 
 class TrainedBPE:

@@ -2942,7 +2942,7 @@ out:
     return result;
 }
 
-/* Proven pre-tokenizer boundaries found in C (fstok/compile/safe_split.py builds the tables):
+/* Proven pre-tokenizer boundaries found in C (fstok/safe_split.py builds the tables):
  * cls[cp] is the character class of code point cp, ok[K * c + d] says a position between a class-c and
  * a class-d character is a piece boundary in every parse.  A cut never falls inside an occurrence of a
  * guard string (special and added tokens): the special-token split of each piece is the whole text's. */

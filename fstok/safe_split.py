@@ -291,7 +291,7 @@ def boundary_table(tables, mode: str = "find") -> BoundaryTable:
 # tables), and validated on load; any problem means "recompute".
 def _disk_path(key) -> Optional[str]:
     try:
-        from ..registry import cache_dir
+        from ._cache import cache_dir
 
         with open(__file__, "rb") as f:
             src = hashlib.sha1(f.read()).hexdigest()[:16]

@@ -18,7 +18,8 @@ import unicodedata
 
 import regex
 
-from .loaders.bpe_source import BPESource
+from .._text import fix_surrogates
+from ..loaders.bpe_source import BPESource
 
 
 def merge_ranks(piece: bytes, ranks: dict[bytes, int]) -> list[int]:
@@ -69,15 +70,6 @@ def split_stages(text: str, stages) -> list[str]:
                 out.append(p[last:])
         pieces = out
     return pieces
-
-
-def fix_surrogates(text: str) -> str:
-    """tiktoken's handling of text that is not valid UTF-8 (lone surrogates become U+FFFD)."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 class ReferenceBPE:

@@ -1,0 +1,41 @@
+"""Loading an artifact: read and validate it, then hand it to the runtime class of its kind.
+
+Below the tokenizer modules (which pickle themselves through `loads`) and the API that re-exports it; the
+classes are found by name, so this module imports none of them until an artifact of their kind is loaded.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+from . import artifact as _art
+
+_KIND_LOADERS = {
+    _art.KIND_WORDPIECE: ("fstok.wordpiece", "WordPieceTokenizer"),
+    _art.KIND_BPE: ("fstok.bpe", "BPETokenizer"),
+    _art.KIND_REGEX_DFA: ("fstok.pretokenize", "CompiledPattern"),
+    _art.KIND_SPM: ("fstok.spm", "SentencePieceTokenizer"),
+}
+
+
+def _cls(kind: int):
+    mod, name = _KIND_LOADERS[kind]
+    return getattr(importlib.import_module(mod), name)
+
+
+def _from_artifact(art: _art.Artifact):
+    return _cls(art.kind).from_artifact(art)
+
+
+def load(path: str | os.PathLike, use_mmap: bool = True):
+    """Load a compiled artifact (validated: magic, version, sizes, checksums, table bounds)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"fstok.load expects a path, got {type(path).__name__}")
+    return _from_artifact(_art.read_artifact(path, use_mmap=use_mmap))
+
+
+def loads(data: bytes):
+    """Load an artifact from bytes (the inverse of `tok.to_bytes()`)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"fstok.loads expects bytes, got {type(data).__name__}")
+    return _from_artifact(_art.parse_artifact(bytes(data)))
