@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from typing import Any, Optional
 
 from . import artifact as _art
 
@@ -39,3 +40,10 @@ def loads(data: bytes):
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"fstok.loads expects bytes, got {type(data).__name__}")
     return _from_artifact(_art.parse_artifact(bytes(data)))
+
+
+def fstok_kind(tok: Any) -> Optional[str]:
+    """The kind of a fstok object ("wordpiece", "bpe", "regex_dfa": its class attribute ``_fstok_kind``), else None.
+
+    Modules that handle several kinds ask this instead of importing each class (which would import them back)."""
+    return getattr(type(tok), "_fstok_kind", None)

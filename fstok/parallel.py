@@ -41,7 +41,8 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from .splitters import _WS, ProvenSplitter, bpe_splitter, fstok_kind, safe_split_points
+from ._load import fstok_kind
+from .splitters import _WS, ProvenSplitter, bpe_splitter, safe_split_points
 
 __all__ = ["encode_long", "encode_long_with_offsets", "HFOffsetsAdapter", "lopt_merge", "safe_split_points",
            "max_token_chars", "LoptStats", "ProvenSplitter", "bpe_splitter"]

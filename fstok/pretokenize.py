@@ -353,6 +353,8 @@ def _level(pattern: str, dialect: str) -> DFATables:
 class CompiledPattern:
     """One or more compiled regex DFAs and how to apply them (mode "find" or "split")."""
 
+    _fstok_kind = "regex_dfa"  # fstok._load.fstok_kind
+
     def __init__(self, levels: Sequence[DFATables], mode: str = "find", name: Optional[str] = None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")

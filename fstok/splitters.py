@@ -11,13 +11,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from ._load import fstok_kind
+
 _WS = " \t\n\r"
 _SAFE_SEARCH = 4096  # how far (chars) to look for whitespace around a target split point
-
-
-def fstok_kind(tok: Any) -> Optional[str]:
-    """The kind of a fstok tokenizer ("wordpiece", "bpe": its class attribute ``_fstok_kind``), else None."""
-    return getattr(type(tok), "_fstok_kind", None)
 
 
 def safe_split_points(text: str, parts: int, search: int = _SAFE_SEARCH) -> list[int]:

@@ -22,6 +22,8 @@ from typing import Any, Optional
 
 import numpy as np
 
+from .._load import fstok_kind
+
 _NONE32 = 0xFFFFFFFF
 
 
@@ -130,13 +132,11 @@ def explain(tok: Any, text: str, **kw: Any) -> Explanation:
     """Explain `tok.encode(text, **kw)` step by step (see the module docstring)."""
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
-    from ..bpe import BPETokenizer
     from ..pretokenize import CompiledPattern
-    from ..wordpiece import WordPieceTokenizer
 
-    if isinstance(tok, WordPieceTokenizer):
+    if fstok_kind(tok) == "wordpiece":
         return _explain_wordpiece(tok, text, **kw)
-    if isinstance(tok, BPETokenizer):
+    if fstok_kind(tok) == "bpe":
         return _explain_bpe(tok, text, **kw)
     if isinstance(tok, CompiledPattern):
         if kw:

@@ -20,6 +20,8 @@ from typing import Any, Optional
 import networkx as nx
 import numpy as np
 
+from .._load import fstok_kind
+
 
 def graph(tok: Any, around: Any = None, *, state: Optional[int] = None, depth: int = 2, level: int = 0,
           fanout: int = 8, max_nodes: int = 400) -> nx.MultiDiGraph:
@@ -28,15 +30,13 @@ def graph(tok: Any, around: Any = None, *, state: Optional[int] = None, depth: i
         raise ValueError(f"depth must be a non-negative int, got {depth!r}")
     if not isinstance(fanout, int) or isinstance(fanout, bool) or fanout < 1:
         raise ValueError(f"fanout must be a positive int, got {fanout!r}")
-    from ..bpe import BPETokenizer
     from ..pretokenize import CompiledPattern
-    from ..wordpiece import WordPieceTokenizer
 
-    if isinstance(tok, WordPieceTokenizer):
+    if fstok_kind(tok) == "wordpiece":
         if state is not None and around is not None:
             raise ValueError("give either around= or state=, not both")
         return _wordpiece(tok, around, state, depth, fanout, max_nodes)
-    if isinstance(tok, BPETokenizer):
+    if fstok_kind(tok) == "bpe":
         if around is not None:
             return _bpe(tok, around, depth, fanout, max_nodes)
         cp = CompiledPattern.from_sections(tok._art, "dfa.") if tok._pt_mode in ("find", "split") else None

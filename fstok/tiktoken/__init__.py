@@ -20,6 +20,6 @@ from .registry import get_encoding as get_encoding
 from .registry import list_encoding_names as list_encoding_names
 
 # the tiktoken release whose API and results this module reproduces (code may gate features on it)
-__version__ = "0.14.0"
+from .core import TIKTOKEN_VERSION as __version__
 
 __all__ = ["Encoding", "encoding_for_model", "encoding_name_for_model", "get_encoding", "list_encoding_names"]

@@ -570,19 +570,20 @@ class Encoding:
     # ====================
 
     def __reduce__(self):
-        from . import registry
-
         # registered encodings pickle by name (as in tiktoken); the artifact digest makes the pickle,
         # and so HF datasets' fingerprint, change when the compiled tables do
-        if self is registry.ENCODINGS.get(self.name):
-            return (_registered, (self.name, _digest(self._tok)))
+        reg = _REGISTRY
+        if reg is not None and self is reg.ENCODINGS.get(self.name):
+            return (reg._registered, (self.name, _digest(self._tok)))
         return (_from_artifact, (self.name, self._tok.to_bytes()))
 
 
-def _registered(name: str, digest: str) -> Encoding:
-    from .registry import get_encoding
+#: fstok.tiktoken.registry, which imports this module and sets this when it is imported (an Encoding can be
+#: registered only there, so while it is None nothing is registered)
+_REGISTRY = None
 
-    return get_encoding(name)
+#: the tiktoken release whose API this package follows (fstok.tiktoken.__version__)
+TIKTOKEN_VERSION = "0.14.0"
 
 
 def _from_artifact(name: str, data: bytes) -> Encoding:

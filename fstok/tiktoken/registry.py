@@ -10,9 +10,11 @@ from __future__ import annotations
 import functools
 import importlib
 import pkgutil
+import sys
 import threading
 from typing import Any, Callable, Sequence
 
+from . import core as _core
 from .core import Encoding
 
 _lock = threading.RLock()
@@ -75,7 +77,7 @@ def get_encoding(encoding_name: str) -> Encoding:
             assert ENCODING_CONSTRUCTORS is not None
 
         if encoding_name not in ENCODING_CONSTRUCTORS:
-            from . import __version__
+            from .core import TIKTOKEN_VERSION as __version__
 
             raise ValueError(
                 f"Unknown encoding {encoding_name}.\n"
@@ -101,3 +103,11 @@ def list_encoding_names() -> list[str]:
             _find_constructors()
             assert ENCODING_CONSTRUCTORS is not None
         return list(ENCODING_CONSTRUCTORS)
+
+
+def _registered(name: str, digest: str) -> Encoding:
+    """Unpickle a registered encoding (Encoding.__reduce__): by name, as tiktoken does."""
+    return get_encoding(name)
+
+
+_core._REGISTRY = sys.modules[__name__]
