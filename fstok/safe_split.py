@@ -1,4 +1,4 @@
-"""Proven split points of a compiled pre-tokenizer (issue 5, "safe split" for BPE).
+"""Proven split points of a compiled pre-tokenizer ("safe split" for BPE).
 
 A character position p of a text T = L + R (p = len(L), c = the character before p, d = the one
 at p) is a *proven boundary* of a compiled pattern when the pieces of T are exactly the pieces of

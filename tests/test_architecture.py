@@ -120,7 +120,7 @@ def test_reference_and_runtime_layers_do_not_import_the_compiler():
     graph = import_graph(module_level_only=True)
     runtime = ["fstok", "fstok.api", "fstok.artifact", "fstok.bpe", "fstok.wordpiece", "fstok.pretokenize",
                "fstok.parallel", "fstok.splitters", "fstok.safe_split", "fstok.token_limits", "fstok.decode_stream",
-               "fstok.registry", "fstok._text", "fstok._cache", "fstok.wordpiece_layout"]
+               "fstok.registry", "fstok._text", "fstok._cache", "fstok._load", "fstok.wordpiece_layout"]
     for mod in runtime + [m for m in graph if m.startswith("fstok.reference")]:
         bad = [t for t in graph[mod] if t.startswith("fstok.compile")]
         assert not bad, f"{mod} imports {bad} at module level"
