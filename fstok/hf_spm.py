@@ -22,7 +22,7 @@ import numpy as np
 
 from . import artifact as _art
 from .hf_norm import (WHITE_SPACE, GraphemeTable, NString, build_decoder, build_normalizer, build_pretokenizer)
-from .spm import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, _check_trie, _native
+from .spm_layout import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, _check_trie, _native
 
 
 class HFSentencePieceTokenizer:

@@ -1,0 +1,57 @@
+"""The SentencePiece artifact's layout as the runtime reads it: piece types, flags, section dtypes, the trie
+check and the C module, shared by fstok.spm and fstok.hf_spm (imports nothing from either)."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import artifact as _art
+
+KIND_SPM = _art.KIND_SPM
+
+SPT_NORMAL, SPT_UNKNOWN, SPT_CONTROL, SPT_USER, SPT_UNUSED, SPT_BYTE = 1, 2, 3, 4, 5, 6
+SPF_ADD_DUMMY, SPF_REMOVE_WS, SPF_ESCAPE_WS, SPF_WS_SUFFIX = 1, 2, 4, 8
+SPF_BYTE_FALLBACK, SPF_BPE, SPF_HF, SPF_FUSE_UNK = 16, 32, 64, 128
+_SPACE = "\u2581"
+
+_SECTIONS = {
+    "p_first": "<u4", "p_label": "|u1", "p_target": "<u4", "p_value": "<i4", "p_value2": "<i4",
+    "cm_units": "<u4", "cm_norm": "|u1",
+    "u_first": "<u4", "u_label": "|u1", "u_target": "<u4", "u_value": "<i4",
+    "ptype": "|u1", "byte_id": "<i4", "pieces": "|u1", "piece_off": "<u4",
+}
+
+
+def _native():
+    from .runtime import _spm
+
+    return _spm
+
+
+def _check_trie(a: dict, p: str, n_values: int, where: str, values2: bool = False) -> None:
+    first, label, target, value = a[f"{p}_first"], a[f"{p}_label"], a[f"{p}_target"], a[f"{p}_value"]
+    n = len(value)
+
+    def bad(msg):
+        raise _art.ArtifactError(f"{where}: trie {p!r}: {msg}")
+
+    if n == 0:
+        if len(first) or len(label) or len(target):
+            bad("empty trie with edges")
+        return
+    if len(first) != n + 1 or first[0] != 0 or first[-1] != len(label) or len(label) != len(target):
+        bad("edge ranges do not match the edge arrays")
+    if np.any(np.diff(first.astype(np.int64)) < 0):
+        bad("edge ranges are not monotonic")
+    if len(target):
+        owner = np.repeat(np.arange(n, dtype=np.int64), np.diff(first.astype(np.int64)))
+        if np.any(target.astype(np.int64) <= owner) or np.any(target >= n):
+            bad("an edge does not lead to a later node")
+        same = owner[1:] == owner[:-1]
+        if np.any(same & (label[1:] <= label[:-1])):
+            bad("labels are not strictly sorted within a node")
+    if np.any(value < -1) or np.any(value >= n_values):
+        bad("a value is out of range")
+    if values2:
+        v2 = a[f"{p}_value2"]
+        if len(v2) != n or np.any(v2 < -1) or np.any(v2 >= n_values):
+            bad("value2 is out of range")
