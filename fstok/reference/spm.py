@@ -310,12 +310,13 @@ class SentencePieceReference:
                 if t == UNUSED:
                     continue
                 end = st + ln
-                # float arithmetic throughout, as the library's binaries compute it (ties depend on it)
+                # path scores accumulate in double (what sentencepiece 0.2.x computes: on long inputs
+                # float accumulation rounds ties differently); piece scores are the file's floats
                 if t == USER_DEFINED:
-                    score = f32(f32(float(ln) * max_score) - 0.1)
+                    score = f32(float(ln) * max_score) - 0.1
                 else:
                     score = self.scores[pid]
-                cand = f32(score + here)
+                cand = score + here
                 if start[end] == -1 or cand > best[end]:
                     best[end] = cand
                     start[end] = st
@@ -324,7 +325,7 @@ class SentencePieceReference:
                     single = True
             if not single:
                 end = st + mblen
-                cand = f32(unk_score + here)
+                cand = unk_score + here
                 if start[end] == -1 or cand > best[end]:
                     best[end] = cand
                     start[end] = st
