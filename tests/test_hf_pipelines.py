@@ -158,6 +158,19 @@ def test_real_file_matches_hf(rel, needs_pp, sample):
             assert tok.decode(e.ids, sk) == hf.decode(e.ids, skip_special_tokens=sk), (rel, s[:80])
 
 
+@pytest.mark.parametrize("rel", ["bytelevel-bpe/roberta-base/tokenizer.json"])
+def test_compiled_segments_equal_python_stages(rel, sample):
+    """The C tables between added tokens give what the Python stages give (ids, offsets)."""
+    path = os.path.join(MODELS, rel)
+    fast = PipelineTokenizer.from_file(path)
+    slow = PipelineTokenizer.from_file(path, compiled=False)
+    assert fast._inner is not None and slow._inner is None
+    for s in sample:
+        for ast in (False, True):
+            assert fast.encode_with_offsets(s, add_special_tokens=ast) == slow.encode_with_offsets(s, add_special_tokens=ast)
+            assert fast.encode(s, add_special_tokens=ast) == slow.encode(s, add_special_tokens=ast)
+
+
 def test_compile_routes_pipelines():
     tok = fstok.compile(os.path.join(MODELS, "bytelevel-bpe/falcon-7b/tokenizer.json"))
     assert isinstance(tok, PipelineTokenizer)

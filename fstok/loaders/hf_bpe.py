@@ -118,6 +118,11 @@ def load_tokenizer_json(path: str | os.PathLike, name: str | None = None) -> BPE
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise _fail(p, f"not valid JSON ({e})") from None
+    return source_from_obj(obj, p, name)
+
+
+def source_from_obj(obj: Any, p: str, name: str | None = None) -> BPESource:
+    """The BPESource of a parsed tokenizer.json (p: its path, for messages and the source identity)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
         raise _fail(p, "not a tokenizer.json (no 'model' object)")
     model = obj["model"]

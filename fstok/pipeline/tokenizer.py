@@ -9,8 +9,10 @@
 Exactly HF `tokenizers` 0.23.3 `Tokenizer.encode(text, add_special_tokens=...)` (ids, offsets) and
 `decode(ids, skip_special_tokens=...)` for the components of fstok.pipeline; a component it does not
 implement raises UnsupportedComponent (a ValueError) naming it and the file when the file is read.
-The stages run in Python (regexes on fstok's compiled DFAs): an exact pipeline for every file, slower than
-the compiled byte-level BPE (`fstok.bpe.BPETokenizer`), which `fstok.compile` picks where it applies.
+The stages run in Python (regexes on fstok's compiled DFAs), except that the text between added tokens is
+encoded by the compiled byte-level BPE tables (C) when the file has no normalizer, a pre-tokenizer those tables
+express (without a prefix space) and a plain byte-level BPE model with every single byte (RoBERTa, Whisper);
+offsets then come from the tokens' byte lengths.  `compiled=False` keeps every stage in Python.
 """
 from __future__ import annotations
 
@@ -56,7 +58,7 @@ def _post_processor(cfg: Any, where: str):
 class PipelineTokenizer:
     """An HF tokenizer.json run stage by stage with HF's semantics (see the module docstring)."""
 
-    def __init__(self, obj: dict, where: str = "tokenizer.json", name: Optional[str] = None):
+    def __init__(self, obj: dict, where: str = "tokenizer.json", name: Optional[str] = None, compiled: bool = True):
         self.where = where
         self.name = name or os.path.basename(os.path.dirname(os.path.abspath(where))) or "tokenizer"
         for key in ("truncation", "padding"):
@@ -96,15 +98,55 @@ class PipelineTokenizer:
                 specials.add(c)
         self.added = AddedVocabulary(list(by_id.values()), self.normalizer, frozenset(specials))
         self.special_tokens = {c: by_content[c] for c in specials}
+        self._inner = self._byte_level_tables(obj, where) if compiled else None
         ids = set(self.model.vocab_r) | set(self.added.by_id)
         self.n_vocab = (max(ids) + 1) if ids else 0
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike, name: Optional[str] = None) -> "PipelineTokenizer":
+    def from_file(cls, path: str | os.PathLike, name: Optional[str] = None, compiled: bool = True) -> "PipelineTokenizer":
+        """compiled=False keeps every stage in Python (the oracle of the compiled path)."""
         p = os.fspath(path)
-        return cls(_load_json(p), p, name)
+        return cls(_load_json(p), p, name, compiled)
+
+    def _byte_level_tables(self, obj: dict, where: str):
+        """The compiled byte-level BPE (C) for the text between added tokens, where it computes exactly
+        what the pre-tokenizer and model stages compute: no normalizer, a pre-tokenizer the tables
+        express without a prefix space, a plain byte-level BPE.  None otherwise."""
+        if self.normalizer is not None or not isinstance(self.model, _models.BPE):
+            return None
+        m = self.model
+        if m.prefix or m.suffix or m.unk_token is not None:
+            return None
+        from ..bpe import BPETokenizer
+        from ..loaders.hf_bpe import source_from_obj
+
+        try:
+            src = source_from_obj(dict(obj, added_tokens=[], normalizer=None), where, self.name)
+            if src.add_prefix_space or src.normalizer is not None:
+                return None
+            inner = BPETokenizer.from_source(src)
+        except ValueError:
+            return None
+        import numpy as np
+
+        lens = np.diff(inner._tables["dec_off"].astype(np.int64))
+        return inner, lens
 
     # ------------------------------------------------------------------ encoding
+    def _ids(self, text: str) -> list[int]:
+        """The ids of _tokens(text), without offsets and token strings where the C tables run."""
+        if self._inner is None:
+            return self._tokens(text)[0]
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        ids: list[int] = []
+        for piece, tok in self.added.extract_and_normalize(text):
+            if tok is not None:
+                ids.append(tok.id)
+            else:
+                self._compiled_piece(piece.text, 0, ids, None, None, None, 0)
+        return ids
+
     def _tokens(self, text: str):
         """(ids, token strings, offsets, word indices) before post-processing (HF's Encoding of one text)."""
         if not isinstance(text, str):
@@ -123,6 +165,9 @@ class PipelineTokenizer:
                 words.append(w)
                 w += 1
                 continue
+            if self._inner is not None:
+                w = self._compiled_piece(piece.text, piece.span()[0], ids, toks, offs, words, w)
+                continue
             pieces = self.pre_tokenizer.split([piece]) if self.pre_tokenizer is not None else [piece]
             for p in pieces:
                 for i, a, b in self.model.tokenize(p.text):
@@ -132,6 +177,34 @@ class PipelineTokenizer:
                     words.append(w)
                 w += 1
         return ids, toks, offs, words
+
+    def _compiled_piece(self, text: str, base: int, ids, toks, offs, words, w: int) -> int:
+        """Encode an unnormalized stretch of text with the C tables; offsets from the tokens' byte lengths."""
+        import numpy as np
+
+        inner, lens = self._inner
+        got = inner.encode(text, disallowed_special=())
+        if not got:
+            return w
+        if offs is None:  # ids only
+            ids.extend(got)
+            return w + 1
+        vr = self.model.vocab_r
+        ln = lens[np.asarray(got, dtype=np.int64)]
+        ends = np.cumsum(ln)
+        starts = ends - ln
+        if not text.isascii():
+            data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+            ci = np.cumsum((data & 0xC0) != 0x80) - 1  # the char holding each byte
+            starts = ci[starts]
+            ends = ci[ends - 1] + 1
+        starts = (starts + base).tolist()
+        ends = (ends + base).tolist()
+        ids.extend(got)
+        toks.extend(vr[i] for i in got)
+        offs.extend(zip(starts, ends))
+        words.extend([w] * len(got))  # word ids are not tracked on this path
+        return w + 1
 
     def _encoding(self, text: str, add_special_tokens: bool):
         ids, toks, offs, words = self._tokens(text)
@@ -145,7 +218,7 @@ class PipelineTokenizer:
     def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
         """Token ids of text (HF `encode(text, add_special_tokens=...).ids`)."""
         if not add_special_tokens or self.post_processor is None:
-            return self._tokens(text)[0]
+            return self._ids(text)
         return self._encoding(text, True)[0]
 
     def encode_with_offsets(self, text: str, *, add_special_tokens: bool = False) -> tuple[list[int], list[tuple[int, int]]]:
@@ -157,7 +230,7 @@ class PipelineTokenizer:
         return [self.encode(t, add_special_tokens=add_special_tokens) for t in texts]
 
     def count(self, text: str) -> int:
-        return len(self._tokens(text)[0])
+        return len(self._ids(text))
 
     # ------------------------------------------------------------------ decoding
     def id_to_token(self, i: int) -> Optional[str]:
