@@ -134,9 +134,9 @@ class _RegexSpanner:
 
 
 #: pieces per thread of a long text cut at proven boundaries (more pieces balance the threads' loads; each
-#: piece costs a little setup).  8 rather than 4 (stop 14): the threads' last pieces end closer together;
-#: 16-core lent machine, same process, 1 MB: 16 threads 0.104-0.159 of one-shot vs 0.109-0.173 with 4,
-#: 2 threads 0.50-0.65 vs 0.54-0.69 (docs/parallel.md "Stop 14 (lead)")
+#: piece costs a little setup).  8 rather than 4: the threads' last pieces end closer together (16 cores,
+#: 1 MB, same process: 16 threads 0.104-0.159 of one-shot vs 0.109-0.173 with 4; 2 threads 0.50-0.65 vs
+#: 0.54-0.69; docs/bench/long.md)
 _PARTS_PER_THREAD = max(1, int(os.environ.get("FSTOK_SPLIT_PARTS", "8") or 8))
 
 
@@ -683,7 +683,7 @@ class BPETokenizer:
 
         num_threads > 1 on a long text (>= PARALLEL_THRESHOLD characters): the text is cut at positions the
         compiled pre-tokenizer proves are piece boundaries, and the parts are encoded on that many C threads
-        (exact: the same ids as one thread; docs/parallel.md)."""
+        (exact: the same ids as one thread; docs/design/parallel.md)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)

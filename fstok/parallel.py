@@ -15,7 +15,7 @@ Two strategies, both exact (equal to one-shot ``tokenizer.encode(text)``):
   native threads (GIL released) and concatenated: no overlap work at all.
 
 * ``"safe"`` for fstok BPE: the text is cut at positions the compiled pre-tokenizer DFA *proves* are piece
-  boundaries in every parse (``fstok.safe_split``; proof and numbers in docs/parallel.md), never
+  boundaries in every parse (``fstok.safe_split``; proof and numbers in docs/design/parallel.md), never
   inside a special / added token, and the pieces are encoded on threads and concatenated.
 
 ``strategy="auto"`` uses "safe" for fstok WordPiece tokenizers (when the pieces cannot contain a
@@ -511,7 +511,7 @@ def _safe_bpe(tok: Any, text: str, num_threads: int, chunk: Optional[int], encod
 # How the pieces are encoded: "threads" (persistent Python threads calling tok.encode: the GIL-bound UTF-8
 # conversion and result list of one piece overlap the BPE of the others) or "batch" (one encode_batch call:
 # C threads, but those steps run one after the other).  None: threads up to _THREADS_MAX, batch above
-# (16 Python threads contend for the GIL; measured on a 16-core machine, docs/parallel.md).
+# (16 Python threads contend for the GIL; measured on a 16-core machine, docs/bench/long.md).
 _PIECES_MODE: Optional[str] = None
 _THREADS_MAX = 8
 _pools: dict = {}

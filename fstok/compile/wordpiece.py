@@ -44,7 +44,7 @@ from .bert_normalize import BertNormOptions, build_norm_table, facts
 
 FAIL = 0xFFFFFFFF
 MAX_POPS = 255
-DENSE_FANOUT = 24  # measured trade-off, see docs/wordpiece-tables.md
+DENSE_FANOUT = 24  # measured trade-off, see docs/design/wordpiece.md ("Size against lookups per byte")
 
 
 class VocabError(ValueError):

@@ -4,7 +4,7 @@
   HF tokenizers' WordPiece model runs it on one word.
 * `TableExecutor` - runs the *same compiled tables* as the C runtime (dense delta'/sigma' rows,
   sparse edges, failure links and pops, the normalization table) one byte at a time, and
-  counts table lookups (for `fstok inspect` and docs/wordpiece-tables.md).
+  counts table lookups (for `fstok inspect` and docs/design/wordpiece.md).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Byte-level BPE training (issue 6; docs/training.md).
+"""Byte-level BPE training (docs/design/training.md).
 
     tok = fstok.train_bpe("corpus.txt", 32000, pattern="o200k_base", special_tokens=["<|endoftext|>"])
     tok.encode("hello"); tok.decode(ids)
