@@ -16,6 +16,19 @@ from .artifact import ArtifactError
 from .decode_stream import DecodeStream
 
 
+def __getattr__(name: str):
+    # the HF face is imported on first use, keeping `import fstok` cheap
+    if name == "Tokenizer":
+        from .hf_tokenizer import Tokenizer
+
+        return Tokenizer
+    if name == "Encoding":
+        from .hf_encoding import Encoding
+
+        return Encoding
+    raise AttributeError(f"module 'fstok' has no attribute {name!r}")
+
+
 def pretokenize(name_or_pattern: str, text: str) -> list[tuple[int, int]]:
     """Spans (character offsets) of the pre-tokenization regex `name_or_pattern` over `text`."""
     from .pretokenize import pretokenize as _p
@@ -30,4 +43,4 @@ def train_bpe(files_or_iterable, vocab_size: int, pattern: str = "r50k_base", sp
     return _t(files_or_iterable, vocab_size, pattern=pattern, special_tokens=special_tokens, **kw)
 
 
-__all__ = ["compile", "load", "loads", "get_encoding", "list_encodings", "pretokenize", "train_bpe", "ArtifactError", "DecodeStream"]
+__all__ = ["compile", "load", "loads", "get_encoding", "list_encodings", "pretokenize", "train_bpe", "ArtifactError", "DecodeStream", "Tokenizer", "Encoding"]

@@ -339,7 +339,7 @@ class WordPieceTokenizer:
     #: texts at least this long are split across threads by encode(..., num_threads=N)
     PARALLEL_THRESHOLD = 256_000
 
-    def encode(self, text: str, add_special_tokens: bool = False,
+    def encode(self, text: str, *, add_special_tokens: bool = False,
                allowed_special: Union[Literal["all"], Collection[str]] = (),
                num_threads: Optional[int] = None) -> list[int]:
         """Token ids of `text` (BERT normalization + pre-tokenization + WordPiece, one pass).
@@ -380,7 +380,7 @@ class WordPieceTokenizer:
     def encode_ordinary(self, text: str) -> list[int]:
         return self._encode_one(text, False, (), False)
 
-    def encode_with_offsets(self, text: str, add_special_tokens: bool = False,
+    def encode_with_offsets(self, text: str, *, add_special_tokens: bool = False,
                             allowed_special: Union[Literal["all"], Collection[str]] = ()):
         """(ids, offsets): offsets are (start, end) character positions in the original `text`."""
         return self._encode_one(text, True, allowed_special, add_special_tokens)

@@ -1739,7 +1739,7 @@ static PyObject *fast_encode(PyObject *st, PyObject *const *args, Py_ssize_t nar
 
 static PyMethodDef fast_encode_def = {
     "encode", (PyCFunction)(void (*)(void))fast_encode, METH_FASTCALL | METH_KEYWORDS,
-    "encode(text, add_special_tokens=False, allowed_special=(), num_threads=None) -> list[int]\n\n"
+    "encode(text, *, add_special_tokens=False, allowed_special=(), num_threads=None) -> list[int]\n\n"
     "Token ids of text (BERT normalization + pre-tokenization + WordPiece in one pass); see\n"
     "fstok.WordPieceTokenizer.encode. Plain encode(text) runs in C; other calls go to that method."};
 
@@ -2331,6 +2331,30 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         if (nthreads > 1 && (size_t)nthreads > cap) nthreads = (int)cap;
     }
     run_jobs(&self->t, s, n, outs, (size_t)cnt, word, nthreads);
+    if (mode == 4) {
+        /* (all ids as one uint32 buffer, each text's count as int64): a batch for numpy without a
+         * Python int or list per token (fstok.Tokenizer.encode_batch_numpy) */
+        size_t total = 0;
+        for (Py_ssize_t i = 0; i < cnt; i++) {
+            if (outs[i].oom) { PyErr_NoMemory(); goto done; }
+            total += outs[i].n;
+        }
+        PyObject *ids = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(total * 4));
+        PyObject *lens = ids ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(cnt * 8)) : NULL;
+        if (ids && lens) {
+            char *dst = PyBytes_AS_STRING(ids);
+            int64_t *ln = (int64_t *)PyBytes_AS_STRING(lens);
+            for (Py_ssize_t i = 0; i < cnt; i++) {
+                if (outs[i].n) memcpy(dst, outs[i].ids, outs[i].n * 4);
+                dst += outs[i].n * 4;
+                ln[i] = (int64_t)outs[i].n;
+            }
+            result = PyTuple_Pack(2, ids, lens);
+        }
+        Py_XDECREF(ids);
+        Py_XDECREF(lens);
+        goto done;
+    }
     result = PyList_New(cnt);
     if (!result) goto done;
     {

@@ -1,0 +1,146 @@
+"""A padded, truncated batch as numpy arrays for `fstok.Tokenizer.encode_batch_numpy`.
+
+The compiled core returns all ids of the batch as one uint32 array and a count per text; truncation, the
+post-processor's special tokens and padding are then placed with a few vectorized numpy operations over the
+whole batch (no Python object per token). The rows equal `Tokenizer.encode_batch(...)`'s ids, type ids and
+attention masks (the first window of each text: overflowing windows are not rows here).
+
+The post-processor's layout is read by running it once on symbolic one-token sequences: the result lists the
+special tokens, where sequence A and B go and the type id of every position, for any supported processor.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional, Sequence
+
+import numpy as np
+
+from .hf_encoding import Encoding
+from .postprocess import finish
+
+__all__ = ["encode_batch_numpy", "layout"]
+
+
+def layout(processor, pair: bool, add_special_tokens: bool) -> list[tuple[object, int]]:
+    """[(piece, type_id)]: piece is "A", "B" or a special token id, in the order the processor emits them."""
+    a = Encoding.from_tokens([-1], ["A"], [(0, 1)], [0], type_id=0)
+    b = Encoding.from_tokens([-2], ["B"], [(0, 1)], [0], type_id=1) if pair else None
+    enc = finish(processor, a, b, add_special_tokens)
+    out: list[tuple[object, int]] = []
+    for i, t in zip(enc._ids, enc._type_ids):
+        out.append(("A" if i == -1 else "B" if i == -2 else i, t))
+    if [p for p, _ in out].count("A") != 1 or [p for p, _ in out].count("B") != (1 if pair else 0):
+        raise NotImplementedError("post-processor repeats or drops a sequence: use encode_batch")
+    return out
+
+
+def _truncate_lengths(la: np.ndarray, lb: Optional[np.ndarray], max_length: int, strategy: str):
+    """Per-row kept lengths, as HF's truncate_encodings (first window)."""
+    if lb is None:
+        if strategy == "only_second":
+            if np.any(la > max_length):
+                raise ValueError("Truncation error: Second sequence not provided")
+            return la, None
+        return np.minimum(la, max_length), None
+    total = la + lb
+    over = total > max_length
+    if strategy == "longest_first":
+        n1 = np.minimum(la, lb)
+        n2 = np.where(n1 > max_length, n1, np.maximum(n1, max_length - n1))
+        both = n1 + n2 > max_length
+        n1 = np.where(both, max_length // 2, n1)
+        n2 = np.where(both, max_length // 2 + max_length % 2, n2)
+        swap = la > lb
+        ka, kb = np.where(swap, n2, n1), np.where(swap, n1, n2)
+        return np.where(over, np.minimum(la, ka), la), np.where(over, np.minimum(lb, kb), lb)
+    to_remove = total - max_length
+    if strategy == "only_first":
+        if np.any(over & (la <= to_remove)):
+            raise ValueError("Truncation error: Sequence to truncate too short to respect the provided max_length")
+        return np.where(over, la - to_remove, la), lb
+    if np.any(over & (lb <= to_remove)):
+        raise ValueError("Truncation error: Sequence to truncate too short to respect the provided max_length")
+    return la, np.where(over, lb - to_remove, lb)
+
+
+def _check_texts(xs, what: str) -> list[str]:
+    if isinstance(xs, str) or not isinstance(xs, (list, tuple)):
+        raise TypeError(f"encode_batch_numpy: {what} must be a list of str, got {type(xs).__name__}")
+    xs = list(xs)
+    for i, t in enumerate(xs):
+        if not isinstance(t, str):
+            raise TypeError(f"encode_batch_numpy: {what}[{i}] must be a str, got {type(t).__name__} "
+                            "(pairs go in pair=, pre-tokenized input through encode_batch)")
+    return xs
+
+
+def encode_batch_numpy(tok, texts: Sequence[str], pair: Optional[Sequence[str]] = None, add_special_tokens: bool = True,
+                       num_threads: Optional[int] = None, dtype=np.int64) -> dict[str, np.ndarray]:
+    texts = _check_texts(texts, "texts")
+    if pair is not None:
+        pair = _check_texts(pair, "pair")
+        if len(pair) != len(texts):
+            raise ValueError(f"encode_batch_numpy: {len(texts)} texts but {len(pair)} pairs")
+    if num_threads is None:
+        num_threads = os.cpu_count() or 1
+    B = len(texts)
+    fa, la = tok._core.ids_batch(texts, num_threads)
+    fb = lb = None
+    if pair is not None:
+        fb, lb = tok._core.ids_batch(pair, num_threads)
+    lay = layout(tok._processor, pair is not None, add_special_tokens)
+    n_added = sum(1 for p, _ in lay if p not in ("A", "B"))
+    ka, kb = la, lb
+    direction = "right"
+    tr = tok._truncation
+    if tr is not None:
+        m = tr["max_length"] - (n_added if add_special_tokens else 0)
+        m = max(m, 0)
+        ka, kb = _truncate_lengths(la, lb, m, tr["strategy"])
+        direction = tr["direction"]
+    rows = ka + (kb if kb is not None else 0) + n_added
+    pd = tok._padding
+    if pd is not None:
+        width = pd["length"] if pd["length"] is not None else int(rows.max(initial=0))
+        mult = pd["pad_to_multiple_of"]
+        if mult and width % mult:
+            width += mult - width % mult
+        width = max(width, int(rows.max(initial=0)))
+        if np.any(rows > width):
+            raise ValueError("encode_batch_numpy: rows are longer than the padding length (enable truncation)")
+        pad_id, pad_type, pad_left = pd["pad_id"], pd["pad_type_id"], pd["direction"] == "left"
+    else:
+        width = int(rows.max(initial=0))
+        if B and np.any(rows != width):
+            raise ValueError("encode_batch_numpy: rows of different lengths need padding (enable_padding)")
+        pad_id = pad_type = 0
+        pad_left = False
+    ids = np.full((B, width), pad_id, dtype=dtype)
+    types = np.full((B, width), pad_type, dtype=dtype)
+    mask = np.zeros((B, width), dtype=dtype)
+    shift = (width - rows) if pad_left else np.zeros(B, dtype=np.int64)
+    col = shift.copy()
+    ar = np.arange(B)
+    for piece, type_id in lay:
+        if piece in ("A", "B"):
+            flat, full_len, kept = (fa, la, ka) if piece == "A" else (fb, lb, kb)
+            tot = int(kept.sum())
+            if tot:
+                starts = np.cumsum(full_len) - full_len
+                if direction == "left":
+                    starts = starts + (full_len - kept)
+                r = np.repeat(ar, kept)
+                within = np.arange(tot) - np.repeat(np.cumsum(kept) - kept, kept)
+                c = np.repeat(col, kept) + within
+                ids[r, c] = flat[np.repeat(starts, kept) + within]
+                types[r, c] = type_id
+            col = col + kept
+        else:
+            if B:
+                ids[ar, col] = piece
+                types[ar, col] = type_id
+            col = col + 1
+    if B:
+        r = np.arange(width)
+        mask[(r[None, :] >= shift[:, None]) & (r[None, :] < (shift + rows)[:, None])] = 1
+    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}

@@ -1,0 +1,532 @@
+"""`fstok.Tokenizer`: the API of HF `tokenizers.Tokenizer` over fstok's compiled core.
+
+    tok = fstok.Tokenizer.from_file("tokenizer.json")          # or from_str(json), from_pretrained(dir or repo id)
+    enc = tok.encode("question", "context")                    # Encoding: ids, type_ids, offsets, word_ids, ...
+    tok.enable_truncation(128, stride=32); tok.enable_padding()
+    batch = tok.encode_batch_numpy(texts)                      # {"input_ids", "attention_mask", "token_type_ids"}
+
+The tokenizer.json is read once: its model, normalizer and pre-tokenizer are compiled by `fstok.compile`
+(the artifact is cached by the content hash of those parts), while the post-processor, truncation, padding,
+added tokens and decoder are applied here with HF's semantics (`fstok.postprocess`, `fstok.hf_encoding`,
+`fstok.hf_decode`). A compiled core plugs in through `_Core`: anything that gives, per text, the token ids,
+their character offsets and their pre-tokenizer word indices.
+"""
+from __future__ import annotations
+
+import copy
+import glob
+import hashlib
+import json
+import os
+import tempfile
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from .hf_encoding import Encoding, pad_encodings
+from .postprocess import PostProcessor, finish, num_special_tokens_to_add
+
+__all__ = ["Tokenizer"]
+
+_STRATEGIES = {"LongestFirst": "longest_first", "OnlyFirst": "only_first", "OnlySecond": "only_second"}
+_STRATEGIES_JSON = {v: k for k, v in _STRATEGIES.items()}
+_DIRECTIONS = {"Right": "right", "Left": "left"}
+_DIRECTIONS_JSON = {v: k for k, v in _DIRECTIONS.items()}
+# the parts of a tokenizer.json that the compiled core depends on (the rest is applied by this module)
+_CORE_KEYS = ("model", "normalizer", "pre_tokenizer", "added_tokens")
+
+
+def _cache_dir() -> str:
+    from .registry import cache_dir
+
+    return cache_dir()
+
+
+# ---------------------------------------------------------------------------------------------- cores
+class _Core:
+    """What the face needs from a compiled tokenizer (one subclass per kind)."""
+
+    def model_encode(self, text: str) -> tuple[list[int], list[tuple[int, int]], list[Optional[int]]]:
+        """(ids, character offsets into `text`, word index per token) before any post-processing."""
+        raise NotImplementedError
+
+    def ids_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
+        """(all ids as one uint32 array, int64 count per text), without Python objects per token."""
+        raise NotImplementedError
+
+
+class _WordPieceCore(_Core):
+    def __init__(self, tok, added: dict[str, int], id_to_token: list[Optional[str]]):
+        self.tok = tok
+        self.allowed = [c for c in added if c in tok.special_tokens]
+        prefix = tok.continuing_subword_prefix
+        if not prefix:
+            raise NotImplementedError("WordPiece without a continuing_subword_prefix: word ids cannot be derived")
+        # a token continues the word before it iff its vocabulary string carries the prefix (the first
+        # piece of a BERT word never starts with '#', which BertPreTokenizer splits off as punctuation)
+        cont = np.zeros(len(id_to_token), dtype=bool)
+        for i, t in enumerate(id_to_token):
+            if t is not None and t.startswith(prefix) and t not in added:
+                cont[i] = True
+        self.cont = cont
+
+    def model_encode(self, text):
+        ids, offs = self.tok.encode_with_offsets(text, allowed_special=self.allowed)
+        if not ids:
+            return [], [], []
+        starts = ~self.cont[np.asarray(ids, dtype=np.int64)]
+        words = (np.cumsum(starts) - 1).tolist()
+        return ids, offs, words
+
+    def ids_batch(self, texts, num_threads):
+        if self.allowed and any(s in t for t in texts for s in self.allowed):
+            res = [np.asarray(self.tok.encode(t, allowed_special=self.allowed), dtype=np.uint32) for t in texts]
+            lens = np.fromiter((len(r) for r in res), dtype=np.int64, count=len(res))
+            return (np.concatenate(res) if res else np.zeros(0, np.uint32)), lens
+        ids, lens = self.tok._model.encode_batch(texts, num_threads, 4)
+        return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(lens, dtype=np.int64)
+
+
+class _BPECore(_Core):
+    def __init__(self, tok, added: dict[str, int], id_to_token):
+        self.tok = tok
+        if tok._normalizer:
+            raise NotImplementedError(f"offsets through the {tok._normalizer} normalizer are not mapped yet")
+        self.allowed = frozenset(tok.special_tokens)
+        off = np.asarray(tok._dec_off, dtype=np.int64)
+        self.tok_len = off[1:] - off[:-1]  # bytes of each token
+        for c, i in added.items():
+            if i < len(self.tok_len):
+                self.tok_len[i] = len(c.encode("utf-8"))
+
+    def _pieces(self, used: str) -> list[tuple[int, int, bool]]:
+        """(start, end, is_added_token) character spans of the pre-tokenizer words of the encoded text."""
+        tok = self.tok
+        raw = dict(tok._added_raw)
+        raw.update(tok._special_tokens)
+        out: list[tuple[int, int, bool]] = []
+        pos = 0
+        for seg, tid in tok._split_literals(used, raw):
+            if tid is not None:
+                out.append((pos, pos + len(seg), True))
+            else:
+                for sub, tid2 in tok._split_literals(seg, tok._added_norm):
+                    if tid2 is not None:
+                        out.append((pos, pos + len(sub), True))
+                    else:
+                        spans: list[int] = []
+                        tok._spanner.char_spans(sub, pos, spans)
+                        out.extend((spans[k], spans[k + 1], False) for k in range(0, len(spans), 2))
+                    pos += len(sub)
+                continue
+            pos += len(seg)
+        return out
+
+    def model_encode(self, text):
+        tok = self.tok
+        (ids, starts), used = tok._run(text, self.allowed, 3)
+        if not ids:
+            return [], [], []
+        bs = np.frombuffer(starts, dtype=np.uint32).astype(np.int64)
+        be = bs + self.tok_len[np.asarray(ids, dtype=np.int64)]
+        d = np.frombuffer(used.encode("utf-8"), dtype=np.uint8)
+        cum = np.zeros(len(d) + 1, dtype=np.int64)
+        np.cumsum((d & 0xC0) != 0x80, out=cum[1:])
+        cs = cum[np.minimum(bs + 1, len(d))] - 1  # the character holding the token's first byte
+        ce = cum[np.minimum(be, len(d))]          # one past the character holding its last byte
+        if used != text:
+            cs, ce = _map_inserted_spaces(used, text, cs, ce)
+        pieces = self._pieces(used)
+        pstarts = np.fromiter((p[0] for p in pieces), dtype=np.int64, count=len(pieces))
+        words = (np.searchsorted(pstarts, cum[np.minimum(bs + 1, len(d))] - 1, side="right") - 1).tolist()
+        return ids, list(zip(cs.tolist(), ce.tolist())), words
+
+    def ids_batch(self, texts, num_threads):
+        res = [np.asarray(r, dtype=np.uint32) for r in
+               self.tok.encode_batch(texts, num_threads=num_threads, allowed_special="all", disallowed_special=())]
+        lens = np.fromiter((len(r) for r in res), dtype=np.int64, count=len(res))
+        return (np.concatenate(res) if res else np.zeros(0, np.uint32)), lens
+
+
+def _map_inserted_spaces(used: str, text: str, cs: np.ndarray, ce: np.ndarray):
+    """Offsets in `used` (the text with prefix spaces inserted) mapped to `text`: an inserted space takes the
+    span of the character it precedes, as HF's `prepend` aligns it."""
+    a = np.empty(len(used), dtype=np.int64)
+    b = np.empty(len(used), dtype=np.int64)
+    j = 0
+    for i, c in enumerate(used):
+        if j < len(text) and text[j] == c:
+            a[i], b[i] = j, j + 1
+            j += 1
+        else:
+            a[i], b[i] = j, min(j + 1, len(text))
+    if len(used) == 0:
+        return cs, ce
+    return a[np.clip(cs, 0, len(used) - 1)], b[np.clip(ce - 1, 0, len(used) - 1)]
+
+
+def _compile_core(obj: dict, source: str):
+    """The compiled fstok tokenizer for the core parts of `obj`, from the artifact cache when present."""
+    import fstok
+
+    core_obj = {k: obj.get(k) for k in _CORE_KEYS}
+    core_obj.update({"version": obj.get("version", "1.0"), "truncation": None, "padding": None,
+                     "post_processor": None, "decoder": obj.get("decoder")})
+    data = json.dumps(core_obj, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    key = hashlib.sha256(data + fstok.__version__.encode()).hexdigest()[:24]
+    path = os.path.join(_cache_dir(), f"hf-{key}.fst")
+    if os.path.exists(path):
+        try:
+            return fstok.load(path)
+        except Exception:  # a damaged or stale cache entry is rebuilt below
+            pass
+    os.makedirs(_cache_dir(), exist_ok=True)
+    with tempfile.TemporaryDirectory() as td:
+        p = os.path.join(td, "tokenizer.json")
+        with open(p, "wb") as f:
+            f.write(data)
+        try:
+            tok = fstok.compile(p)
+        except (ValueError, NotImplementedError) as e:
+            raise NotImplementedError(f"{source}: fstok cannot compile this tokenizer: "
+                                      f"{str(e).replace(p, 'tokenizer.json')}") from None
+    tmp = f"{path}.{os.getpid()}.tmp"
+    tok.save(tmp)
+    os.replace(tmp, path)
+    return fstok.load(path)
+
+
+# ---------------------------------------------------------------------------------------------- face
+def _is_text(x) -> bool:
+    return isinstance(x, str)
+
+
+class Tokenizer:
+    """HF `tokenizers.Tokenizer` semantics over a compiled fstok tokenizer."""
+
+    def __init__(self, obj: dict, source: str = "<tokenizer.json>", _core=None):
+        if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
+            raise ValueError(f"{source}: not a tokenizer.json (no 'model' object)")
+        self._obj = obj
+        self._source = source
+        model = obj["model"]
+        vocab = model.get("vocab")
+        id_to_token: list[Optional[str]]
+        if isinstance(vocab, dict):
+            n = max(vocab.values(), default=-1) + 1
+            id_to_token = [None] * n
+            for t, i in vocab.items():
+                id_to_token[i] = t
+        elif isinstance(vocab, list):  # Unigram: [[piece, score], ...]
+            id_to_token = [v[0] for v in vocab]
+        else:
+            raise ValueError(f"{source}: model has no vocab")
+        self._model_vocab_size = len(id_to_token)
+        self._model_vocab = {t: i for i, t in enumerate(id_to_token) if t is not None}
+        self._added: dict[str, int] = {}
+        self._special: set[str] = set()
+        for a in obj.get("added_tokens") or []:
+            c, i = a["content"], int(a["id"])
+            self._added[c] = i
+            if a.get("special"):
+                self._special.add(c)
+            if i >= len(id_to_token):
+                id_to_token.extend([None] * (i + 1 - len(id_to_token)))
+            id_to_token[i] = c
+        self._id_to_token = id_to_token
+        self._vocab = {t: i for i, t in enumerate(id_to_token) if t is not None}
+        self._special_ids = {self._added[c] for c in self._special}
+        self._processor = PostProcessor.from_json(obj.get("post_processor"))
+        self._decoder = obj.get("decoder")
+        from .hf_decode import check_decoder
+
+        check_decoder(self._decoder, source)
+        self._truncation: Optional[dict] = None
+        self._padding: Optional[dict] = None
+        tr = obj.get("truncation")
+        if tr:
+            self.enable_truncation(tr["max_length"], stride=tr.get("stride", 0),
+                                   strategy=_STRATEGIES.get(tr.get("strategy", "LongestFirst"), "longest_first"),
+                                   direction=_DIRECTIONS.get(tr.get("direction", "Right"), "right"))
+        pd = obj.get("padding")
+        if pd:
+            strat = pd.get("strategy", "BatchLongest")
+            length = strat["Fixed"] if isinstance(strat, dict) else None
+            self.enable_padding(direction=_DIRECTIONS.get(pd.get("direction", "Right"), "right"),
+                                pad_id=pd.get("pad_id", 0), pad_type_id=pd.get("pad_type_id", 0),
+                                pad_token=pd.get("pad_token", "[PAD]"), length=length,
+                                pad_to_multiple_of=pd.get("pad_to_multiple_of"))
+        self._compiled = _core if _core is not None else _compile_core(obj, source)
+        kind = type(self._compiled).__name__
+        if kind == "WordPieceTokenizer":
+            self._core: _Core = _WordPieceCore(self._compiled, self._added, id_to_token)
+        elif kind == "BPETokenizer":
+            self._core = _BPECore(self._compiled, self._added, id_to_token)
+        elif hasattr(self._compiled, "hf_model_encode"):
+            self._core = _Duck(self._compiled)
+        else:
+            raise NotImplementedError(f"{source}: no HF face for compiled tokenizers of kind {kind}")
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_file(cls, path: Union[str, os.PathLike]) -> "Tokenizer":
+        path = os.fspath(path)
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            obj = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"{path}: not a valid tokenizer.json ({e})") from None
+        return cls(obj, path)
+
+    @classmethod
+    def from_str(cls, json_str: str) -> "Tokenizer":
+        if not isinstance(json_str, str):
+            raise TypeError(f"from_str expects a str, got {type(json_str).__name__}")
+        try:
+            obj = json.loads(json_str)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"not a valid tokenizer.json ({e})") from None
+        return cls(obj, "<from_str>")
+
+    @classmethod
+    def from_buffer(cls, buffer: bytes) -> "Tokenizer":
+        return cls.from_str(bytes(buffer).decode("utf-8"))
+
+    @classmethod
+    def from_pretrained(cls, identifier: str, revision: str = "main", token: Optional[str] = None,
+                        cache_dir: Optional[str] = None) -> "Tokenizer":
+        """A local directory holding tokenizer.json, or a repo id found in the HF hub cache (no network)."""
+        return cls.from_file(find_tokenizer_json(identifier, revision, cache_dir))
+
+    # ------------------------------------------------------------------ vocabulary
+    def get_vocab(self, with_added_tokens: bool = True) -> dict[str, int]:
+        if with_added_tokens:
+            return dict(self._vocab)
+        return dict(self._model_vocab)
+
+    def get_vocab_size(self, with_added_tokens: bool = True) -> int:
+        return len(self._vocab) if with_added_tokens else len(self._model_vocab)
+
+    def token_to_id(self, token: str) -> Optional[int]:
+        return self._vocab.get(token)
+
+    def id_to_token(self, id: int) -> Optional[str]:  # noqa: A002 - HF's parameter name
+        if 0 <= id < len(self._id_to_token):
+            return self._id_to_token[id]
+        return None
+
+    def get_added_tokens_decoder(self) -> dict[int, dict]:
+        return {int(a["id"]): dict(a) for a in self._obj.get("added_tokens") or []}
+
+    def num_special_tokens_to_add(self, is_pair: bool) -> int:
+        return num_special_tokens_to_add(self._processor, bool(is_pair))
+
+    # ------------------------------------------------------------------ settings
+    def enable_truncation(self, max_length: int, stride: int = 0, strategy: str = "longest_first",
+                          direction: str = "right") -> None:
+        if strategy not in _STRATEGIES_JSON:
+            raise ValueError(f"Unknown `strategy`: `{strategy}`. Use one of `longest_first`, `only_first`, or `only_second`")
+        if direction not in _DIRECTIONS_JSON:
+            raise ValueError(f"Unknown `direction`: `{direction}`. Use one of `left` or `right`.")
+        n_added = self.num_special_tokens_to_add(False)
+        effective = max_length - n_added
+        if effective < stride:
+            raise ValueError(f"tokenizer stride set to {stride}, which is greater than or equal to its effective max "
+                             f"length of {effective} (= {max_length} original max length - {n_added} added special tokens), ")
+        self._truncation = {"max_length": int(max_length), "stride": int(stride), "strategy": strategy,
+                            "direction": direction}
+
+    def no_truncation(self) -> None:
+        self._truncation = None
+
+    @property
+    def truncation(self) -> Optional[dict]:
+        return dict(self._truncation) if self._truncation is not None else None
+
+    def enable_padding(self, direction: str = "right", pad_id: int = 0, pad_type_id: int = 0, pad_token: str = "[PAD]",
+                       length: Optional[int] = None, pad_to_multiple_of: Optional[int] = None) -> None:
+        if direction not in _DIRECTIONS_JSON:
+            raise ValueError(f"Unknown `direction`: `{direction}`. Use one of `left` or `right`")
+        self._padding = {"length": length, "pad_to_multiple_of": pad_to_multiple_of, "pad_id": int(pad_id),
+                         "pad_type_id": int(pad_type_id), "pad_token": pad_token, "direction": direction}
+
+    def no_padding(self) -> None:
+        self._padding = None
+
+    @property
+    def padding(self) -> Optional[dict]:
+        return dict(self._padding) if self._padding is not None else None
+
+    @property
+    def post_processor(self) -> Optional[PostProcessor]:
+        return self._processor
+
+    # ------------------------------------------------------------------ encoding
+    def _model_encoding(self, seq: Any, is_pretokenized: bool, type_id: int, what: str) -> Encoding:
+        if is_pretokenized:
+            if isinstance(seq, str) or not isinstance(seq, (list, tuple)):
+                raise TypeError(f"{what}: with is_pretokenized=True a sequence must be a list or tuple of str, "
+                                f"got {type(seq).__name__}")
+            out = Encoding()
+            for w, word in enumerate(seq):
+                if not isinstance(word, str):
+                    raise TypeError(f"{what}: pre-tokenized words must be str, got {type(word).__name__}")
+                ids, offs, _ = self._core.model_encode(word)
+                out.merge_with(Encoding._raw(ids, [type_id] * len(ids), [self._id_to_token[i] for i in ids],
+                                             [w] * len(ids), offs, [0] * len(ids), [1] * len(ids), [], {}), False)
+            return out
+        if not isinstance(seq, str):
+            raise TypeError(f"{what}: expected a str (or is_pretokenized=True with a list of str), "
+                            f"got {type(seq).__name__}")
+        ids, offs, words = self._core.model_encode(seq)
+        n = len(ids)
+        i2t = self._id_to_token
+        return Encoding._raw(ids, [type_id] * n, [i2t[i] for i in ids], words, offs, [0] * n, [1] * n, [], {})
+
+    def encode(self, sequence, pair=None, is_pretokenized: bool = False, add_special_tokens: bool = True) -> Encoding:
+        """Encode a text (or a pre-tokenized list of words), optionally with a pair; HF's truncation,
+        post-processing and padding settings apply."""
+        if not isinstance(is_pretokenized, bool) or not isinstance(add_special_tokens, bool):
+            raise TypeError("encode(sequence, pair=None, is_pretokenized=False, add_special_tokens=True): "
+                            "is_pretokenized and add_special_tokens must be bool")
+        enc = self._model_encoding(sequence, is_pretokenized, 0, "sequence")
+        penc = None if pair is None else self._model_encoding(pair, is_pretokenized, 1, "pair")
+        return finish(self._processor, enc, penc, add_special_tokens, self._truncation, self._padding)
+
+    def _split_input(self, item, is_pretokenized: bool):
+        if is_pretokenized:
+            if isinstance(item, tuple) and len(item) == 2 and all(isinstance(x, (list, tuple)) for x in item):
+                return item[0], item[1]
+            if isinstance(item, list) and len(item) == 2 and all(isinstance(x, (list, tuple)) for x in item):
+                return item[0], item[1]
+            return item, None
+        if isinstance(item, str):
+            return item, None
+        if isinstance(item, (tuple, list)) and len(item) == 2:
+            return item[0], item[1]
+        raise TypeError(f"encode_batch: each input must be a str or a (str, str) pair, got {type(item).__name__}")
+
+    def encode_batch(self, input: Sequence, is_pretokenized: bool = False, add_special_tokens: bool = True) -> list[Encoding]:  # noqa: A002
+        if isinstance(input, str):
+            raise TypeError("encode_batch expects a list of inputs, not a str")
+        # each encoding is padded by encode (HF pads in post_process too), then the batch to its longest
+        out = [self.encode(*self._split_input(x, is_pretokenized), is_pretokenized=is_pretokenized,
+                           add_special_tokens=add_special_tokens) for x in input]
+        p = self._padding
+        if p is not None:
+            pad_encodings(out, p["length"], p["pad_to_multiple_of"], p["direction"], p["pad_id"], p["pad_type_id"],
+                          p["pad_token"])
+        return out
+
+    def encode_batch_fast(self, input: Sequence, is_pretokenized: bool = False, add_special_tokens: bool = True):  # noqa: A002
+        return self.encode_batch(input, is_pretokenized, add_special_tokens)
+
+    def encode_batch_numpy(self, input: Sequence, pair: Optional[Sequence[str]] = None, add_special_tokens: bool = True,
+                           num_threads: Optional[int] = None, dtype=np.int64) -> dict[str, np.ndarray]:
+        """A padded batch as numpy arrays: input_ids, attention_mask, token_type_ids (rows as `encode_batch`
+        gives them, overflowing windows dropped), built without Python objects per token."""
+        from .hf_batch import encode_batch_numpy
+
+        return encode_batch_numpy(self, input, pair, add_special_tokens, num_threads, dtype)
+
+    # ------------------------------------------------------------------ decoding
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        from .hf_decode import decode_tokens
+
+        if isinstance(ids, (str, bytes)):
+            raise TypeError("decode expects a sequence of token ids")
+        toks = []
+        for i in ids:
+            i = int(i)
+            t = self.id_to_token(i)
+            if t is None:
+                continue  # HF skips ids it does not know
+            if skip_special_tokens and i in self._special_ids:
+                continue
+            toks.append(t)
+        return decode_tokens(self._decoder, toks)
+
+    def decode_batch(self, sequences: Sequence[Sequence[int]], skip_special_tokens: bool = True) -> list[str]:
+        return [self.decode(s, skip_special_tokens) for s in sequences]
+
+    # ------------------------------------------------------------------ serialization
+    def to_str(self, pretty: bool = False) -> str:
+        obj = copy.deepcopy(self._obj)
+        t = self._truncation
+        obj["truncation"] = None if t is None else {"direction": _DIRECTIONS_JSON[t["direction"]],
+                                                    "max_length": t["max_length"],
+                                                    "strategy": _STRATEGIES_JSON[t["strategy"]], "stride": t["stride"]}
+        p = self._padding
+        obj["padding"] = None if p is None else {
+            "strategy": "BatchLongest" if p["length"] is None else {"Fixed": p["length"]},
+            "direction": _DIRECTIONS_JSON[p["direction"]], "pad_to_multiple_of": p["pad_to_multiple_of"],
+            "pad_id": p["pad_id"], "pad_type_id": p["pad_type_id"], "pad_token": p["pad_token"]}
+        return json.dumps(obj, ensure_ascii=False, indent=2 if pretty else None)
+
+    def save(self, path: Union[str, os.PathLike], pretty: bool = True) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_str(pretty))
+
+    def __repr__(self) -> str:
+        return f"fstok.Tokenizer({self._source!r}, model={self._obj['model'].get('type', '?')})"
+
+    def __reduce__(self):
+        return (Tokenizer.from_str, (self.to_str(),))
+
+
+class _Duck(_Core):
+    """A compiled tokenizer that speaks the face's protocol itself (hf_model_encode / hf_ids_batch)."""
+
+    def __init__(self, tok):
+        self.tok = tok
+
+    def model_encode(self, text):
+        return self.tok.hf_model_encode(text)
+
+    def ids_batch(self, texts, num_threads):
+        if hasattr(self.tok, "hf_ids_batch"):
+            return self.tok.hf_ids_batch(texts, num_threads)
+        res = [np.asarray(self.tok.hf_model_encode(t)[0], dtype=np.uint32) for t in texts]
+        lens = np.fromiter((len(r) for r in res), dtype=np.int64, count=len(res))
+        return (np.concatenate(res) if res else np.zeros(0, np.uint32)), lens
+
+
+def find_tokenizer_json(identifier: str, revision: str = "main", cache_dir: Optional[str] = None) -> str:
+    """tokenizer.json of a local directory (or file), or of a repo id in the HF hub cache layout."""
+    if not isinstance(identifier, (str, os.PathLike)):
+        raise TypeError(f"from_pretrained expects a directory or a repo id, got {type(identifier).__name__}")
+    identifier = os.fspath(identifier)
+    if os.path.isfile(identifier):
+        return identifier
+    if os.path.isdir(identifier):
+        p = os.path.join(identifier, "tokenizer.json")
+        if os.path.isfile(p):
+            return p
+        raise FileNotFoundError(f"{identifier}: directory has no tokenizer.json")
+    roots = [cache_dir] if cache_dir else []
+    env = os.environ.get("HF_HUB_CACHE") or os.environ.get("HUGGINGFACE_HUB_CACHE")
+    if env:
+        roots.append(env)
+    hf_home = os.environ.get("HF_HOME") or os.path.join(os.path.expanduser("~"), ".cache", "huggingface")
+    roots.append(os.path.join(hf_home, "hub"))
+    repo = "models--" + identifier.replace("/", "--")
+    for root in roots:
+        base = os.path.join(root, repo)
+        if not os.path.isdir(base):
+            continue
+        ref = os.path.join(base, "refs", revision)
+        snap = None
+        if os.path.isfile(ref):
+            with open(ref, encoding="utf-8") as f:
+                snap = os.path.join(base, "snapshots", f.read().strip())
+        elif os.path.isdir(os.path.join(base, "snapshots", revision)):
+            snap = os.path.join(base, "snapshots", revision)
+        cands = [snap] if snap else sorted(glob.glob(os.path.join(base, "snapshots", "*")), key=os.path.getmtime,
+                                           reverse=True)
+        for c in cands:
+            p = os.path.join(c, "tokenizer.json")
+            if os.path.isfile(p):
+                return p
+    raise FileNotFoundError(f"{identifier!r}: no such directory, and no tokenizer.json for it in the HF hub cache "
+                            f"({', '.join(roots)}); fstok does not download")
