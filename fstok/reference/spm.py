@@ -310,13 +310,12 @@ class SentencePieceReference:
                 if t == UNUSED:
                     continue
                 end = st + ln
-                # path scores accumulate in double (what sentencepiece 0.2.x computes: on long inputs
-                # float accumulation rounds ties differently); piece scores are the file's floats
+                # float arithmetic throughout, as the library's binaries compute it (ties depend on it)
                 if t == USER_DEFINED:
-                    score = f32(float(ln) * max_score) - 0.1
+                    score = f32(f32(float(ln) * max_score) - 0.1)
                 else:
                     score = self.scores[pid]
-                cand = score + here
+                cand = f32(score + here)
                 if start[end] == -1 or cand > best[end]:
                     best[end] = cand
                     start[end] = st
@@ -325,7 +324,7 @@ class SentencePieceReference:
                     single = True
             if not single:
                 end = st + mblen
-                cand = unk_score + here
+                cand = f32(unk_score + here)
                 if start[end] == -1 or cand > best[end]:
                     best[end] = cand
                     start[end] = st

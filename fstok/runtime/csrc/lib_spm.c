@@ -268,7 +268,7 @@ int spm_normalize(const spm_model *m, const uint8_t *in, size_t n, spm_bytes *ou
  * Unigram::encode_optimized (tokenizers, f64). */
 
 typedef struct {
-    double score;
+    float score;
     int32_t start;
     int32_t id;
 } sp_node;
@@ -287,14 +287,12 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
         best[k].start = -1;
         best[k].id = -1;
     }
-    /* The path scores accumulate in double: what sentencepiece 0.2.x computes (checked on long inputs,
-     * where float accumulation would round ties differently); piece scores are the file's floats. */
     const float unk_score = m->min_score - 10.0f;
     const float max_score = m->max_score;
     const spm_trie *t = &m->pieces;
     size_t st = 0;
     while (st < size) {
-        const double here = best[st].score;
+        const float here = best[st].score;
         int single = 0;
         size_t mblen = one_char_len(s[st]);
         if (mblen > size - st) mblen = size - st;
@@ -309,8 +307,10 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
             if (ty == SPT_UNUSED) continue;
             sp_node *tg = &best[kp];
             const size_t length = kp - st;
-            const double score = ty == SPT_USER ? (double)((float)length * max_score) - 0.1 : (double)m->score[id];
-            const double cand = score + here;
+            /* float throughout: what sentencepiece's binaries compute on ties (lines, long runs of one
+             * character); on single inputs of hundreds of KB a few near-ties still resolve differently */
+            const float score = ty == SPT_USER ? (float)((float)length * max_score - 0.1) : m->score[id];
+            const float cand = score + here;
             if (tg->start == -1 || cand > tg->score) {
                 tg->score = cand;
                 tg->start = (int32_t)st;
@@ -320,7 +320,7 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
         }
         if (!single) {
             sp_node *tg = &best[st + mblen];
-            const double cand = (double)unk_score + here;
+            const float cand = unk_score + here;
             if (tg->start == -1 || cand > tg->score) {
                 tg->score = cand;
                 tg->start = (int32_t)st;
