@@ -63,10 +63,10 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
     if not os.path.exists(path):
         raise FileNotFoundError(f"no such tokenizer source: {path}")
     if os.path.isdir(path):
-        for cand in ("tokenizer.json", "tokenizer.model", "vocab.txt"):
+        for cand in ("tokenizer.json", "tokenizer.model", "tekken.json", "vocab.txt"):
             if os.path.exists(os.path.join(path, cand)):
                 return compile(os.path.join(path, cand), **options)
-        raise ValueError(f"{path}: directory has no tokenizer.json, tokenizer.model or vocab.txt")
+        raise ValueError(f"{path}: directory has no tokenizer.json, tokenizer.model, tekken.json or vocab.txt")
     base = os.path.basename(path).lower()
     if base.endswith(".json") and base != "vocab.json":
         model = _sniff_json_model(path)

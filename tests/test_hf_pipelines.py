@@ -266,3 +266,32 @@ def test_added_token_flags_match_hf(s):
         assert tok.encode_with_offsets(t) == (e.ids, [tuple(o) for o in e.offsets]), t
         for sk in (True, False):
             assert tok.decode(e.ids, sk) == hf.decode(e.ids, skip_special_tokens=sk)
+
+
+NORM_OFFSETS = NORMALIZERS + [{"type": "ByteLevel"}]
+
+
+@pytest.mark.parametrize("cfg", NORM_OFFSETS, ids=lambda c: json.dumps(c)[:50])
+@settings(max_examples=60, deadline=None)
+@given(s=st.one_of(TRICKY, ANY))
+def test_normalizer_offsets_match_hf(cfg, s):
+    """Each normalized character's original span, seen through a one-char-per-token pipeline."""
+    obj = _mini(normalizer=cfg, pre_tokenizer={"type": "Split", "pattern": {"Regex": "."}, "behavior": "Isolated",
+                                               "invert": False},
+                model={"type": "WordLevel", "vocab": {"<unk>": 0}, "unk_token": "<unk>"})
+    hf = tokenizers.Tokenizer.from_str(json.dumps(dict(obj, truncation=None, padding=None)))
+    e = hf.encode(s, add_special_tokens=False)
+    assert PipelineTokenizer(obj, "mini.json").encode_with_offsets(s)[1] == [tuple(o) for o in e.offsets]
+
+
+@settings(max_examples=40, deadline=None)
+@given(cps=st.lists(st.integers(0, 0x10FFFF).filter(lambda c: not 0xD800 <= c <= 0xDFFF), min_size=1, max_size=64))
+def test_unicode_tables_match_hf(cps):
+    """fstok/data/hf_pipeline_unicode.npz (marks, numeric) against the installed HF."""
+    from fstok.pipeline import unicode as U
+
+    strip = tokenizers.normalizers.StripAccents()
+    digits = tokenizers.pre_tokenizers.Digits(individual_digits=True)
+    for c in map(chr, cps):
+        assert U.is_combining_mark(c) == (strip.normalize_str("a" + c + "a") == "aa"), hex(ord(c))
+        assert U.is_numeric(c) == (len(digits.pre_tokenize_str("a" + c + "a")) == 3), hex(ord(c))

@@ -9,7 +9,7 @@ Components (HF `tokenizers` 0.23.3 semantics, `normalizers/*.rs` and `Normalized
                          bookkeeping, so offsets match HF's
   Lowercase              `char::to_lowercase` per character (no context: final sigma is σ)
   Strip                  strip_left / strip_right of `char::is_whitespace` characters
-  StripAccents           removes combining marks (General_Category M)
+  StripAccents           removes combining marks (HF's `is_combining_mark` table)
   Replace                String or Regex pattern -> content; the inserted characters take the span of
                          the last replaced character
   Prepend                prepends to a non-empty text; the prefix takes the first character's span
@@ -118,15 +118,11 @@ def filter_chars(p: Piece, keep) -> Piece:
     return p.transform(dest, removed_start)
 
 
-def _is_mark(c: str) -> bool:
-    return c not in _u.opaque() and unicodedata.category(c)[0] == "M"
-
-
 class StripAccents(Normalizer):
     def normalize(self, p: Piece) -> Piece:
         if p.text.isascii():
             return p
-        return filter_chars(p, lambda c: not _is_mark(c))
+        return filter_chars(p, lambda c: not _u.is_combining_mark(c))
 
 
 class Replace(Normalizer):

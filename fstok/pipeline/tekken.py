@@ -72,6 +72,10 @@ class TekkenTokenizer:
             out.append(self.inner.decode(run))
         return "".join(out)
 
+    def save(self, path) -> None:
+        raise NotImplementedError(f"{self.name}: a TekkenTokenizer is not saved as an fstok artifact; compile it "
+                                  "from its tekken.json (fstok.compile) in each process")
+
     def __repr__(self) -> str:
         return f"<TekkenTokenizer {self.name!r} vocab={self.n_vocab}>"
 

@@ -258,5 +258,9 @@ class PipelineTokenizer:
     def decode_batch(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = True) -> list[str]:
         return [self.decode(ids, skip_special_tokens) for ids in batch]
 
+    def save(self, path) -> None:
+        raise NotImplementedError(f"{self.where}: a PipelineTokenizer is not saved as an fstok artifact; "
+                                  "compile it from its tokenizer.json (fstok.compile) in each process")
+
     def __repr__(self) -> str:
         return f"<PipelineTokenizer {self.name!r} vocab={self.n_vocab}>"

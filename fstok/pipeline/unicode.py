@@ -3,10 +3,11 @@
 HF's tables come from Rust crates whose Unicode versions differ from Python's `unicodedata`, so the
 facts that matter for exactness are read from `fstok/data/bert_unicode.npz` (probed from HF itself over
 every code point by tools/gen_bert_unicode.py): punctuation (`is_ascii_punctuation || is_punctuation`),
-whitespace (`char::is_whitespace`), lowercase (`char::to_lowercase`), canonical decomposition and combining
-classes (the `unicode-normalization-alignments` crate).  Python's `unicodedata` fills in only what is
-not in that file: numeric (`char::is_numeric`: Nd, Nl, No), compatibility decompositions and the
-canonical compositions (restricted to code points HF decomposes).
+lowercase (`char::to_lowercase`), canonical decomposition and combining classes (the
+`unicode-normalization-alignments` crate); and from `fstok/data/hf_pipeline_unicode.npz`
+(tools/gen_hf_pipeline_unicode.py): numeric (`char::is_numeric`, Digits) and combining marks (StripAccents).
+Python's `unicodedata` fills in only the compatibility decompositions and the canonical compositions
+(restricted to code points HF decomposes).
 """
 from __future__ import annotations
 
@@ -72,12 +73,23 @@ def is_whitespace(c: str) -> bool:
     return c in WHITESPACE
 
 
-_NUMERIC_CATS = ("Nd", "Nl", "No")
+_PIPE_DATA = os.path.join(os.path.dirname(_DATA), "hf_pipeline_unicode.npz")
 
 
-@functools.lru_cache(maxsize=65536)
+@functools.lru_cache(maxsize=1)
+def _pipeline_sets() -> tuple[frozenset, frozenset]:
+    with np.load(_PIPE_DATA) as z:
+        return (frozenset(map(chr, z["marks"].tolist())), frozenset(map(chr, z["numeric"].tolist())))
+
+
 def is_numeric(c: str) -> bool:
-    return unicodedata.category(c) in _NUMERIC_CATS
+    """`char::is_numeric` as HF's Digits pre-tokenizer applies it."""
+    return c in _pipeline_sets()[1]
+
+
+def is_combining_mark(c: str) -> bool:
+    """What HF's StripAccents normalizer removes."""
+    return c in _pipeline_sets()[0]
 
 
 # ------------------------------------------------------------------ normalization forms (HF's crate)
