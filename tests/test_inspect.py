@@ -227,3 +227,21 @@ def test_summary_sentencepiece_kinds():
     assert [st["stage"] for st in s["pipeline"]] == ["normalizer", "model"]
     assert s["pipeline"][1]["options"]["byte_fallback"] is True and s["model"]["byte_pieces"] == 256
     assert "SentencePiece identity" in fi.format_text(s)
+
+
+PIPELINE_MODELS = ["models/bytelevel-bpe/roberta-base/tokenizer.json", "models/charbpe/clip-vit-base-patch32/tokenizer.json",
+                   "models/tekken/mistral-nemo/tekken_240718.json"]
+
+
+@needs_shared
+@pytest.mark.parametrize("rel", PIPELINE_MODELS)
+def test_explain_and_summary_other_tokenizer_json_kinds(rel):
+    from conftest import VOCAB
+
+    tok = fstok.compile(os.path.join(VOCAB, rel))
+    for ln in _sample(3000):
+        for add in (False, True):
+            assert fi.explain(tok, ln, add_special_tokens=add).ids == tok.encode(ln, add_special_tokens=add), ln[:50]
+    s = fi.summary(tok)
+    assert "model" in [st["stage"] for st in s["pipeline"]] and s["vocab_size"] > 1000
+    fi.format_text(s)

@@ -144,6 +144,8 @@ def explain(tok: Any, text: str, **kw: Any) -> Explanation:
         return _explain_pattern(tok, text)
     if type(tok).__name__ == "SentencePieceTokenizer":
         return _explain_spm(tok, text, **kw)
+    if type(tok).__name__ == "TekkenTokenizer":
+        return _explain_tekken(tok, text, **kw)
     own = getattr(tok, "explain", None)
     if callable(own) and getattr(own, "__func__", None) is not _generic_marker:
         return own(text, **kw)
@@ -567,3 +569,15 @@ def _explain_generic(tok, text: str, **kw: Any) -> Explanation:
     pieces = [Piece(text[a:b], a, b, [i], [t]) for i, t, (a, b) in zip(ids, toks, offs)]
     return Explanation(type(tok).__name__, text, pieces,
                        notes=["tokens with their offsets; this kind records no step-by-step model decisions"])
+
+
+def _explain_tekken(tok, text: str, *, add_special_tokens: bool = False) -> Explanation:
+    """Mistral tekken: byte-level BPE over ranks (the inner tables), ids shifted by the special-token slots."""
+    e = _explain_bpe(tok.inner, text, allowed_special=frozenset(), disallowed_special=())
+    for p in e.pieces:
+        p.ids = [i + tok.n_special for i in p.ids]
+    if add_special_tokens:
+        e.pieces.insert(0, Piece("", 0, 0, [tok.bos_id], [tok.specials[tok.bos_id]], special=True))
+    e.kind = "tekken"
+    e.notes.append(f"ids are the ranks plus {tok.n_special} special-token slots")
+    return e

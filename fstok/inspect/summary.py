@@ -182,6 +182,41 @@ def _spm(tok) -> dict[str, Any]:
     return s
 
 
+def _describe(obj: Any) -> dict[str, Any]:
+    """A pipeline stage object as {type, options}: its class name and its simple public attributes."""
+    opts = {}
+    for k, v in sorted(vars(obj).items()) if hasattr(obj, "__dict__") else []:
+        if k.startswith("_"):
+            continue
+        if isinstance(v, (int, float, str, bool)) or v is None:
+            opts[k] = v if not isinstance(v, str) or len(v) <= 120 else f"<{len(v):,} characters>"
+        elif isinstance(v, (list, tuple)) and all(hasattr(x, "__dict__") for x in v):
+            opts[k] = [_describe(x) for x in v]
+    return {"type": type(obj).__name__, "options": opts}
+
+
+def _pipeline(tok) -> dict[str, Any]:
+    """An HF tokenizer.json run stage by stage (fstok.pipeline): the stages as loaded."""
+    s = {"kind": "tokenizer.json pipeline", "name": tok.name, "source": tok.where}
+    pipe = []
+    for stage, obj in (("normalizer", tok.normalizer), ("pre_tokenizer", tok.pre_tokenizer), ("model", tok.model),
+                       ("post_processor", tok.post_processor), ("decoder", tok.decoder)):
+        if obj is not None:
+            d = _describe(obj)
+            pipe.append({"stage": stage, "type": d["type"], "options": d["options"]})
+    s["pipeline"] = pipe
+    s["vocab_size"] = tok.n_vocab
+    s["special_tokens"] = len(tok.special_tokens)
+    s["model"] = {"runs_as": "compiled byte-level BPE tables (C) between added tokens" if tok._inner is not None
+                  else "Python stages (fstok.pipeline)"}
+    if tok._inner is not None:
+        inner = summary(tok._inner[0] if isinstance(tok._inner, tuple) else tok._inner)
+        s["model"].update(inner.get("model", {}))
+        s["sections"] = inner.get("sections", {})
+        s["artifact_bytes"] = inner.get("artifact_bytes")
+    return s
+
+
 def _generic(tok) -> dict[str, Any]:
     import json
 
@@ -221,6 +256,14 @@ def summary(tok: Any, sample: Optional[str] = None) -> dict[str, Any]:
         s = _bpe(tok, sample)
     elif isinstance(tok, CompiledPattern):
         s = _pattern(tok, sample)
+    elif type(tok).__name__ == "PipelineTokenizer":
+        return _pipeline(tok)
+    elif type(tok).__name__ == "TekkenTokenizer":
+        s = _bpe(tok.inner, sample)
+        s["kind"], s["name"] = "tekken", tok.name
+        s["vocab_size"], s["special_tokens"] = tok.n_vocab, tok.n_special
+        s["model"]["id_shift"] = tok.n_special  # ids = rank + the number of special-token slots
+        tok = tok.inner
     elif hasattr(tok, "_art") and (tok._art.meta or {}).get("family") == "spm":
         s = _spm(tok)
     elif hasattr(tok, "_art"):
