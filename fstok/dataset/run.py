@@ -49,16 +49,31 @@ def _resolve_tokenizer(model):
 
 
 def _save_artifact(tok, out: str) -> tuple[str, str]:
-    data = tok.to_bytes()
-    sha = hashlib.sha256(data).hexdigest()
+    """Write the tokenizer's artifact to ``out/tokenizer.fst`` (kept when it is already that artifact;
+    a hard link to the file the tokenizer was loaded from when possible)."""
+    from .shards import file_sha256
+
+    art = getattr(tok, "_art", None)
+    sha = getattr(tok, "_fstok_artifact_sha256", None)
+    buf = memoryview(art.buffer) if art is not None else memoryview(tok.to_bytes())  # no copy of an mmap
+    if sha is None:
+        sha = hashlib.sha256(buf).hexdigest()
+        try:
+            tok._fstok_artifact_sha256 = sha
+        except AttributeError:  # pragma: no cover
+            pass
     path = os.path.join(out, ARTIFACT)
-    if os.path.exists(path):
-        with open(path, "rb") as f:
-            if hashlib.sha256(f.read()).hexdigest() == sha:
-                return path, sha
+    if os.path.exists(path) and os.path.getsize(path) == len(buf) and file_sha256(path) == sha:
+        return path, sha
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
+    src = getattr(art, "path", None)
+    try:
+        if not src or os.path.getsize(src) != len(buf):
+            raise OSError
+        os.link(src, tmp)  # the loaded artifact file itself (artifacts are never modified in place)
+    except OSError:
+        with open(tmp, "wb") as f:
+            f.write(buf)
     os.replace(tmp, path)
     return path, sha
 
@@ -145,6 +160,8 @@ def tokenize(inputs, model, out, *, format: str = "bin", input_format: Optional[
         raise ValueError("split='delimiter' needs a non-empty delimiter")
     if delimiter and split == "whole":
         split = "delimiter"
+    if delimiter and split == "lines":
+        raise ValueError("split='lines' and a delimiter exclude each other")
     if engine not in ("local", "dask", "ray"):
         raise ValueError(f"engine must be 'local', 'dask' or 'ray', got {engine!r}")
     if not isinstance(workers, int) or workers < 1:
@@ -263,16 +280,23 @@ def _run(jobs: list, engine: str, workers: int, address, client, bar: _Bar) -> l
 
 
 def _run_local(jobs: list, workers: int, bar: _Bar) -> list:
+    """Shards on this process (a thread: the tokenizer is already loaded) and ``workers - 1`` spawned
+    processes, each taking the next pending shard when it finishes one."""
     if workers == 1 or len(jobs) == 1:
         return [process_shard(j, bar.update) for j in jobs]
+    import collections
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     from . import worker as wk
 
-    ctx = mp.get_context("spawn")  # no fork: the parent may hold threads (progress, native pools)
+    ctx = mp.get_context("spawn")  # no fork: the parent holds threads (progress, native pools)
     q = ctx.Queue()
     stop = threading.Event()
+    todo = collections.deque(jobs)
+    lock = threading.Lock()
+    results: list = []
+    failure: list = []
 
     def drain() -> None:
         import queue as _q
@@ -286,25 +310,57 @@ def _run_local(jobs: list, workers: int, bar: _Bar) -> list:
                 return
             bar.update(nb, nt)
 
+    def here() -> None:
+        while True:
+            with lock:
+                if not todo or failure:
+                    return
+                j = todo.popleft()
+            try:
+                r = process_shard(j, bar.update)
+            except BaseException as e:  # re-raised by the main thread
+                with lock:
+                    failure.append(e)
+                return
+            with lock:
+                results.append(r)
+
     th = threading.Thread(target=drain, daemon=True)
     th.start()
-    results = []
+    local = threading.Thread(target=here, daemon=True)
+    local.start()
     try:
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs)), mp_context=ctx, initializer=wk._init_local,
+        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx, initializer=wk._init_local,
                                  initargs=(q,)) as ex:
-            pending = {ex.submit(wk.run_job_local, j) for j in jobs}
-            while pending:
+            pending: set = set()
+            while True:
+                with lock:
+                    while todo and not failure and len(pending) < workers - 1:
+                        pending.add(ex.submit(wk.run_job_local, todo.popleft()))
+                if not pending:
+                    break
                 fin, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for f in fin:
                     r = f.result()
-                    results.append(r)
-                    if "error" in r:
-                        for p in pending:
-                            p.cancel()
-                        _raise_errors(results)
+                    with lock:
+                        results.append(r)
+                        if "error" in r:
+                            todo.clear()
+                if any("error" in r for r in results):
+                    for p in pending:
+                        p.cancel()
+                    wait(pending)
+                    break
+        local.join()
     finally:
+        with lock:
+            todo.clear()
+        local.join()
         stop.set()
         th.join(timeout=2)
+    if failure:
+        raise failure[0]
+    _raise_errors(results)
     return results
 
 
