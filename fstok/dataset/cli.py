@@ -89,7 +89,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     add_special_args(t)
     t.add_argument("--shard-size", default="256MB", help="input bytes per shard (default 256MB)")
     t.add_argument("--workers", "-j", type=int, default=1, help="worker processes (local) or local cluster size")
-    t.add_argument("--engine", choices=("local", "dask", "ray"), default="local")
+    t.add_argument("--engine", choices=("local", "dask", "ray"), default="local",
+                   help="where the shards run: local processes (default), a Dask or a Ray cluster")
     t.add_argument("--address", help="Dask scheduler (tcp://host:8786) or Ray cluster (auto, ray://host:10001)")
     t.add_argument("--skip-bad", action="store_true",
                    help="skip unreadable documents (counted and listed in the manifest) instead of stopping")
