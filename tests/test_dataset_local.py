@@ -81,9 +81,23 @@ def test_shard_size_does_not_change_documents(o200k, corpus_dir, reference_out, 
 
 
 def test_two_workers_byte_identical(corpus_dir, reference_out, tmp_path):
+    """Forked workers (a single-threaded caller) and spawned ones (another thread is running)."""
+    import threading
+
     out = str(tmp_path / "w2")
     tokenize(corpus_dir, "o200k_base", out, split="lines", shard_size="48k", append_eot=True,
              disallowed_special="all", workers=2, quiet=True)
+    assert shard_bytes(out) == shard_bytes(reference_out)
+    ev = threading.Event()
+    th = threading.Thread(target=ev.wait)
+    th.start()
+    try:
+        out = str(tmp_path / "w3")
+        tokenize(corpus_dir, "o200k_base", out, split="lines", shard_size="48k", append_eot=True,
+                 disallowed_special="all", workers=3, quiet=True)
+    finally:
+        ev.set()
+        th.join()
     assert shard_bytes(out) == shard_bytes(reference_out)
 
 

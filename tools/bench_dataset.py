@@ -20,7 +20,9 @@ ids in input order:
   tiktoken          the parent reads and parses the files, multiprocessing.Pool(2) runs
                     encode_ordinary_batch(batch, num_threads=1), the parent writes the ids to a flat file
 
-MB/s is JSON Lines bytes on disk per second of wall time.  Peak RSS is sampled every 50 ms over the
+MB/s is JSON Lines bytes on disk per second of wall time; "MB per CPU-second" divides by the CPU time
+(user + system) of the method's processes over the same pass, which stays comparable when other work
+shares the machine.  Peak RSS is sampled every 50 ms over the
 method's process tree: the sum over its processes (shared pages such as the mmap-ed artifact counted in
 each) and the largest one.  "same ids" compares a hash of every document's ids (and lengths) with fstok's.
 """
@@ -200,6 +202,14 @@ def _read_texts(files, batch_docs=1000):
         yield batch
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its finished (reaped) worker processes."""
+    import resource
+
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
 def child(method: str, model: str, files: list, warm: list, work: str) -> dict:
     import numpy as np
 
@@ -211,12 +221,12 @@ def child(method: str, model: str, files: list, warm: list, work: str) -> dict:
         size = sum(os.path.getsize(f) for f in files)
         kw = dict(workers=w, shard_size=min(64 << 20, max(1 << 20, size // 16)), quiet=True, disallowed_special=())
         tokenize(warm, model, os.path.join(work, "warm"), **kw)
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _cpu()
         tokenize(files, model, os.path.join(work, "out"), **kw)
-        dt = time.perf_counter() - t
+        dt, cpu = time.perf_counter() - t, _cpu() - c
         ds = open_shards(os.path.join(work, "out"))
         chunks = [(a, b) for a, b in zip(ds.tokens.shards, _lengths(ds))]
-        return {"seconds": dt, "digest": _digest_lists(chunks)}
+        return {"seconds": dt, "cpu": cpu, "digest": _digest_lists(chunks)}
     if method == "hf":
         import datasets
 
@@ -230,15 +240,15 @@ def child(method: str, model: str, files: list, warm: list, work: str) -> dict:
                           remove_columns=["text"])
 
         run(warm, "warm")
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _cpu()
         res = run(files, "hfcache")
-        dt = time.perf_counter() - t
+        dt, cpu = time.perf_counter() - t, _cpu() - c
         col = res.data.column("ids")
         chunks = []
         for ch in col.chunks:
             offs = ch.offsets.to_numpy()
             chunks.append((ch.values.to_numpy()[offs[0]:offs[-1]], np.diff(offs)))
-        return {"seconds": dt, "digest": _digest_lists(chunks)}
+        return {"seconds": dt, "cpu": cpu, "digest": _digest_lists(chunks)}
     if method == "tiktoken":
         import multiprocessing as mp
 
@@ -251,11 +261,11 @@ def child(method: str, model: str, files: list, warm: list, work: str) -> dict:
             return np.array(lens, dtype=np.int64)
 
         run(warm, os.path.join(work, "warm.bin"))
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _cpu()
         lens = run(files, os.path.join(work, "tt.bin"))
-        dt = time.perf_counter() - t
+        dt, cpu = time.perf_counter() - t, _cpu() - c
         ids = np.fromfile(os.path.join(work, "tt.bin"), dtype=np.uint32)
-        return {"seconds": dt, "digest": _digest_lists([(ids, lens)])}
+        return {"seconds": dt, "cpu": cpu, "digest": _digest_lists([(ids, lens)])}
     raise SystemExit(f"unknown method {method}")
 
 
@@ -339,22 +349,27 @@ def main() -> None:
             if "error" in r:
                 print(f"  {model} {m}: error {r['error']}", flush=True)
             else:
-                print(f"  {model} {m}: {nbytes / r['seconds'] / 1e6:.1f} MB/s, {r['digest'][2]:,} tokens, peak RSS "
+                print(f"  {model} {m}: {nbytes / r['seconds'] / 1e6:.1f} MB/s, {nbytes / r['cpu'] / 1e6:.1f} MB per CPU-s, "
+                      f"{r['digest'][2]:,} tokens, peak RSS "
                       f"{r['peak_sum'] / 2**20:.0f} MiB (largest process {r['peak_one'] / 2**20:.0f} MiB)", flush=True)
         ref = next((res[m]["digest"] for m in res if m.startswith("fstok") and "error" not in res[m]), None)
-        peers = [res[m]["seconds"] for m in ("hf", "tiktoken") if m in res and "error" not in res[m]]
-        best_peer = min(peers) if peers else None
+        peers = [res[m] for m in ("hf", "tiktoken") if m in res and "error" not in res[m]]
+        best_peer = min(p["seconds"] for p in peers) if peers else None
+        best_cpu = min(p["cpu"] for p in peers) if peers else None
         for m, r in res.items():
             if "error" in r:
-                rows.append(f"| {model} | {m} | error: {r['error']} | | | | |")
+                rows.append(f"| {model} | {m} | error: {r['error']} | | | | | | |")
                 continue
             same = "ref" if r["digest"] == ref and m.startswith("fstok") else ("yes" if r["digest"] == ref else "NO")
             ratio = f"{best_peer / r['seconds']:.2f}x" if best_peer else ""
-            rows.append(f"| {model} | {m} | {nbytes / r['seconds'] / 1e6:.1f} | {ratio} | {r['peak_sum'] / 2**20:.0f} "
+            cratio = f"{best_cpu / r['cpu']:.2f}x" if best_cpu else ""
+            rows.append(f"| {model} | {m} | {nbytes / r['seconds'] / 1e6:.1f} | {ratio} | {nbytes / r['cpu'] / 1e6:.1f} | "
+                        f"{cratio} | {r['peak_sum'] / 2**20:.0f} "
                         f"({r['peak_one'] / 2**20:.0f}) | {r['digest'][2]:,} | {same} |")
     print()
-    print("| model | method | MB/s | vs faster peer | peak RSS MiB, sum (largest) | tokens | same ids |")
-    print("|---|---|---|---|---|---|---|")
+    print("| model | method | MB/s (wall) | vs faster peer | MB per CPU-second | vs peer (CPU) | "
+          "peak RSS MiB, sum (largest) | tokens | same ids |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(r)
 

@@ -205,14 +205,19 @@ def tokenize(inputs, model, out, *, format: str = "bin", input_format: Optional[
                      "split": split, "delimiter": delimiter, "keep_delimiter": keep_delimiter, "field": text_field,
                      "skip_bad": skip_bad, "plan_hash": plan_hash})
     total = sum(sh.nbytes for sh in plan)
+    # local worker processes start before any thread does (progress bar included), so they can be forked
+    pool = _LocalPool(workers - 1) if engine == "local" and workers > 1 and len(jobs) > 1 else None
     bar = _Bar(total, total - sum(sum(s["nbytes"] for s in j["segments"]) for j in jobs), quiet)
     try:
         if jobs:
-            results = _run(jobs, engine, workers, address, client, bar)
+            results = _run_local(jobs, pool, bar) if engine == "local" else _run(jobs, engine, workers, address,
+                                                                                  client, bar)
             for r in results:
                 done[r["index"]] = r
     finally:
         bar.close()
+        if pool is not None:
+            pool.close()
     manifest = _manifest(out, plan, done, options, inputs_meta, tok, art_sha, n_vocab, dtype, format, plan_hash)
     atomic_write_json(os.path.join(out, MANIFEST), manifest)
     if quiet is False or (quiet is None and sys.stderr.isatty()):
@@ -272,26 +277,47 @@ def _raise_errors(results: list) -> None:
 
 
 def _run(jobs: list, engine: str, workers: int, address, client, bar: _Bar) -> list:
-    if engine == "local":
-        return _run_local(jobs, workers, bar)
     if engine == "dask":
         return _run_dask(jobs, workers, address, client, bar)
     return _run_ray(jobs, workers, address, bar)
 
 
-def _run_local(jobs: list, workers: int, bar: _Bar) -> list:
-    """Shards on this process (a thread: the tokenizer is already loaded) and ``workers - 1`` spawned
-    processes, each taking the next pending shard when it finishes one."""
-    if workers == 1 or len(jobs) == 1:
+class _LocalPool:
+    """``n`` worker processes.  On Linux, forked when no other Python thread runs (they start at once and
+    share the loaded tokenizer's pages; fstok's native threads live only inside a call, and idle BLAS
+    pools handle fork themselves); spawned otherwise, since a fork can inherit a lock another thread holds."""
+
+    def __init__(self, n: int):
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        from . import worker as wk
+
+        fork = sys.platform.startswith("linux") and threading.active_count() == 1
+        ctx = mp.get_context("fork" if fork else "spawn")
+        self.n = n
+        self.queue = ctx.Queue()
+        self.ex = ProcessPoolExecutor(max_workers=n, mp_context=ctx, initializer=wk._init_local,
+                                      initargs=(self.queue,))
+        if fork:
+            self.ex.submit(int).result()  # forks all n workers now, before any thread exists
+
+    def close(self) -> None:
+        self.ex.shutdown(wait=True, cancel_futures=True)
+        self.queue.close()
+
+
+def _run_local(jobs: list, pool: "Optional[_LocalPool]", bar: _Bar) -> list:
+    """Shards on this process (a thread: the tokenizer is already loaded) and the pool's processes, each
+    taking the next pending shard when it finishes one."""
+    if pool is None:
         return [process_shard(j, bar.update) for j in jobs]
     import collections
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
 
     from . import worker as wk
 
-    ctx = mp.get_context("spawn")  # no fork: the parent holds threads (progress, native pools)
-    q = ctx.Queue()
+    q = pool.queue
     stop = threading.Event()
     todo = collections.deque(jobs)
     lock = threading.Lock()
@@ -330,27 +356,26 @@ def _run_local(jobs: list, workers: int, bar: _Bar) -> list:
     local = threading.Thread(target=here, daemon=True)
     local.start()
     try:
-        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx, initializer=wk._init_local,
-                                 initargs=(q,)) as ex:
-            pending: set = set()
-            while True:
+        ex, n = pool.ex, pool.n
+        pending: set = set()
+        while True:
+            with lock:
+                while todo and not failure and len(pending) < n:
+                    pending.add(ex.submit(wk.run_job_local, todo.popleft()))
+            if not pending:
+                break
+            fin, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for f in fin:
+                r = f.result()
                 with lock:
-                    while todo and not failure and len(pending) < workers - 1:
-                        pending.add(ex.submit(wk.run_job_local, todo.popleft()))
-                if not pending:
-                    break
-                fin, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for f in fin:
-                    r = f.result()
-                    with lock:
-                        results.append(r)
-                        if "error" in r:
-                            todo.clear()
-                if any("error" in r for r in results):
-                    for p in pending:
-                        p.cancel()
-                    wait(pending)
-                    break
+                    results.append(r)
+                    if "error" in r:
+                        todo.clear()
+            if any("error" in r for r in results):
+                for p in pending:
+                    p.cancel()
+                wait(pending)
+                break
         local.join()
     finally:
         with lock:
