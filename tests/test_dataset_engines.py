@@ -45,6 +45,7 @@ def ray_session():
     ray = pytest.importorskip("ray", reason="ray is not installed")
     # a busy 2-core machine can take longer than Ray's default 30 s to register the raylet
     os.environ.setdefault("RAY_raylet_start_wait_time_s", "180")
+    os.environ.setdefault("RAY_agent_register_timeout_ms", "180000")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

@@ -23,8 +23,8 @@ ids in input order:
 MB/s is JSON Lines bytes on disk per second of wall time; "MB per CPU-second" divides by the CPU time
 (user + system) of the method's processes over the same pass, which stays comparable when other work
 shares the machine.  Peak RSS is sampled every 50 ms over the
-method's process tree: the sum over its processes (shared pages such as the mmap-ed artifact counted in
-each) and the largest one.  "same ids" compares a hash of every document's ids (and lengths) with fstok's.
+method's process tree during the timed pass: the sum over its processes (shared pages such as the mmap-ed
+artifact counted in each) and the largest one.  "same ids" compares a hash of every document's ids (and lengths) with fstok's.
 """
 from __future__ import annotations
 
@@ -221,12 +221,12 @@ def child(method: str, model: str, files: list, warm: list, work: str) -> dict:
         size = sum(os.path.getsize(f) for f in files)
         kw = dict(workers=w, shard_size=min(64 << 20, max(1 << 20, size // 16)), quiet=True, disallowed_special=())
         tokenize(warm, model, os.path.join(work, "warm"), **kw)
-        t, c = time.perf_counter(), _cpu()
+        t, c, w0 = time.perf_counter(), _cpu(), time.time()
         tokenize(files, model, os.path.join(work, "out"), **kw)
-        dt, cpu = time.perf_counter() - t, _cpu() - c
+        dt, cpu, w1 = time.perf_counter() - t, _cpu() - c, time.time()
         ds = open_shards(os.path.join(work, "out"))
         chunks = [(a, b) for a, b in zip(ds.tokens.shards, _lengths(ds))]
-        return {"seconds": dt, "cpu": cpu, "digest": _digest_lists(chunks)}
+        return {"seconds": dt, "cpu": cpu, "window": [w0, w1], "digest": _digest_lists(chunks)}
     if method == "hf":
         import datasets
 
@@ -240,15 +240,15 @@ def child(method: str, model: str, files: list, warm: list, work: str) -> dict:
                           remove_columns=["text"])
 
         run(warm, "warm")
-        t, c = time.perf_counter(), _cpu()
+        t, c, w0 = time.perf_counter(), _cpu(), time.time()
         res = run(files, "hfcache")
-        dt, cpu = time.perf_counter() - t, _cpu() - c
+        dt, cpu, w1 = time.perf_counter() - t, _cpu() - c, time.time()
         col = res.data.column("ids")
         chunks = []
         for ch in col.chunks:
             offs = ch.offsets.to_numpy()
             chunks.append((ch.values.to_numpy()[offs[0]:offs[-1]], np.diff(offs)))
-        return {"seconds": dt, "cpu": cpu, "digest": _digest_lists(chunks)}
+        return {"seconds": dt, "cpu": cpu, "window": [w0, w1], "digest": _digest_lists(chunks)}
     if method == "tiktoken":
         import multiprocessing as mp
 
@@ -261,11 +261,11 @@ def child(method: str, model: str, files: list, warm: list, work: str) -> dict:
             return np.array(lens, dtype=np.int64)
 
         run(warm, os.path.join(work, "warm.bin"))
-        t, c = time.perf_counter(), _cpu()
+        t, c, w0 = time.perf_counter(), _cpu(), time.time()
         lens = run(files, os.path.join(work, "tt.bin"))
-        dt, cpu = time.perf_counter() - t, _cpu() - c
+        dt, cpu, w1 = time.perf_counter() - t, _cpu() - c, time.time()
         ids = np.fromfile(os.path.join(work, "tt.bin"), dtype=np.uint32)
-        return {"seconds": dt, "cpu": cpu, "digest": _digest_lists([(ids, lens)])}
+        return {"seconds": dt, "cpu": cpu, "window": [w0, w1], "digest": _digest_lists([(ids, lens)])}
     raise SystemExit(f"unknown method {method}")
 
 
@@ -290,7 +290,7 @@ def run_method(method, model, files, warm, cores) -> dict:
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          preexec_fn=(lambda: os.sched_setaffinity(0, cores)) if cores else None)
     proc = psutil.Process(p.pid)
-    peak_sum = peak_one = 0
+    samples = []  # (time, sum of RSS, largest RSS) over the process tree
     while p.poll() is None:
         try:
             ps = [proc] + proc.children(recursive=True)
@@ -300,8 +300,7 @@ def run_method(method, model, files, warm, cores) -> dict:
                     rss.append(q.memory_info().rss)
                 except psutil.Error:
                     pass
-            peak_sum = max(peak_sum, sum(rss))
-            peak_one = max(peak_one, max(rss, default=0))
+            samples.append((time.time(), sum(rss), max(rss, default=0)))
         except psutil.Error:
             pass
         time.sleep(0.05)
@@ -310,7 +309,9 @@ def run_method(method, model, files, warm, cores) -> dict:
     if p.returncode != 0:
         return {"error": err.strip().splitlines()[-1] if err.strip() else f"rc {p.returncode}"}
     r = json.loads(out.strip().splitlines()[-1])
-    r["peak_sum"], r["peak_one"] = peak_sum, peak_one
+    w0, w1 = r["window"]  # the timed pass only (not the warm-up, nor reading the output back to check it)
+    inside = [x for x in samples if w0 <= x[0] <= w1] or samples
+    r["peak_sum"], r["peak_one"] = max(x[1] for x in inside), max(x[2] for x in inside)
     return r
 
 
