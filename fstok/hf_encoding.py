@@ -22,7 +22,7 @@ class TruncationError(ValueError):
 
 def _check_direction(direction: str, what: str) -> str:
     if direction not in ("right", "left"):
-        raise ValueError(f"Invalid {what} direction value: {direction!r} (expected 'right' or 'left')")
+        raise ValueError(f"Invalid {what} direction value : {direction}")
     return direction
 
 

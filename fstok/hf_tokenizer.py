@@ -364,10 +364,12 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ encoding
     def _model_encoding(self, seq: Any, is_pretokenized: bool, type_id: int, what: str) -> Encoding:
+        if isinstance(seq, np.ndarray):
+            seq = seq.tolist()
         if is_pretokenized:
             if isinstance(seq, str) or not isinstance(seq, (list, tuple)):
-                raise TypeError(f"{what}: with is_pretokenized=True a sequence must be a list or tuple of str, "
-                                f"got {type(seq).__name__}")
+                raise TypeError(f"{what}: InputSequence must be Union[List[str], Tuple[str]] with "
+                                f"is_pretokenized=True, got {type(seq).__name__}")
             out = Encoding()
             for w, word in enumerate(seq):
                 if not isinstance(word, str):
@@ -377,8 +379,8 @@ class Tokenizer:
                                              [w] * len(ids), offs, [0] * len(ids), [1] * len(ids), [], {}), False)
             return out
         if not isinstance(seq, str):
-            raise TypeError(f"{what}: expected a str (or is_pretokenized=True with a list of str), "
-                            f"got {type(seq).__name__}")
+            raise TypeError(f"{what}: TextInputSequence must be str, got {type(seq).__name__} "
+                            "(pre-tokenized input needs is_pretokenized=True)")
         ids, offs, words = self._core.model_encode(seq)
         n = len(ids)
         i2t = self._id_to_token
@@ -395,6 +397,8 @@ class Tokenizer:
         return finish(self._processor, enc, penc, add_special_tokens, self._truncation, self._padding)
 
     def _split_input(self, item, is_pretokenized: bool):
+        if isinstance(item, np.ndarray):
+            item = item.tolist()
         if is_pretokenized:
             if isinstance(item, tuple) and len(item) == 2 and all(isinstance(x, (list, tuple)) for x in item):
                 return item[0], item[1]

@@ -92,7 +92,8 @@ def child(threads: int, n: int) -> dict:
 
         def run_tf(t):
             def f(xs):
-                r = t(xs, padding="max_length", truncation=True, max_length=128, return_tensors="np")
+                r = t(xs, padding="max_length", truncation=True, max_length=128, return_tensors="np",
+                      return_token_type_ids=True, return_attention_mask=True)
                 return {k: r[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
             return f
 
