@@ -79,12 +79,27 @@ class _WordPieceCore(_Core):
         return ids, offs, words
 
     def ids_batch(self, texts, num_threads):
-        if self.allowed and any(s in t for t in texts for s in self.allowed):
-            res = [np.asarray(self.tok.encode(t, allowed_special=self.allowed), dtype=np.uint32) for t in texts]
-            lens = np.fromiter((len(r) for r in res), dtype=np.int64, count=len(res))
-            return (np.concatenate(res) if res else np.zeros(0, np.uint32)), lens
-        ids, lens = self.tok._model.encode_batch(texts, num_threads, 4)
-        return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(lens, dtype=np.int64)
+        special = _texts_holding(texts, self.allowed) if self.allowed else []
+        if not special:
+            ids, lens = self.tok._model.encode_batch(texts, num_threads, 4)
+            return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(lens, dtype=np.int64)
+        # texts holding special-token text are split at it in Python; the rest stay one C batch
+        sp = set(special)
+        clean = [i for i in range(len(texts)) if i not in sp]
+        ids_c, lens_c = self.tok._model.encode_batch([texts[i] for i in clean], num_threads, 4)
+        flat_c, lens_c = np.frombuffer(ids_c, dtype=np.uint32), np.frombuffer(lens_c, dtype=np.int64)
+        rows = {i: np.asarray(self.tok.encode(texts[i], allowed_special=self.allowed), dtype=np.uint32) for i in special}
+        lens = np.zeros(len(texts), dtype=np.int64)
+        lens[clean] = lens_c
+        for i, r in rows.items():
+            lens[i] = len(r)
+        start = np.cumsum(lens) - lens
+        flat = np.empty(int(lens.sum()), dtype=np.uint32)
+        start_c = np.cumsum(lens_c) - lens_c
+        flat[np.repeat(start[clean] - start_c, lens_c) + np.arange(len(flat_c))] = flat_c
+        for i, r in rows.items():
+            flat[start[i]:start[i] + len(r)] = r
+        return flat, lens
 
 
 class _BPECore(_Core):
@@ -146,6 +161,22 @@ class _BPECore(_Core):
                self.tok.encode_batch(texts, num_threads=num_threads, allowed_special="all", disallowed_special=())]
         lens = np.fromiter((len(r) for r in res), dtype=np.int64, count=len(res))
         return (np.concatenate(res) if res else np.zeros(0, np.uint32)), lens
+
+
+def _texts_holding(texts: list[str], literals) -> list[int]:
+    """Indices of the texts that contain one of `literals`: one regex pass over the joined batch."""
+    import re
+
+    sep = "\x00"
+    if any(sep in lit for lit in literals):
+        return [i for i, t in enumerate(texts) if any(lit in t for lit in literals)]
+    pat = re.compile("|".join(re.escape(lit) for lit in sorted(literals, key=len, reverse=True)))
+    joined = sep.join(texts)
+    hits = [m.start() for m in pat.finditer(joined)]
+    if not hits:
+        return []
+    ends = np.cumsum(np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts)))
+    return sorted(set(np.searchsorted(ends, np.asarray(hits), side="right").tolist()))
 
 
 def _map_inserted_spaces(used: str, text: str, cs: np.ndarray, ce: np.ndarray):
