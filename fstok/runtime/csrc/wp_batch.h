@@ -1,0 +1,165 @@
+/* Many texts, or one long text cut into pieces, on threads: the work queue each thread takes texts from
+ * (batch_worker), starting and joining workers (the persistent pool of tpool.h, else threads of the call),
+ * the parallel copy of the pieces' ids, and where a long text may be cut (wp_cut_ok, wp_find_cuts).
+ * Python-free; the module releases the GIL around these.  Oracle: encode_batch / a split encode equals
+ * encoding each text / the whole text alone (tests/test_wordpiece_split.py, tools/diff_parallel.py). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "tpool.h"
+#include "wp_normalize.h"
+
+#ifndef FSTOK_WP_BATCH_H
+#define FSTOK_WP_BATCH_H
+
+/* FSTOK_TRACE_THREADS=1: the long-text path prints where its time went to stderr (split_pinned; as
+ * run_bounds does in the BPE module) */
+static int trace_threads = -1;
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+static _Atomic long long trace_busy_ns; /* summed encode time of the texts of the current call */
+static int tracing(void) {
+    if (trace_threads < 0) {
+        const char *e = getenv("FSTOK_TRACE_THREADS");
+        trace_threads = e && e[0] == '1';
+    }
+    return trace_threads > 0;
+}
+
+typedef struct {
+    const wp_tables *t;
+    const char **s;
+    ssize_t *n; /* (Py_ssize_t) */
+    outbuf *outs;
+    size_t count;
+    size_t next; /* work index, taken under the mutex */
+    pthread_mutex_t mu;
+    int word;
+} batch_job;
+
+static void *batch_worker(void *arg) {
+    batch_job *j = (batch_job *)arg;
+    const int tr = trace_threads > 0;
+    for (;;) {
+        pthread_mutex_lock(&j->mu);
+        size_t i = j->next;
+        size_t chunk = j->count >= 64 * 16 ? 16 : 1; /* small batches: one text at a time */
+        j->next += chunk;
+        pthread_mutex_unlock(&j->mu);
+        if (i >= j->count) break;
+        size_t end = i + chunk < j->count ? i + chunk : j->count;
+        double t0 = tr ? now_us() : 0;
+        for (; i < end; i++) {
+            /* encode into a copy on this thread's stack: the outs[] entries of neighbouring texts
+             * share cache lines, and the encoder updates its outbuf once per token (false sharing
+             * made 2 threads cost 2x the CPU of one) */
+            outbuf local = j->outs[i];
+            if (j->word) wp_encode_word(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &local);
+            else wp_encode_e2e(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &local);
+            j->outs[i] = local;
+        }
+        if (tr) atomic_fetch_add(&trace_busy_ns, (long long)((now_us() - t0) * 1e3));
+    }
+    return NULL;
+}
+
+/* Start fn(arg) on nthreads - 1 workers besides the caller: the module's persistent pool (tpool.h), or
+ * threads of this call while the pool runs another job (a second Python thread).  Returns the number of
+ * workers; *pooled says which kind (tp_wait vs pthread_join in workers_join).  No GIL needed. */
+static int workers_start(void *(*fn)(void *), void *arg, int nthreads, pthread_t *th, int *pooled) {
+    *pooled = 0;
+    if (nthreads <= 1) return 0;
+    int got = tp_start(fn, arg, nthreads - 1);
+    if (got >= 0) {
+        *pooled = 1;
+        return got;
+    }
+    int started = 0;
+    for (int k = 1; k < nthreads; k++)
+        if (pthread_create(&th[started], NULL, fn, arg) == 0) started++;
+    return started;
+}
+
+static void workers_join(int started, pthread_t *th, int pooled) {
+    if (pooled) tp_wait();
+    else
+        for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+}
+
+
+/* the numpy output of a long text: the pieces' ids copied into dst, by the pool when there are many (the
+ * copy of 1 MB of ids on one thread was ~0.1 ms of a 16-thread call) */
+typedef struct {
+    uint32_t *dst;
+    const outbuf *outs;
+    const size_t *off; /* piece k's ids go to dst + off[k] */
+    size_t count;
+    atomic_size_t next;
+} wcopy_job;
+
+static void *wcopy_worker(void *arg) {
+    wcopy_job *c = (wcopy_job *)arg;
+    for (;;) {
+        size_t i = atomic_fetch_add_explicit(&c->next, 1, memory_order_relaxed);
+        if (i >= c->count) break;
+        if (c->outs[i].n) memcpy(c->dst + c->off[i], c->outs[i].ids, c->outs[i].n * sizeof(uint32_t));
+    }
+    return NULL;
+}
+
+
+/* May a long text be cut right before byte q?  Yes before a character that BERT's pipeline always
+ * splits at: whitespace, punctuation and CJK characters (KIND_SPACE / KIND_ISO; they have combining
+ * class 0, so canonical reordering never moves a mark across them).  Not before a deleted character
+ * (control/format: "ab\u200bcd" is one word) or a mapped one. */
+static inline int wp_cut_ok(const wp_tables *t, const uint8_t *s, size_t q) {
+    uint8_t c = s[q];
+    if ((c & 0xC0) == 0x80) return 0; /* inside a character */
+    uint32_t cp = c;
+    if (c >= 0x80) {
+        int L;
+        cp = utf8_next(s, q, &L);
+    }
+    uint32_t e = t->norm2[((size_t)t->norm1[cp >> 8] << 8) | (cp & 0xFF)] & 7;
+    return e == KIND_SPACE || e == KIND_ISO;
+}
+
+
+#define SPLIT_SEARCH 16384 /* bytes searched around a target cut for a cut point */
+
+/* Cuts of the N bytes at s near parts equal slices, each right before a character where wp_cut_ok holds
+ * (searched forward, then backward, within SPLIT_SEARCH bytes; a target without one is skipped): cut[0] = 0,
+ * then the cuts, cut[nc] = N.  Returns nc, the number of pieces. */
+static size_t wp_find_cuts(const wp_tables *tab, const char *s, size_t N, int parts, size_t *cut) {
+    size_t last = 0, nc = 0;
+    cut[nc++] = 0;
+    for (int k = 1; k < parts; k++) {
+        size_t t = (size_t)((unsigned long long)N * (unsigned)k / (unsigned)parts), best = 0;
+        if (t <= last) continue;
+        size_t hi = t + SPLIT_SEARCH < N ? t + SPLIT_SEARCH : N;
+        for (size_t q = t; q < hi; q++) {
+            if (wp_cut_ok(tab, (const uint8_t *)s, q)) { best = q; break; }
+        }
+        if (!best) {
+            size_t lo = t > SPLIT_SEARCH ? t - SPLIT_SEARCH : 0;
+            if (lo <= last) lo = last + 1;
+            for (size_t q = t; q-- > lo;) {
+                if (wp_cut_ok(tab, (const uint8_t *)s, q)) { best = q; break; }
+            }
+        }
+        if (best > last && best < N) cut[nc++] = last = best;
+    }
+    cut[nc] = N;
+    return nc;
+}
+
+#endif /* FSTOK_WP_BATCH_H */
