@@ -180,6 +180,11 @@ class Precompiled:
         self.norm = norm
         self.g = graphemes
         self.memo: dict[str, str | None] = {}
+        self.inert_memo: dict[str, bool] = {}
+        self.ctrl_rx = None
+        self.plain_rx = None  # characters with a grapheme property
+        self.seen: set[str] = set()
+        self.table: dict[int, str] = {}  # single characters the charsmap replaces
 
     def transform(self, chunk: str) -> str | None:
         r = self.memo.get(chunk, 0)
@@ -246,6 +251,105 @@ class Precompiled:
         if modified:
             ns.transform(trans)
 
+    # -- the same result without alignments (encode without offsets) ---------------------------
+    def _inert(self, c: str) -> bool:
+        """No charsmap key starts with c: the walk over c's bytes leaves the trie."""
+        r = self.inert_memo.get(c)
+        if r is not None:
+            return r
+        units = self.units
+        u = int(units[0])
+        node = (u >> 10) << ((u & (1 << 9)) >> 6)
+        r = False
+        for b in c.encode("utf-8"):
+            if b == 0:
+                r = True
+                break
+            node ^= b
+            if node >= self.n:
+                r = True
+                break
+            u = int(units[node])
+            if (u & 0x800000FF) != b:
+                r = True
+                break
+            node ^= (u >> 10) << ((u & (1 << 9)) >> 6)
+        self.inert_memo[c] = r
+        return r
+
+    def _clusters_str(self, s: str) -> str:
+        out = []
+        for a, b in self.g.clusters(s):
+            gr = s[a:b]
+            if len(gr.encode("utf-8")) < 6:
+                norm = self.transform(gr)
+                if norm is not None:
+                    out.append(norm)
+                    continue
+            for c in gr:
+                norm = self.transform(c)
+                out.append(c if norm is None else norm)
+        return "".join(out)
+
+    def _chunk_str(self, s: str) -> str:
+        """Characters with no grapheme property (most text) are clusters of one between two such
+        characters: they are mapped with a translation table; the regions around the other characters
+        (one plain character on each side) go through the cluster rules."""
+        if self.plain_rx is None:
+            parts = [f"{re.escape(chr(a))}-{re.escape(chr(e))}" for a, e in zip(self.g.starts, self.g.ends)
+                     if not (a <= 0xDFFF and e >= 0xD800)]
+            self.plain_rx = re.compile("[" + "".join(parts) + "]+")
+        for c in set(s).difference(self.seen):
+            self.seen.add(c)
+            norm = self.transform(c)
+            if norm is not None:
+                self.table[ord(c)] = norm
+        out = []
+        pos = 0
+        n = len(s)
+        spans = []
+        for m in self.plain_rx.finditer(s):
+            a, b = max(m.start() - 1, 0), min(m.end() + 1, n)
+            if spans and a <= spans[-1][1]:
+                spans[-1] = (spans[-1][0], b)
+            else:
+                spans.append((a, b))
+        for a, b in spans:
+            if a > pos:
+                out.append(s[pos:a].translate(self.table))
+            out.append(self._clusters_str(s[a:b]))
+            pos = b
+        if pos < n:
+            out.append(s[pos:].translate(self.table))
+        return "".join(out)
+
+    def apply_str(self, s: str) -> str:
+        """The normalized string alone.  Control characters, CR and LF are clusters of their own (CR LF one
+        cluster), so the text between them is normalized piece by piece; a piece whose characters start no
+        charsmap key is unchanged."""
+        if self.ctrl_rx is None:
+            import re as _re
+
+            parts = []
+            for a, e, bits in zip(self.g.starts, self.g.ends, self.g.bits):
+                if bits & 15 in (G_CR, G_LF, G_CONTROL) and not 0xD800 <= a <= 0xDFFF:
+                    parts.append(f"{_re.escape(chr(a))}-{_re.escape(chr(min(e, 0x10FFFF)))}")
+            self.ctrl_rx = _re.compile("\r\n|[" + "".join(parts) + "]")
+        out = []
+        pos = 0
+        for m in self.ctrl_rx.finditer(s):
+            if m.start() > pos:
+                out.append(self._chunk_str(s[pos : m.start()]))
+            g = m.group()
+            norm = self.transform(g)
+            if norm is None and len(g) > 1:
+                norm = "".join(self.transform(c) or c for c in g)
+            out.append(g if norm is None else norm)
+            pos = m.end()
+        if pos < len(s):
+            out.append(self._chunk_str(s[pos:]))
+        return "".join(out)
+
 
 def _literal_spans(s: str, pat: str) -> list[tuple[int, int]]:
     out, i = [], 0
@@ -308,6 +412,9 @@ class Prepend:
     def __call__(self, ns: NString) -> None:
         ns.prepend(self.s)
 
+    def apply_str(self, s: str) -> str:
+        return self.s + s if s else s
+
 
 class Lowercase:
     def __call__(self, ns: NString) -> None:
@@ -318,6 +425,10 @@ class Lowercase:
             for x in lo[1:]:
                 trans.append((x, 1))
         ns.transform(trans)
+
+    def apply_str(self, s: str) -> str:
+        # per character (no final-sigma context, as Rust's char::to_lowercase)
+        return s.lower() if "\u03a3" not in s else "".join(c.lower() for c in s)
 
 
 def build_normalizer(spec: Any, where: str, graphemes: GraphemeTable, charsmaps: list) -> list[Callable]:
@@ -375,8 +486,25 @@ class Metaspace:
         cuts.append(len(ns.chars))
         return [ns.slice(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
+    def split_str(self, s: str, at_start: bool) -> list[str]:
+        s = s.replace(" ", self.rep)
+        if (self.scheme == "always" or (self.scheme == "first" and at_start)) and s and s[0] != self.rep:
+            s = self.rep + s
+        if not self.split:
+            return [s]
+        parts = s.split(self.rep)
+        out = [parts[0]] if parts[0] else []
+        out += [self.rep + p for p in parts[1:]]
+        return out
+
+
+_WS_RX = re.compile("[" + "".join(sorted(WHITE_SPACE)).replace("\\", "") + "]+")
+
 
 class WhitespaceSplit:
+    def split_str(self, s: str, at_start: bool) -> list[str]:
+        return [p for p in _WS_RX.split(s) if p]
+
     def __call__(self, ns: NString) -> list[NString]:
         out, start = [], None
         for i, c in enumerate(ns.chars):

@@ -109,6 +109,9 @@ class HFSentencePieceTokenizer:
         from .postprocess import PostProcessor
 
         self._pp = PostProcessor.from_json(self._pipe.get("post_processor"))
+        # the string path needs every pre-tokenizer but the first to see whole pieces only (Metaspace's
+        # "first" scheme reads the piece's original start): one pre-tokenizer at most
+        self._fast_ok = len(self._pre) <= 1
 
     # -- vocabulary ---------------------------------------------------------------------------
     def _vocab(self) -> list[str]:
@@ -329,10 +332,45 @@ class HFSentencePieceTokenizer:
         enc = post_process(self._pp, enc, None, True)
         return enc.ids, (enc.offsets if offs is not None else None)
 
+    def _ids_fast(self, text: str) -> list[int]:
+        """The ids alone: the same stages on plain strings (no alignments), the model in C."""
+        native = _native()
+        ids: list[int] = []
+        for tid, a, b in self._find_added(text, self._raw_rx):
+            if tid is not None:
+                ids.append(tid)
+                continue
+            s = text[a:b]
+            for step in self._norm:
+                s = step.apply_str(s)
+            for tid2, c, d in self._find_added(s, self._norm_rx):
+                if tid2 is not None:
+                    ids.append(tid2)
+                    continue
+                pieces = [s[c:d]]
+                for k, pre in enumerate(self._pre):
+                    pieces = [q for p in pieces for q in pre.split_str(p, a == 0 and c == 0)]
+                for p in pieces:
+                    if not p:
+                        continue
+                    if self._bpe is not None:
+                        got = [t for t, _, _ in self._bpe.tokenize(p)]
+                    else:
+                        got = native.model_ids(self._h, p.encode("utf-8"), self.unk_id)
+                        if got is None:  # an unknown piece: fusion, lookup and byte fallback in Python
+                            got = [t for t, _, _ in self._model(p)]
+                    ids.extend(got)
+        return ids
+
     def encode(self, text: str, *, add_special_tokens: bool = False, allowed_special: Any = "all") -> list[int]:
         """tokenizers' `encode(text, add_special_tokens=...)`.ids.  Added tokens in the text are always
         recognised (as in tokenizers); `allowed_special` is accepted for API symmetry."""
-        ids, _ = self._encode(text, False)
+        if not isinstance(text, str):
+            raise TypeError(f"encode expects a str, got {type(text).__name__}")
+        if self._fast_ok:
+            ids = self._ids_fast(text)
+        else:
+            ids, _ = self._encode(text, False)
         if add_special_tokens:
             ids, _ = self._post(ids, None)
         return ids

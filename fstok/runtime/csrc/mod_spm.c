@@ -252,7 +252,38 @@ static PyObject *py_model(PyObject *self, PyObject *args) {
     return r;
 }
 
+/* model_ids(handle, normalized bytes, unk_id) -> list of ids, or None when the unknown id occurs (the
+ * caller then fuses and looks up unknown runs) */
+static PyObject *py_model_ids(PyObject *self, PyObject *args) {
+    PyObject *cap;
+    Py_buffer in;
+    int unk;
+    if (!PyArg_ParseTuple(args, "Oy*i", &cap, &in, &unk)) return NULL;
+    spm_model *m = get_model(cap);
+    if (!m) {
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    spm_ints tri = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = spm_model_run(m, in.buf, (size_t)in.len, &tri);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&in);
+    if (rc) {
+        spm_ints_free(&tri);
+        return PyErr_NoMemory();
+    }
+    for (size_t k = 0; k < tri.n; k += 3)
+        if (tri.p[k] == unk || tri.p[k] < 0) {
+            spm_ints_free(&tri);
+            Py_RETURN_NONE;
+        }
+    PyObject *r = ids_list(&tri, 3);
+    spm_ints_free(&tri);
+    return r;
+}
+
 static PyMethodDef methods[] = {
+    {"model_ids", py_model_ids, METH_VARARGS, "model_ids(handle, normalized utf8, unk_id) -> ids or None"},
     {"make", py_make, METH_VARARGS, "build a model handle over validated arrays"},
     {"encode", py_encode, METH_VARARGS, "encode(handle, utf8, mode=0)"},
     {"encode_batch", py_encode_batch, METH_VARARGS, "encode_batch(handle, [utf8, ...])"},
