@@ -267,7 +267,7 @@ def test_custom_encoding_matches_and_pickles():
 def test_custom_encoding_second_build_reads_the_cache(tmp_path):
     """A new process building the same Encoding maps the cached artifact (compiling would raise here)."""
     prog = f"""
-import fstok.tiktoken as tiktoken, fstok.bpe as bpe
+import fstok.tiktoken as tiktoken, fstok.tiktoken.openai_public, fstok.bpe as bpe
 ranks = tiktoken.load.load_tiktoken_bpe({tiktoken_path("r50k_base")!r})
 ranks = {{b: i for b, i in ranks.items() if i < 700}}
 if {{mode!r}} == "cached":
