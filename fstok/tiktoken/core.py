@@ -535,11 +535,29 @@ class Encoding:
         tail = text[start:]
         if not tail:
             return tokens, 0
-        spans: list[int] = []
-        self._tok._spanner.char_spans(tail, 0, spans)
+        spans = self._piece_spans(tail)
         if not spans:
             return tokens, 0
-        return tokens, len(self._bpe(tail[spans[-2] : spans[-1]].encode("utf-8")))
+        return tokens, len(self._bpe(tail[spans[-1][0] : spans[-1][1]].encode("utf-8")))
+
+    def _piece_spans(self, text: str) -> list[tuple[int, int]]:
+        """The split pattern's pieces of text (character offsets), by the pre-tokenizer encoding uses: the
+        artifact's compiled DFA (its Unicode tables are tiktoken's), else the `regex` module."""
+        cp = self.__dict__.get("_pieces")
+        if cp is None:
+            tok = self._tok
+            if tok._pt_mode == "find":
+                from ..pretokenize import CompiledPattern
+
+                cp = CompiledPattern.from_sections(tok._art, "dfa.")
+            else:
+                cp = False
+            self.__dict__["_pieces"] = cp
+        if cp:
+            return cp.spans(text)
+        flat: list[int] = []
+        self._tok._spanner.char_spans(text, 0, flat)
+        return list(zip(flat[::2], flat[1::2]))
 
     def _increase_last_piece_token_len(self, tokens: list[int], last: int) -> int:
         # regex splits of trailing whitespace are unstable (e.g. cl100k's \s*[\r\n]+ turns "\n" + " "
