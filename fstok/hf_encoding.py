@@ -196,18 +196,19 @@ class Encoding:
     # --- operations ---
     def merge_with(self, pair: "Encoding", growing_offsets: bool) -> None:
         """Append `pair` to self; overflowing windows combine as HF does (the cross product)."""
+        # (merge_with only reads `pair`, so HF's clones of the right-hand side are not needed here)
         overflowings = []
         for self_o in self._overflowing:
             n = self_o.copy()
-            n.merge_with(pair.copy(), growing_offsets)
+            n.merge_with(pair, growing_offsets)
             overflowings.append(n)
             for other_o in pair._overflowing:
                 n = self_o.copy()
-                n.merge_with(other_o.copy(), growing_offsets)
+                n.merge_with(other_o, growing_offsets)
                 overflowings.append(n)
         for other_o in pair._overflowing:
             n = self.copy()
-            n.merge_with(other_o.copy(), growing_offsets)
+            n.merge_with(other_o, growing_offsets)
             overflowings.append(n)
         base = len(self._ids)
         for seq, (s, e) in pair._ranges.items():

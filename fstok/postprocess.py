@@ -309,12 +309,14 @@ class TemplateProcessing(PostProcessor):
         else:
             raise ValueError(f"TemplateProcessing: {len(encodings)} encodings to process (1 or 2 expected)")
         out = []
-        for kind, pid, type_id in tmpl:
+        for k, (kind, pid, type_id) in enumerate(tmpl):
             if kind == "seq":
                 e = encodings[pid]
                 e._type_ids = [type_id] * len(e._ids)
                 e.set_sequence_id(pid)
-                out.append(e.copy())
+                # a copy only where the template uses this sequence again later (the caller's input is consumed)
+                again = any(k2 == "seq" and p2 == pid for k2, p2, _ in tmpl[k + 1:])
+                out.append(e.copy() if again else e)
             elif add_special_tokens:
                 ids, tokens = self.special_tokens[pid]
                 n = len(ids)
