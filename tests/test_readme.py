@@ -1,6 +1,6 @@
 """Every code example in README.md runs from a fresh checkout, and every value it shows in a comment is true.
 
-Python blocks run as scripts; a line `expr  # LITERAL ...` or `name = expr  # LITERAL ...` whose comment starts
+Examples run in document order. Python blocks run as scripts; a line `expr  # LITERAL ...` or `name = expr  # LITERAL ...` whose comment starts
 with a Python literal is checked against that literal. Shell lines starting with `fstok ` run as
 `python -m fstok ...`. Both run in a scratch folder holding README.md and links to `compiled/` and `fstok/`,
 so the relative paths of the README resolve as they do in a clone and nothing is written into the checkout.
@@ -109,8 +109,18 @@ def _missing_imports(code: str) -> list[str]:
     return sorted(n for n in names if importlib.util.find_spec(n) is None)
 
 
-@pytest.mark.parametrize("start,code", blocks("python"), ids=[f"line{s}" for s, _ in blocks("python")])
-def test_python_block(scratch, tmp_path, start, code):
+def _steps():
+    """README.md's examples in document order: ("python", line, code) blocks and ("shell", line, command) lines
+    (a later example may use what an earlier one wrote, as a reader running them in order would)."""
+    steps = [("python", start, code) for start, code in blocks("python")]
+    for start, code in blocks("bash"):
+        for k, line in enumerate(code.splitlines()):
+            if line.startswith("fstok "):
+                steps.append(("shell", start + k, line.split("  #")[0].strip()))
+    return sorted(steps, key=lambda s: s[1])
+
+
+def _run_python(scratch, tmp_path, start, code):
     missing = _missing_imports(code)
     if missing:
         pytest.skip(f"README.md block at line {start} needs {', '.join(missing)}")
@@ -119,15 +129,7 @@ def test_python_block(scratch, tmp_path, start, code):
     _run([sys.executable, str(script)], scratch, f"README.md python block at line {start}")
 
 
-def _shell_lines():
-    for start, code in blocks("bash"):
-        for k, line in enumerate(code.splitlines()):
-            if line.startswith("fstok "):
-                yield start + k, line.split("  #")[0].strip()
-
-
-@pytest.mark.parametrize("lineno,line", list(_shell_lines()), ids=[f"line{n}" for n, _ in _shell_lines()])
-def test_cli_line(scratch, lineno, line):
+def _run_shell(scratch, lineno, line):
     for part in line.split("&&"):
         words = shlex.split(part.split(">")[0])
         assert words[0] == "fstok"
@@ -135,3 +137,11 @@ def test_cli_line(scratch, lineno, line):
         if ">" in part:
             with open(scratch / part.split(">")[1].strip(), "w", encoding="utf-8") as f:
                 f.write(r.stdout)
+
+
+@pytest.mark.parametrize("kind,lineno,code", _steps(), ids=[f"{k}-line{n}" for k, n, _ in _steps()])
+def test_example(scratch, tmp_path, kind, lineno, code):
+    if kind == "python":
+        _run_python(scratch, tmp_path, lineno, code)
+    else:
+        _run_shell(scratch, lineno, code)
