@@ -17,12 +17,26 @@ from ._cache import cache_dir
 from ._load import _from_artifact, load, loads  # noqa: F401  (fstok.load, fstok.loads)
 from .registry import ENCODINGS
 
+_JSON_MEMO: dict = {}
+
+
+def _read_json(path: str):
+    """The parsed file, read once per compile (the dispatch looks at it more than once)."""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    if key not in _JSON_MEMO:
+        with open(path, "rb") as f:
+            try:
+                obj = json.loads(f.read().decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise ValueError(f"{path}: not a valid tokenizer.json ({e})") from None
+        _JSON_MEMO.clear()
+        _JSON_MEMO[key] = obj
+    return _JSON_MEMO[key]
+
+
 def _sniff_json_model(path: str) -> str:
-    with open(path, "rb") as f:
-        try:
-            obj = json.loads(f.read().decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"{path}: not a valid tokenizer.json ({e})") from None
+    obj = _read_json(path)
     if isinstance(obj, dict) and isinstance(obj.get("config"), dict) and isinstance(obj.get("vocab"), list):
         return "tekken"  # Mistral tekken.json
     if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
@@ -36,8 +50,7 @@ def _spm_style_json(path: str):
     """The parsed tokenizer.json when its model is Unigram or SentencePiece-style BPE, else None."""
     from .compile.hf_spm_tables import is_spm_style
 
-    with open(path, "rb") as f:
-        obj = json.loads(f.read().decode("utf-8"))
+    obj = _read_json(path)
     return obj if is_spm_style(obj) else None
 
 
@@ -74,7 +87,8 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
             from .pipeline.tekken import compile_tekken
 
             return compile_tekken(path, **options)
-        spm_json = _spm_style_json(path)
+        spm_json = _spm_style_json(path) if model in ("Unigram", "BPE") else None
+        _JSON_MEMO.clear()
         if spm_json is not None:
             from .hf_spm import HFSentencePieceTokenizer
 

@@ -79,14 +79,14 @@ def grapheme_ranges() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return starts[keep].astype(np.uint32), ends[keep].astype(np.uint32), vals[keep].astype(np.uint8)
 
 
-def _check_stages(obj: dict, where: str) -> None:
+def _check_stages(obj: dict, where: str, model: str) -> None:
     for key, sub, ok, what in (("normalizer", "normalizers", _SUPPORTED_NORM, "normalizer"),
                                ("pre_tokenizer", "pretokenizers", _SUPPORTED_PRE, "pre-tokenizer"),
                                ("decoder", "decoders", _SUPPORTED_DEC, "decoder")):
         for s in _walk(obj.get(key), sub):
             if s.get("type") not in ok:
-                raise ValueError(f"{where}: {what} {s.get('type')!r} is not supported in SentencePiece-style "
-                                 f"pipelines (supported: {', '.join(sorted(ok))})")
+                raise ValueError(f"{where}: {what} {s.get('type')!r} is not supported with a {model} model in "
+                                 f"SentencePiece-style pipelines (supported: {', '.join(sorted(ok))})")
     if obj.get("post_processor") is not None:
         from ..postprocess import PostProcessor
 
@@ -99,7 +99,7 @@ def _check_stages(obj: dict, where: str) -> None:
 def hf_tables(obj: dict, where: str) -> tuple[dict, dict]:
     m = obj["model"]
     t = m.get("type") or ("Unigram" if isinstance(m.get("vocab"), list) else "BPE")
-    _check_stages(obj, where)
+    _check_stages(obj, where, t)
     sections: dict = {}
     flags = SPF_HF
     if t == "Unigram":
