@@ -149,13 +149,47 @@ class Encoding:
         if allowed_special == "all":
             allowed_special = self.special_tokens_set
         if disallowed_special == "all":
-            disallowed_special = self.special_tokens_set - allowed_special
+            disallowed_special = self._disallowed_all(allowed_special)
         if not isinstance(text, str):
             raise TypeError(f"expected string or buffer, got {type(text).__name__}")
         if disallowed_special:
             if not isinstance(disallowed_special, frozenset):
                 disallowed_special = frozenset(disallowed_special)
-            self._tok._check_disallowed(text, disallowed_special)
+            self._check_disallowed(text, disallowed_special)
+        return self._allowed(allowed_special)
+
+    def _check_disallowed(self, text: str, disallowed: frozenset) -> None:
+        # special tokens share a prefix ("<|"): text without it has none of them (one search instead of one
+        # per token, or a 1,100-way regex for o200k_harmony)
+        if len(disallowed) > 1:
+            cache = self.__dict__.setdefault("_prefix_of", {})
+            p = cache.get(disallowed)
+            if p is None:
+                if len(cache) > 16:
+                    cache.clear()
+                p = cache[disallowed] = os.path.commonprefix(list(disallowed))
+            if p and p not in text:
+                return
+        self._tok._check_disallowed(text, disallowed)
+
+    def _all_specials(self) -> frozenset:
+        fs = self.__dict__.get("_all_specials_fs")
+        if fs is None:
+            fs = self.__dict__["_all_specials_fs"] = frozenset(self._special_tokens)
+        return fs
+
+    def _disallowed_all(self, allowed_special):
+        """`special_tokens_set - allowed_special` (tiktoken's "all"); the common cases reuse one frozenset, so
+        an encoding with many special tokens (o200k_harmony: 1,100) does not rebuild and rehash it per call."""
+        if allowed_special is self.special_tokens_set:
+            return frozenset()
+        if type(allowed_special) in (set, frozenset) and not allowed_special:
+            return self._all_specials()
+        return self.special_tokens_set - allowed_special
+
+    def _allowed(self, allowed_special) -> frozenset:
+        if allowed_special is self.special_tokens_set:
+            return self._all_specials()
         return _allowed_set(allowed_special)
 
     def encode_to_numpy(
@@ -207,15 +241,20 @@ class Encoding:
         if allowed_special == "all":
             allowed_special = self.special_tokens_set
         if disallowed_special == "all":
-            disallowed_special = self.special_tokens_set - allowed_special
+            disallowed_special = self._disallowed_all(allowed_special)
         if not isinstance(disallowed_special, frozenset):
             disallowed_special = frozenset(disallowed_special)
         texts = list(text)
-        allowed = None
-        for t in texts:  # tiktoken encodes in order: the first bad text raises
-            allowed = self._checked_special(t, allowed_special, disallowed_special)
-        if allowed is None:
+        if not texts:
             return []
+        # tiktoken encodes the texts in order, so the first bad text (or argument) raises
+        allowed = self._checked_special(texts[0], allowed_special, disallowed_special)
+        check = self._check_disallowed
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"expected string or buffer, got {type(t).__name__}")
+            if disallowed_special:
+                check(t, disallowed_special)
         return self._tok.encode_batch(texts, num_threads=num_threads, allowed_special=allowed, disallowed_special=())
 
     def encode_with_unstable(
