@@ -342,3 +342,25 @@ def test_cli_tokenize_and_encode_special_options(tmp_path):
     f.write_text("hi <|endoftext|> there", encoding="utf-8")
     r = run("encode", "-m", "o200k_base", "-q", "--allowed-special", "<|endoftext|>", str(f))
     assert r.stdout.split() == [str(i) for i in tok.encode("hi <|endoftext|> there", allowed_special="all")]
+
+
+def test_sentencepiece_model_documents_whole(tmp_path, monkeypatch):
+    """A kind without proven cuts (a SentencePiece .model): long documents are still read in parts but
+    encoded whole, so the ids equal tok.encode(document)."""
+    from conftest import VOCAB
+
+    path = os.path.join(VOCAB, "models", "spm-bpe", "llama-2", "tokenizer.model")
+    if not os.path.exists(path):
+        pytest.skip("llama-2 tokenizer.model not in the data folder")
+    tok = fstok.compile(path)
+    monkeypatch.setattr(ds_readers, "BLOCK", 997)
+    monkeypatch.setattr(ds_readers, "LONG_DOC", 3000)
+    monkeypatch.setattr(ds_encode, "PIECE_CHARS", 1500)
+    d = tmp_path / "in"
+    d.mkdir()
+    docs = [slice_lines("english", 0, 20_000), slice_lines("multilingual", 0, 8_000) + "  double  spaces  "]
+    for i, t in enumerate(docs):
+        (d / f"{i}.txt").write_text(t, encoding="utf-8", newline="")
+    out = str(tmp_path / "o")
+    tokenize(str(d), tok, out, quiet=True, eot_token="</s>")
+    assert_docs(open_shards(out), expected_ids(tok, docs, eot=tok.token_to_id("</s>")))

@@ -9,6 +9,8 @@ cut, and when that is long it encodes the prefix up to a position where a cut ca
 * fstok WordPiece: ASCII whitespace, a word boundary under every BERT normalization (``fstok.parallel``'s
   safe split), when no allowed special token contains whitespace.
 
+Other kinds (SentencePiece models) are never cut: each document is encoded whole.
+
 Both are the cuts ``fstok.parallel.encode_long`` makes, whose pieces are encoded as texts of their own and
 concatenated.  Where neither applies (a BPE model pre-tokenized by the Python ``regex`` module, or with a
 normalizer), the whole document is held and encoded at once.  Memory per document is therefore bounded
@@ -44,21 +46,22 @@ def special_kwargs(tok: Any, allowed_special=None, disallowed_special=None) -> d
     None means the tokenizer's default (tiktoken's for BPE: no special allowed, all disallowed -- text
     that spells one is an error; WordPiece: special-token text is ordinary)."""
     kw: dict = {}
+    known = getattr(tok, "special_tokens", None)
+    known = set(known) if known is not None else None
     if allowed_special is not None:
         if allowed_special != "all":
             allowed_special = set(allowed_special)
-            known = set(tok.special_tokens)
-            bad = sorted(allowed_special - known)
+            bad = sorted(allowed_special - known) if known is not None else []
             if bad:
                 raise ValueError(f"not a special token of this tokenizer: {', '.join(map(repr, bad))} "
-                                 f"(special tokens: {', '.join(sorted(known)[:12])})")
+                                 f"(special tokens: {', '.join(sorted(known or ())[:12])})")
         kw["allowed_special"] = allowed_special
     if disallowed_special is not None:
-        if _is_wordpiece(tok):
+        if not _is_bpe(tok):
             if disallowed_special == "all" or not disallowed_special:
-                pass  # WordPiece never raises on special-token text; "none" is its only behaviour
+                pass  # only BPE raises on special-token text; "none" is the others' only behaviour
             else:
-                raise ValueError("WordPiece tokenizers have no disallowed special tokens (special-token text "
+                raise ValueError(f"{type(tok).__name__} has no disallowed special tokens (special-token text "
                                  "is ordinary unless allowed)")
         else:
             if disallowed_special != "all":
@@ -88,11 +91,14 @@ class DocEncoder:
             self.splitter = bpe_splitter(tok)
             self.margin = max((len(g) for g in self.splitter.guards), default=1) if self.splitter else 0
         else:
-            allowed = self.kw.get("allowed_special") or ()
-            specials = tok.special_tokens if allowed == "all" else list(allowed)
             self.splitter = None
-            self.ws_ok = not any(any(c in s for c in _WS) or not s for s in specials)
             self.margin = 1
+            self.ws_ok = False  # other kinds (SentencePiece, ...): no proven cut, a document is encoded whole
+            self.wordpiece = _is_wordpiece(tok)
+            if self.wordpiece:
+                allowed = self.kw.get("allowed_special") or ()
+                specials = tok.special_tokens if allowed == "all" else list(allowed)
+                self.ws_ok = not any(any(c in s for c in _WS) or not s for s in specials)
 
     # ------------------------------------------------------------------ one text
     def _ids(self, text: str) -> np.ndarray:
@@ -101,7 +107,7 @@ class DocEncoder:
         if self.bpe:
             tok._check_disallowed(text, self._disallowed)
             return np.frombuffer(tok._run(text, self._allowed, 1)[0], dtype=np.uint32)
-        if not self.kw.get("allowed_special"):
+        if self.wordpiece and not self.kw.get("allowed_special"):
             return tok.encode_to_numpy(text)
         return np.asarray(tok.encode(text, **self.kw), dtype=np.uint32)
 

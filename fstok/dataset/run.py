@@ -82,13 +82,16 @@ def _eot_id(tok, append_eot: bool, eot_token: Optional[str]) -> Optional[int]:
     if not append_eot and eot_token is None:
         return None
     name = eot_token or "<|endoftext|>"
-    sp = tok.special_tokens
+    sp = getattr(tok, "special_tokens", None)
     if isinstance(sp, dict):
         if name in sp:
             return int(sp[name])
-    elif name in sp:
+    elif sp is not None:
+        if name in sp:
+            return int(tok.token_to_id(name))
+    elif tok.token_to_id(name) is not None:
         return int(tok.token_to_id(name))
-    known = ", ".join(sorted(sp)[:12]) or "none"
+    known = ", ".join(sorted(sp or ())[:12]) or "none"
     if eot_token is None:
         raise ValueError(f"this tokenizer has no {name} token; name the end-of-document token with --eot-token / "
                          f"eot_token= (special tokens: {known})")
