@@ -7,14 +7,50 @@
 
 #define HOT static inline __attribute__((always_inline))
 
-void spm_trie_init(spm_trie *t) {
+#define DENSE_MIN 24 /* children from which a node gets a full row */
+
+int spm_trie_init(spm_trie *t) {
     for (int c = 0; c < 256; c++) t->root[c] = SPM_NONE;
-    if (!t->n_nodes) return;
+    t->dense_of = NULL;
+    t->rows = NULL;
+    if (!t->n_nodes) return 0;
     for (uint32_t e = t->first[0]; e < t->first[1]; e++) t->root[t->label[e]] = t->target[e];
+    uint32_t nd = 0;
+    for (uint32_t v = 1; v < t->n_nodes; v++) nd += t->first[v + 1] - t->first[v] >= DENSE_MIN;
+    if (!nd) return 0;
+    t->dense_of = (uint32_t *)malloc((size_t)t->n_nodes * sizeof(uint32_t));
+    t->rows = (uint32_t *)malloc((size_t)nd * 256 * sizeof(uint32_t));
+    if (!t->dense_of || !t->rows) {
+        spm_trie_free(t);
+        return -1;
+    }
+    uint32_t r = 0;
+    t->dense_of[0] = SPM_NONE;
+    for (uint32_t v = 1; v < t->n_nodes; v++) {
+        if (t->first[v + 1] - t->first[v] < DENSE_MIN) {
+            t->dense_of[v] = SPM_NONE;
+            continue;
+        }
+        uint32_t *row = t->rows + (size_t)r * 256;
+        for (int c = 0; c < 256; c++) row[c] = SPM_NONE;
+        for (uint32_t e = t->first[v]; e < t->first[v + 1]; e++) row[t->label[e]] = t->target[e];
+        t->dense_of[v] = r++;
+    }
+    return 0;
+}
+
+void spm_trie_free(spm_trie *t) {
+    free(t->dense_of);
+    free(t->rows);
+    t->dense_of = t->rows = NULL;
 }
 
 HOT uint32_t trie_step(const spm_trie *t, uint32_t node, uint8_t c) {
     if (node == 0) return t->root[c];
+    if (t->dense_of) {
+        const uint32_t r = t->dense_of[node];
+        if (r != SPM_NONE) return t->rows[(size_t)r * 256 + c];
+    }
     uint32_t lo = t->first[node], hi = t->first[node + 1];
     const uint8_t *L = t->label;
     if (hi - lo <= 8) {

@@ -25,6 +25,8 @@ static void handle_free(PyObject *cap) {
     if (!h) return;
     for (int i = 0; i < h->nbuf; i++) PyBuffer_Release(&h->buf[i]);
     spm_cache_free(h->m.cache);
+    spm_trie_free(&h->m.pieces);
+    spm_trie_free(&h->m.user);
     free(h);
 }
 
@@ -77,8 +79,10 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
     m->user.target = p[9];
     m->user.value = p[10];
     m->user.n_nodes = (uint32_t)(lens[10] / 4);
-    spm_trie_init(&m->pieces);
-    spm_trie_init(&m->user);
+    if (spm_trie_init(&m->pieces) || spm_trie_init(&m->user)) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     if (PyObject_GetBuffer(score, &h->buf[h->nbuf], PyBUF_SIMPLE) < 0) goto fail;
     if (is64)
         m->score64 = h->buf[h->nbuf].buf;
@@ -111,6 +115,9 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
     return PyCapsule_New(h, "fstok.spm", handle_free);
 fail:
     for (int i = 0; i < h->nbuf; i++) PyBuffer_Release(&h->buf[i]);
+    spm_trie_free(&h->m.pieces);
+    spm_trie_free(&h->m.user);
+    spm_cache_free(h->m.cache);
     free(h);
     return NULL;
 }

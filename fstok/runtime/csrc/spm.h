@@ -19,6 +19,10 @@ typedef struct {
     const int32_t *value2;
     uint32_t n_nodes;
     uint32_t root[256];
+    /* nodes with many children get a full row of 256 children (built at load): dense_of[node] is the
+     * row, SPM_NONE for the others */
+    uint32_t *dense_of;
+    uint32_t *rows;
 } spm_trie;
 
 /* piece types (sentencepiece_model.proto) */
@@ -70,7 +74,8 @@ typedef struct {
     size_t n, cap;
 } spm_ints;
 
-void spm_trie_init(spm_trie *t);
+int spm_trie_init(spm_trie *t); /* -1: out of memory */
+void spm_trie_free(spm_trie *t);
 struct spm_cache *spm_cache_new(void);
 void spm_cache_free(struct spm_cache *c);
 void spm_bytes_free(spm_bytes *b);
