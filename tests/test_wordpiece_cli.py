@@ -30,10 +30,10 @@ def test_compile_encode_inspect(tmp_path):
     assert r.returncode == 0 and r.stdout.split() == ["a", "##b", "##c", "##dz", "abcdx", "[UNK]"]
     assert "tokens from" in r.stderr and "MB/s" in r.stderr
     png, dot, gml = tmp_path / "f.png", tmp_path / "f.dot", tmp_path / "f.graphml"
-    r = run("inspect", str(art), "--png", str(png), "--dot", str(dot), "--graphml", str(gml))
+    r = run("inspect", str(art), "--json", "--png", str(png), "--dot", str(dot), "--graphml", str(gml))
     assert r.returncode == 0, r.stderr
     s = json.loads(r.stdout)
-    assert s["kind"] == "wordpiece" and s["vocab_size"] == 7 and s["failure_links"] > 0
+    assert s["kind"] == "wordpiece" and s["vocab_size"] == 7 and s["model"]["failure_links"] > 0
     assert png.stat().st_size > 1000 and dot.read_text().startswith("digraph")
     fst = tmp_path / "f.ofst"
     r = run("inspect", str(art), "--fst", str(fst))
