@@ -28,11 +28,31 @@ def _from_artifact(art: _art.Artifact):
     return _cls(art.kind).from_artifact(art)
 
 
-def load(path: str | os.PathLike, use_mmap: bool = True):
-    """Load a compiled artifact (validated: magic, version, sizes, checksums, table bounds)."""
+def _in_cache(path: str) -> bool:
+    from ._cache import cache_dir
+
+    try:
+        c = os.path.realpath(cache_dir())
+        return os.path.commonpath([os.path.realpath(path), c]) == c
+    except ValueError:
+        return False
+
+
+def load(path: str | os.PathLike, use_mmap: Optional[bool] = None):
+    """Load a compiled artifact (validated: magic, version, sizes, checksums, every table index).
+
+    use_mmap: None (default) maps files inside fstok's cache directory (written once, replaced
+    atomically) and reads a private copy of any other file, so that a file truncated or rewritten
+    in place while loaded cannot crash the process (SIGBUS); True maps any file (the caller keeps
+    it unchanged while the tokenizer lives), False always copies."""
     if not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"fstok.load expects a path, got {type(path).__name__}")
-    return _from_artifact(_art.read_artifact(path, use_mmap=use_mmap))
+    if use_mmap is not None and not isinstance(use_mmap, bool):
+        raise TypeError(f"use_mmap must be None, True or False, got {use_mmap!r}")
+    p = os.fspath(path)
+    if use_mmap is None:
+        use_mmap = _in_cache(p)
+    return _from_artifact(_art.read_artifact(p, use_mmap=use_mmap))
 
 
 def loads(data: bytes):

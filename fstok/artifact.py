@@ -195,15 +195,34 @@ def _fail(where: str, msg: str) -> ArtifactError:
     return ArtifactError(f"{where}: {msg}")
 
 
+def _looks_like(buffer: Any) -> str:
+    """A hint of what a file that is not an artifact seems to be (for the error message)."""
+    head = bytes(buffer[:64])
+    if not head:
+        return ": the file is empty"
+    s = head.lstrip()
+    if s[:1] in (b"{", b"["):
+        return ": it looks like JSON (compile a tokenizer.json with fstok.compile)"
+    if head[:1] == b"\n" or (len(head) > 2 and head[0] == 0x0A and head[1] < 0x80):
+        return ": it looks like a SentencePiece .model (protobuf), which fstok does not load"
+    try:
+        head.decode("utf-8")
+        return ": it looks like a text file (compile a source with fstok.compile; load takes a saved artifact)"
+    except UnicodeDecodeError:
+        return ""
+
+
 def parse_artifact(buffer: Any, where: str = "<bytes>", expect_kind: int | None = None) -> Artifact:
     """Validate `buffer` (bytes or mmap) completely, then return an Artifact over it."""
     n = len(buffer)
     if n < HEADER_SIZE:
+        if bytes(buffer[:8]) != MAGIC[:min(n, 8)] or n == 0:
+            raise _fail(where, f"not an fstok artifact ({n} bytes, no {MAGIC!r} header){_looks_like(buffer)}")
         raise _fail(where, f"truncated: {n} bytes is smaller than the {HEADER_SIZE}-byte header")
     head = bytes(buffer[:HEADER_SIZE])
     magic, version, kind, hsize, nsec, fsize, pcrc, hcrc, uv, shash, _ = _HEADER.unpack(head)
     if magic != MAGIC:
-        raise _fail(where, f"not an fstok artifact (magic {magic!r}, expected {MAGIC!r})")
+        raise _fail(where, f"not an fstok artifact (header magic {magic!r}, expected {MAGIC!r}){_looks_like(buffer)}")
     if version != FORMAT_VERSION:
         raise _fail(where, f"format version {version} is not supported (this fstok reads version {FORMAT_VERSION}); recompile the tokenizer")
     zeroed = _HEADER.pack(magic, version, kind, hsize, nsec, fsize, pcrc, 0, uv, shash, _)
@@ -248,15 +267,57 @@ def parse_artifact(buffer: Any, where: str = "<bytes>", expect_kind: int | None 
     return art
 
 
+#: artifacts larger than this are refused before they are read (the largest real tokenizers are ~100 MB)
+MAX_ARTIFACT_BYTES = int(os.environ.get("FSTOK_MAX_ARTIFACT_BYTES", str(4 << 30)))
+
+
 def read_artifact(path: str | os.PathLike, expect_kind: int | None = None, use_mmap: bool = True) -> Artifact:
-    """Open and validate an artifact file (memory-mapped by default)."""
+    """Open and validate an artifact file (memory-mapped when `use_mmap`).
+
+    Only regular files are read (a device such as /dev/zero, a FIFO or a directory is refused before
+    any byte is read), and the size is checked against the header before the rest is.  A mapped file
+    must not be truncated or rewritten in place while the artifact is in use (the operating system
+    then kills the process with SIGBUS on the next access); replacing it with `os.replace`, as
+    `save()` does, is safe.  Pass `use_mmap=False` to read a private copy."""
     p = os.fspath(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no such artifact file: {p}") from None
+    import stat as _stat
+
+    if not _stat.S_ISREG(st.st_mode):
+        what = "a directory" if _stat.S_ISDIR(st.st_mode) else "a device" if (
+            _stat.S_ISCHR(st.st_mode) or _stat.S_ISBLK(st.st_mode)) else "a pipe or socket" if (
+            _stat.S_ISFIFO(st.st_mode) or _stat.S_ISSOCK(st.st_mode)) else "not a regular file"
+        raise ArtifactError(f"{p}: is {what}, not an fstok artifact file")
     with open(p, "rb") as f:
         size = os.fstat(f.fileno()).st_size
+        if size > MAX_ARTIFACT_BYTES:
+            raise ArtifactError(f"{p}: {size} bytes is larger than the {MAX_ARTIFACT_BYTES}-byte limit for an artifact "
+                                "(FSTOK_MAX_ARTIFACT_BYTES)")
+        head = f.read(HEADER_SIZE)
+        if len(head) < HEADER_SIZE or head[:8] != MAGIC:
+            parse_artifact(head, where=p)  # the header's own error: truncated / not an fstok artifact
+        f.seek(0)
         if use_mmap and size > 0:
             buf: Any = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         else:
-            buf = f.read()
+            buf = f.read(size + 1)
     art = parse_artifact(buf, where=p, expect_kind=expect_kind)
     art.path = p
     return art
+
+
+def reseal(data: bytes | bytearray) -> bytes:
+    """`data` with both checksums recomputed (after editing an artifact's bytes on purpose, e.g. in a fuzzer:
+    the loaders' own validation, not the checksums, must then reject what is wrong)."""
+    b = bytearray(data)
+    if len(b) < HEADER_SIZE:
+        return bytes(b)
+    fields = list(_HEADER.unpack(bytes(b[:HEADER_SIZE])))
+    fields[6] = zlib.crc32(memoryview(b)[HEADER_SIZE:])
+    fields[7] = 0
+    fields[7] = zlib.crc32(_HEADER.pack(*fields))
+    b[:HEADER_SIZE] = _HEADER.pack(*fields)
+    return bytes(b)

@@ -24,21 +24,6 @@ from ._text import fix_surrogates as _fix_surrogates
 from .loaders.bpe_source import AddedToken, BPESource, PreTokStage
 
 _NONE = 0xFFFFFFFF
-_SECTION_DTYPES = {
-    "dec_bytes": "|u1",
-    "dec_off": "<u4",
-    "dec_kind": "|u1",
-    "int_ext": "<u4",
-    "int_info": "<u4",
-    "pair_tab": "<u8",
-    "byte_pair": "<u4",
-    "pair_bloom": "<u8",
-    "pair_hot": "<u8",
-    "span_tab": "<u8",
-    "span_hot": "<u8",
-    "trie": "<u4",
-    "byte_tok": "<u4",
-}
 
 
 def _native():
@@ -152,8 +137,9 @@ class BPETokenizer:
             raise _art.ArtifactError(f"artifact kind is {art.kind_name!r}, expected 'bpe'")
         self._art = art
         meta = art.meta
-        if meta.get("bpe_meta_version") != 1:
-            raise _art.ArtifactError(f"BPE artifact meta version {meta.get('bpe_meta_version')!r} is not supported")
+        from .validate_bpe import check_meta
+
+        checked = check_meta(art)  # every field read below is present, typed and in range
         self._meta = meta
         self.name: str = meta["name"]
         self._semantics = meta["semantics"]
@@ -163,7 +149,7 @@ class BPETokenizer:
         self._add_prefix_space = bool(meta.get("add_prefix_space"))
         self._stages = [PreTokStage(s["pattern"], bool(s["keep_gaps"]), s.get("dialect", "rust-regex")) for s in meta["stages"]]
         self.max_token_value: int = int(meta["max_token_value"])
-        tables = self._validated_tables(art)
+        tables = self._validated_tables(art, checked)
         self._tables = tables
         nat = _native()
         self._model = nat.Model(
@@ -213,120 +199,11 @@ class BPETokenizer:
         return sp
 
     @staticmethod
-    def _validated_tables(art: _art.Artifact) -> dict[str, np.ndarray]:
-        """Structural checks of every array C will index (a crafted file must raise, not crash)."""
-        meta = art.meta
-        t: dict[str, np.ndarray] = {}
-        for name, dt in _SECTION_DTYPES.items():
-            if not art.has(name):
-                raise _art.ArtifactError(f"BPE artifact has no section {name!r}")
-            if art.sections[name].dtype != dt:
-                raise _art.ArtifactError(f"BPE section {name!r} has dtype {art.sections[name].dtype}, expected {dt}")
-            t[name] = art.array(name)
-        try:
-            n_int, n_ext = int(meta["n_int"]), int(meta["n_ext"])
-            da_size, pair_bits = int(meta["da_size"]), int(meta["pair_bits"])
-            short_max, max_span = int(meta["short_max"]), int(meta["max_span_len"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise _art.ArtifactError(f"BPE artifact meta is incomplete ({e})") from None
+    def _validated_tables(art: _art.Artifact, checked: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+        """Structural checks of every array C will index (a crafted file must raise, not crash): fstok/validate_bpe.py."""
+        from .validate_bpe import check_meta, check_tables
 
-        def bad(msg: str):
-            raise _art.ArtifactError(f"BPE artifact is inconsistent: {msg}")
-
-        if not (0 < n_int < 2**21 - 1 and 0 < n_ext < 2**31 and 0 < da_size < 2**31 and 4 <= pair_bits <= 40):
-            bad("sizes out of range")
-        if not (0 <= short_max <= 4096 and 0 <= max_span < 2**31):
-            bad("limits out of range")
-        for name, size in (("int_ext", n_int), ("int_info", 4 * n_int), ("dec_off", n_ext + 1), ("dec_kind", n_ext),
-                           ("trie", 3 * da_size), ("byte_tok", 256), ("byte_pair", 65536),
-                           ("pair_tab", 1 << pair_bits)):
-            if len(t[name]) != size:
-                bad(f"{name} has {len(t[name])} entries, expected {size}")
-        nspan = len(t["span_tab"]) // 2
-        if len(t["span_tab"]) % 2 or nspan < 2 or nspan & (nspan - 1):
-            bad("span table size")
-        dec_off = t["dec_off"]
-        if dec_off[0] != 0 or np.any(np.diff(dec_off.astype(np.int64)) < 0) or int(dec_off[-1]) != len(t["dec_bytes"]):
-            bad("decode offsets")
-        if np.any(t["dec_kind"] > 3):
-            bad("decode kinds")
-        info = t["int_info"].reshape(-1, 4)
-        t = dict(t, int_len=info[:, 0], split_l=info[:, 1], split_r=info[:, 2], next_prefix=info[:, 3])
-        ext = t["int_ext"]
-        if np.any(ext >= n_ext):
-            bad("internal -> external ids")
-        if np.any(t["dec_kind"][ext] != 1):
-            bad("internal tokens must be mergeable tokens")
-        lens = (dec_off[ext.astype(np.int64) + 1] - dec_off[ext]).astype(np.int64)
-        if np.any(lens != t["int_len"]) or np.any(lens == 0):
-            bad("token lengths")
-        ar = np.arange(n_int, dtype=np.uint32)
-        for name in ("split_l", "split_r"):
-            if np.any(t[name] >= n_int):
-                bad(name)
-        merged = (t["split_l"] != ar) | (t["split_r"] != ar)
-        if np.any(lens[merged] != lens[t["split_l"][merged]] + lens[t["split_r"][merged]]) or np.any(lens[~merged] != 1):
-            bad("split table")
-        if meta.get("backtrack_ok") and np.any((t["split_l"][merged] >= ar[merged]) | (t["split_r"][merged] >= ar[merged])):
-            bad("split ranks are not monotone")
-        np_ = t["next_prefix"]
-        ok = np_ == _NONE
-        if np.any(~ok & (np_ >= n_int)) or np.any(~ok & (lens[np.where(ok, 0, np_)] >= lens)):
-            bad("next_prefix")
-        pt = t["pair_tab"]
-        full = pt != np.uint64(0xFFFFFFFFFFFFFFFF)
-        if full.all():
-            bad("pair table has no empty slot")
-        pf = pt[full]
-        m21 = np.uint64((1 << 21) - 1)
-        if np.any((pf >> np.uint64(43)) >= n_int) or np.any(((pf >> np.uint64(22)) & m21) >= n_int) or np.any(
-            (pf & np.uint64((1 << 22) - 1)) >= n_int
-        ):
-            bad("pair table ids")
-        nb = len(t["pair_bloom"])
-        if nb < 1 or nb & (nb - 1):
-            bad("pair bloom size")
-        ph = t["pair_hot"]
-        if len(ph) < 16 or len(ph) & (len(ph) - 1):
-            bad("hot pair table size")
-        phf = ph != np.uint64(0xFFFFFFFFFFFFFFFF)
-        if phf.all():
-            bad("hot pair table has no empty slot")
-        pf = ph[phf]
-        if np.any((pf >> np.uint64(43)) >= n_int) or np.any(((pf >> np.uint64(22)) & m21) >= n_int) or np.any(
-            (pf & np.uint64((1 << 22) - 1)) >= n_int
-        ):
-            bad("hot pair table ids")
-        bp = t["byte_pair"]
-        if np.any((bp != _NONE) & (bp >= n_int)):
-            bad("byte pair table")
-        nhot = len(t["span_hot"]) // 2
-        if len(t["span_hot"]) % 2 or nhot < 2 or nhot & (nhot - 1):
-            bad("hot span table size")
-        hot = t["span_hot"].reshape(-1, 2)
-        hid = (hot[:, 1] & np.uint64(0xFFFFFFFF)).astype(np.int64)
-        hfull = hid != _NONE
-        if hfull.all() or np.any(hid[hfull] >= n_ext) or np.any(
-            (hot[hfull, 1] >> np.uint64(32)).astype(np.int64) != (dec_off[hid[hfull] + 1].astype(np.int64) - dec_off[hid[hfull]])
-        ):
-            bad("hot span table")
-        st = t["span_tab"].reshape(-1, 2)
-        sid = (st[:, 1] & np.uint64(0xFFFFFFFF)).astype(np.int64)
-        sfull = sid != _NONE
-        if sfull.all():
-            bad("span table has no empty slot")
-        if np.any(sid[sfull] >= n_ext):
-            bad("span table ids")
-        slen = (st[sfull, 1] >> np.uint64(32)).astype(np.int64)
-        if np.any(slen != (dec_off[sid[sfull] + 1].astype(np.int64) - dec_off[sid[sfull]])) or np.any(slen > max_span):
-            bad("span table lengths")
-        tr = t["trie"].reshape(-1, 3)
-        chk, dtok = tr[:, 1], tr[:, 2]
-        if np.any((chk != _NONE) & (chk >= da_size)) or np.any((dtok != _NONE) & (dtok >= n_int)):
-            bad("trie")
-        if np.any(t["byte_tok"] >= n_int) or np.any(lens[t["byte_tok"]] != 1):
-            bad("byte table")
-        return t
+        return check_tables(art, checked if checked is not None else check_meta(art))
 
     @classmethod
     def from_artifact(cls, art: _art.Artifact) -> "BPETokenizer":
@@ -860,9 +737,9 @@ class BPETokenizer:
     def _threads(num_threads: int | None, n: int) -> int:
         if num_threads is None:
             num_threads = os.cpu_count() or 1
-        if not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
-            raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
-        return max(1, min(num_threads, n, 256))
+        from .validate import check_threads  # a positive int, clamped to the machine
+
+        return max(1, min(check_threads(num_threads), n))
 
     # ------------------------------------------------------------------ decoding
 

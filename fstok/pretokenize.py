@@ -224,35 +224,11 @@ class DFATables:
 
 
 def validate_tables(t: DFATables, where: str = "DFA") -> None:
-    """Structural checks before C ever sees the tables (a crafted file must raise, not crash)."""
-    err = _art.ArtifactError
-    if t.shift < 0 or t.shift > 9:
-        raise err(f"{where}: bad row stride 2^{t.shift}")
-    stride = 1 << t.shift
-    if t.n_states < 2 or t.n_states > (1 << 32) // stride - 1:
-        raise err(f"{where}: bad state count {t.n_states}")
-    if not 2 <= t.n_classes <= stride or t.eoi != t.n_classes - 1:
-        raise err(f"{where}: bad class count {t.n_classes} / EOI class {t.eoi} for stride {stride}")
-    if t.trans.dtype != np.uint32 or t.trans.size != t.n_states * stride:
-        raise err(f"{where}: transition table has {t.trans.size} entries, expected {t.n_states * stride}")
-    if t.classes.dtype != np.uint8 or t.classes.size != 256:
-        raise err(f"{where}: byte class table must have 256 uint8 entries")
-    if t.accept.dtype != np.uint8 or t.accept.size != t.n_states:
-        raise err(f"{where}: accept table has {t.accept.size} entries, expected {t.n_states}")
-    if np.any(t.trans & np.uint32(stride - 1)) or np.any((t.trans >> np.uint32(t.shift)) >= t.n_states):
-        raise err(f"{where}: transition targets out of range")
-    if np.any(t.trans[:stride]):
-        raise err(f"{where}: the dead state 0 is not absorbing")
-    if np.any(t.classes >= t.eoi):
-        raise err(f"{where}: byte classes out of range")
-    if not 0 <= t.n_boundary < t.n_states - 1 or not 0 <= t.n_giveback <= t.n_boundary:
-        raise err(f"{where}: bad boundary state counts {t.n_boundary} / {t.n_giveback}")
-    gb = t.accept >> np.uint8(GIVEBACK_SHIFT)
-    if np.any((t.accept & np.uint8(15)) > 5) or t.accept[0] or np.any(gb[1:t.n_giveback + 1] == 0) \
-            or np.any(gb[t.n_giveback + 1:]):
-        raise err(f"{where}: bad accept codes")
-    if t.start < t.live or t.start % stride or t.start // stride >= t.n_states:
-        raise err(f"{where}: bad start state {t.start}")
+    """Structural checks and the progress proof before C ever sees the tables (a crafted file must
+    raise, not crash or hang): fstok/validate_dfa.py.  `where` is "<file>: <section prefix>"."""
+    from .validate_dfa import check_tables
+
+    check_tables(t, where)
 
 
 # --------------------------------------------------------------------------------- compiling
@@ -477,25 +453,29 @@ class CompiledPattern:
         try:
             src = json.loads(art.raw(f"{prefix}source").decode("utf-8"))
         except KeyError:
-            raise _art.ArtifactError(f"{where}: no section {prefix}source") from None
+            raise _art.ArtifactError(f"{where}: {prefix}source: the section is missing (a {art.kind_name} artifact "
+                                     "with a regex pre-tokenizer needs it)") from None
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise _art.ArtifactError(f"{where}: {prefix}source is not valid JSON ({e})") from None
+            raise _art.ArtifactError(f"{where}: {prefix}source: not valid JSON ({e})") from None
         if not isinstance(src, dict) or src.get("version") not in LAYOUTS:
-            raise _art.ArtifactError(f"{where}: unsupported regex DFA layout {src.get('version') if isinstance(src, dict) else src!r}")
+            raise _art.ArtifactError(f"{where}: {prefix}source: unsupported regex DFA layout "
+                                     f"{src.get('version') if isinstance(src, dict) else src!r}"[:300])
         mode = src.get("mode")
         lv = src.get("levels")
         if (mode not in MODES or not isinstance(lv, list) or not lv or len(lv) > MAX_LEVELS
                 or (mode == "find" and len(lv) != 1)):
-            raise _art.ArtifactError(f"{where}: bad regex DFA description in {prefix}source")
+            raise _art.ArtifactError(f"{where}: {prefix}source: bad mode or levels (mode {mode!r}, "
+                                     f"{len(lv) if isinstance(lv, list) else lv!r} levels)"[:300])
         levels = []
         for i, desc in enumerate(lv):
             if not isinstance(desc, dict):
-                raise _art.ArtifactError(f"{where}: bad level description {i}")
+                raise _art.ArtifactError(f"{where}: {prefix}source: level {i} is not an object")
             p = f"{prefix}{i}."
             info = art.array(p + "info")
             lay = int(info[0]) if info.dtype == np.uint32 and info.size else -1
             if lay != src["version"] or info.size != (7 if lay == 1 else 8):
-                raise _art.ArtifactError(f"{where}: bad {p}info")
+                raise _art.ArtifactError(f"{where}: {p}info: layout {lay} with {info.size} entries does not match "
+                                         f"{prefix}source (layout {src['version']})")
             _, n_states, n_classes, shift, start, eoi, n_boundary = (int(x) for x in info[:7])
             n_giveback = int(info[7]) if lay >= 2 else 0
             t = DFATables(art.array(p + "trans"), art.array(p + "classes"), art.array(p + "accept"), n_states,

@@ -36,7 +36,8 @@ special-token text is ordinary) and the disallowed check covers the whole text. 
 token is one token and is never cut.
 
 Text: lone surrogates are repaired first as ``encode`` repairs them (U+FFFD, surrogate pairs joined);
-``split`` and the chunks then refer to the repaired text.  Tokenizers that change the text before
+``split`` then refers to the repaired text, while the chunks are slices of the text given (they join to it
+exactly).  Tokenizers that change the text before
 encoding (an HF normalizer or prefix space) are refused with ValueError: their tokens do not decode to
 the input, so "a prefix of the text" has no meaning there.
 """
@@ -254,9 +255,18 @@ def chunk_by_tokens(tok: Any, text: str, max_tokens: int, *, return_ids: bool = 
     ``len(encode(chunk)) <= max_tokens`` each (see module docstring).  return_ids=True: a list of
     (chunk, encode(chunk)) pairs instead."""
     n_max = _check_limit(max_tokens, 1)
+    original = text
     text, allowed = _prepare(tok, text, allowed_special, disallowed_special)
     if not text:
         return []
+    if text is not original and isinstance(original, str):
+        # lone surrogates were repaired for encoding: cut the repaired text, return slices of the original
+        # (a repaired character is one original character, or two for a surrogate pair) so that the
+        # chunks still join to exactly the text given
+        k = _orig_index(original)
+        return [((original[k[a]:k[b]], ids) if return_ids else original[k[a]:k[b]])
+                for a, b, ids in _spans_of(chunk_by_tokens(tok, text, max_tokens, return_ids=True,
+                                                           allowed_special=allowed, disallowed_special=()))]
     ids = _enc(tok, text, allowed)
     data = text.encode("utf-8")
     cum = np.zeros(len(ids) + 1, dtype=np.int64)
@@ -300,6 +310,25 @@ def chunk_by_tokens(tok: Any, text: str, max_tokens: int, *, return_ids: bool = 
         c, piece_ids = found
         out.append((text[p:c], piece_ids) if return_ids else text[p:c])
         p = c
+    return out
+
+
+def _orig_index(original: str) -> list[int]:
+    """k[i] = index in `original` of the i-th character of its surrogate-repaired form (plus the end)."""
+    k, i, n = [], 0, len(original)
+    while i < n:
+        k.append(i)
+        c = ord(original[i])
+        i += 2 if 0xD800 <= c < 0xDC00 and i + 1 < n and 0xDC00 <= ord(original[i + 1]) < 0xE000 else 1
+    k.append(n)
+    return k
+
+
+def _spans_of(chunks: list) -> list:
+    out, pos = [], 0
+    for c, ids in chunks:
+        out.append((pos, pos + len(c), ids))
+        pos += len(c)
     return out
 
 

@@ -42,9 +42,10 @@ def _as_text(text, what: str = "text") -> str:
     raise TypeError(f"{what} must be str or UTF-8 bytes, not {type(text).__name__}")
 
 
-def _check_threads(num_threads) -> None:
-    if not isinstance(num_threads, int) or isinstance(num_threads, bool) or num_threads < 1:
-        raise ValueError(f"num_threads must be a positive int, got {num_threads!r}")
+def _check_threads(num_threads) -> int:
+    from .validate import check_threads  # a positive int, clamped to the machine (as BPE does)
+
+    return check_threads(num_threads)
 
 
 def _check_surrogates(text: str, what: str = "text") -> None:
@@ -65,8 +66,8 @@ class WordPieceTokenizer:
     def __init__(self, artifact: art.Artifact):
         self._art = artifact
         m = artifact.meta
-        self.name: str = m.get("name", "")
-        self.options: dict = m["options"]
+        self.name: str = m.get("name", "") if isinstance(m.get("name", ""), str) else ""
+        self.options: dict = m.get("options") if isinstance(m.get("options"), dict) else {}
         self._validate_and_bind()
 
     @classmethod
@@ -96,114 +97,32 @@ class WordPieceTokenizer:
     def _validate_and_bind(self) -> None:
         """Check every table index before the C runtime may trust it."""
         a, m = self._art, self._art.meta
-        where = a.path or self.name or "<artifact>"
+        from .validate_wordpiece import check
 
-        def bad(msg: str) -> art.ArtifactError:
-            return art.ArtifactError(f"{where}: corrupted WordPiece tables: {msg}")
-
-        try:
-            arrs = {k: a.array(k) for k in (
-                "wp.node", "wp.edge_label", "wp.edge_target", "wp.failpops", "wp.pool", "wp.depth",
-                "wp.dense", "wp.suffix_word", "norm.stage1", "norm.stage2", "norm.pool",
-                "vocab.bytes", "vocab.offs")}
-            n, nd = int(m["n_nodes"]), int(m["n_dense"])
-            root, sroot = int(m["root"]), int(m["suffix_root"])
-            opts = self.options
-            unk = opts["unk_token"]
-            prefix = opts["continuing_subword_prefix"]
-            maxc = int(opts["max_input_chars_per_word"])
-        except (KeyError, TypeError, ValueError) as e:
-            raise bad(f"missing or malformed field ({e})") from None
-        dt = {"wp.edge_label": "|u1", "norm.stage1": "<u2", "vocab.bytes": "|u1", "wp.node": "<u8", "wp.depth": "<u2",
-              "wp.failpops": "<u8", "wp.dense": "<u8"}
-        for k, v in arrs.items():
-            if v.dtype.str != dt.get(k, "<u4"):
-                raise bad(f"{k} has dtype {v.dtype.str}")
-        # logical views of the interleaved arrays (zero copy): low word, high word
-        for both, lo, hi in (("wp.failpops", "wp.fail", "wp.pops"), ("wp.dense", "wp.dense_target", "wp.dense_pops")):
-            words = arrs[both].view("<u4")
-            arrs[lo], arrs[hi] = words[0::2], words[1::2]
-        node, el, et = arrs["wp.node"], arrs["wp.edge_label"], arrs["wp.edge_target"]
-        voffs, vbytes = arrs["vocab.offs"], arrs["vocab.bytes"]
-        V = len(voffs) - 1
-        if len(node) != n or len(arrs["wp.fail"]) != n or len(arrs["wp.pops"]) != n or not (0 <= nd <= n):
-            raise bad("node array sizes")
-        if len(arrs["wp.dense_target"]) != nd * 256 or len(arrs["wp.dense_pops"]) != nd * 256:
-            raise bad("dense row sizes")
-        if not (0 <= root < n and 0 <= sroot < n) or V < 1:
-            raise bad("root / vocabulary size")
-        es, nc, first, row = node_fields(node)
-        if len(et) != len(el) or np.any(es + nc > len(el)):
-            raise bad("edge ranges")
-        if np.any((row != 0xFFFF) & (row >= nd)):
-            raise bad("dense row index")
-        kids = np.nonzero((nc > 0) & (row == 0xFFFF))[0]
-        if len(kids):
-            if int(kids.max()) + 1 >= n:
-                raise bad("implicit first child out of range")
-            e0 = es[kids]
-            if np.any(el[e0] != first[kids]) or np.any(et[e0] != kids + 1):
-                raise bad("first-child records disagree with the edge list")
-        if len(et) and int(et.max()) >= n:
-            raise bad("edge target out of range")
-        f = arrs["wp.fail"]
-        if np.any((f != NONE) & (f >= n)):
-            raise bad("failure link out of range")
-        dtg = arrs["wp.dense_target"]
-        if len(dtg) and np.any((dtg != NONE) & (dtg >= n)):
-            raise bad("dense target out of range")
-        pool = arrs["wp.pool"]
-        for k in ("wp.pops", "wp.dense_pops"):
-            p = arrs[k]
-            if len(p) and int(((p >> 8) + (p & 0xFF)).max()) > len(pool):
-                raise bad(f"{k} points outside the pop pool")
-        if len(pool) and int(pool.max()) >= V:
-            raise bad("pop pool holds an id outside the vocabulary")
-        # failure chains must end: depth strictly decreases along every failure link
-        dep = arrs["wp.depth"]
-        if len(dep) != n:
-            raise bad("depth array size")
-        has = np.nonzero(f != NONE)[0]
-        if len(has) and np.any(dep[f[has]] >= dep[has]):
-            raise bad("failure links do not decrease depth (cycle)")
-        if voffs[0] != 0 or voffs[-1] > len(vbytes) or np.any(voffs[1:] < voffs[:-1]):
-            raise bad("vocabulary offsets")
+        arrs, v = check(a, self.name)  # every index C follows, proven; errors name the section and element
+        n, nd, root, sroot = v["n_nodes"], v["n_dense"], v["root"], v["suffix_root"]
+        opts, unk, prefix, maxc = self.options, v["unk_token"], v["prefix"], v["max_chars"]
+        node, el, et, pool = arrs["wp.node"], arrs["wp.edge_label"], arrs["wp.edge_target"], arrs["wp.pool"]
+        voffs, vbytes, sw, n_sw = arrs["vocab.offs"], arrs["vocab.bytes"], arrs["wp.suffix_word"], v["n_suffix_word"]
         s1, s2, npool = arrs["norm.stage1"], arrs["norm.stage2"], arrs["norm.pool"]
-        if len(s1) != NORM1_LEN or len(s2) % 256 or (len(s1) and int(s1.max()) * 256 >= len(s2)):
-            raise bad("normalization table sizes")
-        kinds = s2 & 7
-        if np.any(kinds > 4):
-            raise bad("normalization kind")
-        mp = (s2 >> 3)[kinds == 4]
-        if len(mp):
-            if int(mp.max()) >= len(npool):
-                raise bad("normalization pool offset")
-            if int((mp + (npool[mp] & 0xFFFF)).max()) >= len(npool):
-                raise bad("normalization pool entry length")
-        sw = arrs["wp.suffix_word"]
-        n_sw = int(m.get("n_suffix_word", 0))
-        if n_sw > len(sw) or (n_sw and int(sw[:n_sw].max()) >= V):
-            raise bad("suffix-indicator result")
+        V = len(voffs) - 1
         tok_len = np.diff(voffs).astype(np.uint32)
         self._vocab_offs, self._vocab_bytes = voffs, vbytes
         self._tokens_cache: Optional[list[str]] = None
         self._t2i_cache: Optional[dict[str, int]] = None
-        unk_b = unk.encode("utf-8")
-        self.unk_id = int(m.get("unk_id", -1))
-        if not (0 <= self.unk_id < V) or bytes(vbytes[voffs[self.unk_id]:voffs[self.unk_id + 1]]) != unk_b:
-            raise bad("unk token id does not match the vocabulary")
+        self.unk_id = v["unk_id"]
         self._prefix = prefix
         self._tok_len = tok_len
-        self._model = _native().Model(
-            node, el, et, arrs["wp.failpops"], pool, arrs["wp.dense"], tok_len, s1, s2, npool,
-            sw[:n_sw] if n_sw else np.zeros(0, np.uint32),
-            n, nd, root, sroot, len(prefix.encode("utf-8")), self.unk_id, maxc, bool(opts["strip"]))
-        self._specials = list(m.get("special_tokens", []))
-        self.cls_id = m.get("cls_id")
-        self.sep_id = m.get("sep_id")
-        for x in (self.cls_id, self.sep_id):
-            if x is not None and not (isinstance(x, int) and 0 <= x < V):
-                raise bad("cls/sep id out of range")
+        try:
+            self._model = _native().Model(
+                node, el, et, arrs["wp.failpops"], pool, arrs["wp.dense"], tok_len, s1, s2, npool,
+                sw[:n_sw] if n_sw else np.zeros(0, np.uint32),
+                n, nd, root, sroot, len(prefix.encode("utf-8")), self.unk_id, maxc, bool(v["strip"]))
+        except ValueError as e:  # the runtime's own checks at attach time (the trie's labels spell UTF-8)
+            raise art.ArtifactError(f"{a.path or self.name or '<wordpiece artifact>'}: wp.edge_label: {e}") from None
+        self._specials = list(v["special_tokens"])
+        self.cls_id = v["cls_id"]
+        self.sep_id = v["sep_id"]
         self._special_re = None
         self._tables = arrs
         if type(self).encode is WordPieceTokenizer.encode:
@@ -348,7 +267,7 @@ class WordPieceTokenizer:
         whitespace into pieces encoded on native threads (fstok.parallel); the result is the same.
         """
         if num_threads is not None:
-            _check_threads(num_threads)
+            num_threads = _check_threads(num_threads)
         if num_threads is not None and num_threads > 1 and isinstance(text, str) and len(text) >= self.PARALLEL_THRESHOLD:
             if not allowed_special:
                 ids = self._encode_split_native(text, num_threads)
@@ -389,7 +308,7 @@ class WordPieceTokenizer:
         """Ids as a uint32 array; with num_threads > 1 a long text is split across threads (same ids)."""
         text = _as_text(text)
         if num_threads is not None:
-            _check_threads(num_threads)
+            num_threads = _check_threads(num_threads)
         try:  # (a lone surrogate fails the UTF-8 conversion in C; no extra pass over the text here)
             if num_threads is not None and num_threads > 1 and len(text) >= self.PARALLEL_THRESHOLD:
                 return np.frombuffer(self._model.encode_split(text, int(num_threads), 0, 2), dtype=np.uint32)
@@ -425,7 +344,7 @@ class WordPieceTokenizer:
         texts = list(texts)
         if num_threads is None:
             num_threads = os.cpu_count() or 1
-        _check_threads(num_threads)
+        num_threads = _check_threads(num_threads)
         texts = [t if isinstance(t, str) else _as_text(t, f"texts[{i}]") for i, t in enumerate(texts)]
         if allowed_special:
             return [self._encode_one(t, with_offsets, allowed_special, add_special_tokens) for t in texts]
@@ -439,7 +358,7 @@ class WordPieceTokenizer:
 
     def encode_word_batch(self, words: Sequence[str], num_threads: int = 1) -> list[list[int]]:
         words = [_as_text(w, "word") for w in words]
-        return self._model.encode_batch(words, num_threads, 0, True)
+        return self._model.encode_batch(words, _check_threads(num_threads), 0, True)
 
     # ------------------------------------------------------------------ decoding
     def explain(self, text: str, **kw: Any):

@@ -269,25 +269,33 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX, short_max
 
 
 def compile_pretokenizer(src: BPESource):
-    """The stages as issue 3's compiled regex DFA (a `CompiledPattern`), or None if a pattern is outside
-    what the DFA compiler supports (the runtime then splits with the `regex` module, slowly)."""
-    import warnings
+    """The stages as a compiled regex DFA (a `CompiledPattern`) and its mode; a ValueError naming the
+    source when a pattern is outside what the DFA compiler supports."""
+    from ..pretokenize import NAMED_PATTERNS, CompiledPattern
+    from ..validate_pattern import check_coverage, check_name
 
-    from ..pretokenize import CompiledPattern
-
+    where = ", ".join(src.source_files) or src.name
+    find = len(src.stages) == 1 and not src.stages[0].keep_gaps
+    if find:
+        check_name(src.stages[0].pattern, NAMED_PATTERNS)
     try:
         if not src.stages:
             return CompiledPattern.__new__(CompiledPattern), "whole"
-        if len(src.stages) == 1 and not src.stages[0].keep_gaps:
+        if find:
             st = src.stages[0]
-            return CompiledPattern.compile(st.pattern, st.dialect, "find"), "find"
-        if all(st.keep_gaps for st in src.stages):
-            return CompiledPattern.pipeline([(st.pattern, st.dialect) for st in src.stages], src.name), "split"
-        raise ValueError("mixed find/split stages")
+            cp, mode = CompiledPattern.compile(st.pattern, st.dialect, "find"), "find"
+        elif all(st.keep_gaps for st in src.stages):
+            cp, mode = CompiledPattern.pipeline([(st.pattern, st.dialect) for st in src.stages], src.name), "split"
+        else:
+            raise ValueError("mixed find/split stages")
     except (ValueError, NotImplementedError, RecursionError) as e:
-        warnings.warn(f"{src.name}: the pre-tokenizer regex could not be compiled to a DFA ({e}); "
-                      "encoding falls back to the `regex` module (slow)", RuntimeWarning, stacklevel=3)
-        return None, "regex"
+        # no fallback to a backtracking engine: its time on crafted text is unbounded (ReDoS)
+        pats = "; ".join(repr(st.pattern)[:200] for st in src.stages)
+        raise ValueError(f"{where}: the pre-tokenizer pattern {pats} cannot be compiled to fstok's linear-time DFA "
+                         f"({e}); fstok does not run patterns on a backtracking engine") from None
+    if find:  # find mode drops the text no match covers: a pattern that misses ordinary text would lose it
+        check_coverage(cp, src.stages[0].pattern, where)
+    return cp, mode
 
 
 def source_identity(src: BPESource) -> list[bytes]:

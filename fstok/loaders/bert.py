@@ -118,11 +118,12 @@ def read_tokenizer_json(path: str) -> WordPieceSource:
     vocab = model.get("vocab")
     if not isinstance(vocab, dict) or not vocab:
         raise ValueError(f"{path}: WordPiece model has no vocab")
+    from .bpe_source import check_id_bound
+
+    check_id_bound(path, list(vocab.items()), len(vocab))  # before the id-indexed list is allocated
     n = max(vocab.values()) + 1
     tokens = [""] * n
     for t, i in vocab.items():
-        if not isinstance(i, int) or i < 0:
-            raise ValueError(f"{path}: bad id {i!r} for token {t!r}")
         tokens[i] = t
     src = WordPieceSource(tokens=tokens, token_to_id=dict(vocab), source_bytes=raw, source_name=os.path.basename(path))
     src.unk_token = model.get("unk_token", "[UNK]")

@@ -80,6 +80,23 @@ def bytelevel_to_bytes(s: str) -> bytes | None:
         return None
 
 
+#: ids may leave gaps (reserved ranges), but the tables are indexed by id: an id this far past the number of
+#: entries would allocate memory for nothing, so it is refused before anything is allocated
+ID_GAP_ALLOWANCE = 1 << 20
+
+
+def check_id_bound(where: str, items: list, n_entries: int) -> None:
+    """Refuse a non-int / negative id, or an id beyond 2 * entries + 2^20, naming the token."""
+    limit = 2 * n_entries + ID_GAP_ALLOWANCE
+    for tok, i in items:
+        if type(i) is not int:
+            raise ValueError(f"{where}: token {tok!r} has id {i!r}, which is not an integer"[:300])
+        if i < 0 or i > limit:
+            raise ValueError(f"{where}: token {tok!r} has id {i}, outside [0, {limit}]: the file has {n_entries} "
+                             f"tokens, and ids more than {ID_GAP_ALLOWANCE} past twice that many are refused "
+                             "(they would size the id-indexed tables)"[:400])
+
+
 @dataclass
 class PreTokStage:
     """One regex split stage. keep_gaps=False: tiktoken find_iter (text between matches is dropped);
@@ -118,9 +135,12 @@ class BPESource:
     semantics: str = "tiktoken"  # "tiktoken" or "hf": how special/added tokens are matched
 
     def check(self) -> None:
-        where = self.name
+        where = ", ".join(self.source_files) or self.name
         if not self.tokens:
             raise ValueError(f"{where}: the vocabulary is empty")
+        n_entries = len(self.tokens) + len(self.special_tokens) + len(self.added_tokens) + len(self.extra_decode)
+        check_id_bound(where, [(b, i) for b, i in self.tokens.items()] + list(self.special_tokens.items())
+                       + [(a.content, a.id) for a in self.added_tokens] + list(self.extra_decode.items()), n_entries)
         ids = set()
         for b, i in self.tokens.items():
             if not isinstance(b, (bytes, bytearray)) or not b:

@@ -50,11 +50,18 @@ def load_gpt2(vocab_json_path: str | os.PathLike, merges_path: str | os.PathLike
         if str_to_bytes[a] + str_to_bytes[b] not in tokens:
             raise ValueError(f"{mp}:{lineno}: merge {line!r}: the merged token is missing from {vp}")
         merges.append((str_to_bytes[a], str_to_bytes[b]))
+    if not merges:
+        raise ValueError(f"{mp}: no merges (an empty merges.txt): a GPT-2 BPE needs the merge list that goes with {vp}")
     # vocab.json also lists <|endoftext|>, which is ASCII (so byte-level mappable) but is neither a
     # single byte nor the result of a merge: such entries are special tokens, as in tiktoken's gpt2
     produced = {a + b for a, b in merges}
     for b, i in list(tokens.items()):
         if len(b) > 1 and b not in produced:
+            try:
+                b.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{vp}: token {b!r} (id {i}) is neither one byte nor made by a merge of {mp}, and is "
+                                 "not text a special token could be") from None
             del tokens[b]
             specials[b.decode("utf-8", "surrogateescape")] = i
     src = BPESource(

@@ -342,6 +342,8 @@ def train_bpe(
     """Train a byte-level BPE vocabulary (see fstok/train/__init__.py for the full description)."""
     vocab_size, specials, num_threads = _validate(vocab_size, special_tokens, num_threads)
     pattern_name, rx = pretok.resolve_pattern(pattern)
+    if pattern_name is None:
+        pretok.check_pattern_coverage(rx)
     report, close = _progress_fn(progress)
     try:
         counts = count_corpus(files_or_iterable, rx, specials, num_threads, report, pretokenizer)

@@ -66,13 +66,30 @@ def resolve_pattern(name_or_pattern: str) -> tuple[str | None, str]:
         return name_or_pattern, PATTERNS[name_or_pattern]
     if not name_or_pattern:
         raise ValueError("pattern must not be empty")
-    if regex.fullmatch(r"[a-z0-9_]+_base|gpt\d", name_or_pattern):
-        raise ValueError(f"unknown encoding name {name_or_pattern!r}; known: {', '.join(sorted(PATTERNS))} (or pass a regex)")
+    from ..validate_pattern import check_name
+
+    check_name(name_or_pattern, PATTERNS)
     try:
         regex.compile(name_or_pattern)
     except regex.error as e:
         raise ValueError(f"pattern {name_or_pattern!r} is not a valid regex: {e}") from None
     return None, name_or_pattern
+
+
+def check_pattern_coverage(rx: str) -> None:
+    """A custom training pattern must match all of ordinary text (tiktoken drops what it does not match)."""
+    from ..validate_pattern import check_coverage
+
+    cp = _load_dfa(rx)
+    if cp is not None:
+        check_coverage(cp, rx)
+        return
+    from ..validate_pattern import PROBE
+
+    got = "".join(split_regex(rx, PROBE))
+    if len(got) < len(PROBE):
+        raise ValueError(f"the pre-tokenizer pattern {rx[:120]!r} matches only {len(got)} of the {len(PROBE)} "
+                         "characters of ordinary text; text no match covers is dropped, so it would lose text")
 
 
 def special_splitter(special_tokens: Iterable[str]) -> Callable[[str], list[str]]:

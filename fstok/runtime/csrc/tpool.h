@@ -4,8 +4,10 @@
  * 16-core lent machine that cost 0.2-0.9 ms a call (spawn 0.25-0.9 ms, join after the last piece up to
  * 0.5 ms; FSTOK_TRACE_THREADS=1), against 0.4 ms for the whole 16-thread budget of a 1 MB English text
  * (one-shot 3 ms).  Pool threads sleep on a condition variable between jobs (no CPU while idle), are
- * started on first need and never exit; after fork() the child starts with an empty pool (its parent's
- * threads do not exist there).
+ * started on first need, at most one per online CPU (more cannot run at once), and the pool shrinks again:
+ * the newest thread exits after TP_IDLE_SECONDS without a job, then the next newest, so an occasional
+ * large num_threads leaves no threads (nor their stacks) behind; after fork() the child starts with an
+ * empty pool (its parent's threads do not exist there).
  *
  * One job at a time: tp_start returns -1 while another job runs (a second Python thread encoding a long
  * text meanwhile); that caller starts threads of its own as before. */
@@ -13,6 +15,8 @@
 #define FSTOK_TPOOL_H
 #include <pthread.h>
 #include <stdint.h>
+#include <time.h>
+#include <unistd.h>
 
 typedef struct {
     pthread_mutex_t mu;
@@ -43,11 +47,32 @@ static void tp_after_fork_child(void) {
     tp_pool.nthreads = tp_pool.want = tp_pool.taken = tp_pool.running = tp_pool.busy = 0;
 }
 
+#define TP_IDLE_SECONDS 10
+
+/* the most pool threads: the online CPUs (at least 1, at most TP_MAX_THREADS) */
+static inline int tp_cpu_limit(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    if (n > TP_MAX_THREADS) n = TP_MAX_THREADS;
+    return (int)n;
+}
+
 static void *tp_main(void *index) {
     tp_index = (int)(intptr_t)index;
     pthread_mutex_lock(&tp_pool.mu);
     for (;;) {
-        while (tp_pool.taken >= tp_pool.want) pthread_cond_wait(&tp_pool.work_cv, &tp_pool.mu);
+        while (tp_pool.taken >= tp_pool.want) {
+            struct timespec until;
+            clock_gettime(CLOCK_REALTIME, &until);
+            until.tv_sec += TP_IDLE_SECONDS;
+            if (pthread_cond_timedwait(&tp_pool.work_cv, &tp_pool.mu, &until) != 0 && tp_pool.taken >= tp_pool.want &&
+                !tp_pool.busy && tp_index == tp_pool.nthreads - 1) {
+                /* idle: the newest thread leaves (indexes stay 0..nthreads-1 for the per-worker state) */
+                tp_pool.nthreads--;
+                pthread_mutex_unlock(&tp_pool.mu);
+                return NULL;
+            }
+        }
         tp_pool.taken++;
         void *(*fn)(void *) = tp_pool.fn;
         void *arg = tp_pool.arg;
@@ -75,7 +100,7 @@ static inline __attribute__((unused)) int tp_start(void *(*fn)(void *), void *ar
         pthread_attr_t at;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (n > TP_MAX_THREADS) n = TP_MAX_THREADS;
+        if (n > tp_cpu_limit()) n = tp_cpu_limit();
         while (tp_pool.nthreads < n) {
             pthread_t t;
             if (pthread_create(&t, &at, tp_main, (void *)(intptr_t)tp_pool.nthreads) != 0) break;
