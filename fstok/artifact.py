@@ -36,6 +36,7 @@ import json
 import mmap
 import os
 import struct
+import threading
 import zlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -137,11 +138,29 @@ def write_artifact(
     hdr = _HEADER.pack(MAGIC, FORMAT_VERSION, kind, HEADER_SIZE, len(encoded), file_size, crc, hcrc, uv, src_hash, b"")
     data = hdr + body
     if path is not None:
-        tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+        save_bytes(path, data)
+    return data
+
+
+def save_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to `path` atomically (a temporary file beside it, then os.replace): a reader never
+    sees half a file, a mapped older version stays valid, and a failure leaves nothing behind."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"save() expects a path, got {type(path).__name__}")
+    p = os.fspath(path)
+    if os.path.isdir(p):
+        raise IsADirectoryError(f"{p} is a directory; save() writes one file (e.g. {os.path.join(p, 'tokenizer.fst')})")
+    tmp = f"{p}.tmp{os.getpid()}.{threading.get_ident()}"
+    try:
         with open(tmp, "wb") as f:
             f.write(data)
-        os.replace(tmp, path)
-    return data
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 @dataclass

@@ -213,6 +213,13 @@ class BPETokenizer:
     def from_source(cls, src: BPESource, **options: Any) -> "BPETokenizer":
         from .compile.bpe import compile_source, source_identity
 
+        tuning = {"short_max", "short_max_mb", "hash_max", "hot_tokens", "hot_pairs"}
+        unknown = sorted(set(options) - tuning)
+        if unknown:
+            where = ", ".join(src.source_files) or src.name
+            raise TypeError(f"{where}: option(s) {', '.join(unknown)} do not apply to this byte-level BPE source "
+                            "(a .tiktoken file takes pattern=, special_tokens=, name=; a tokenizer.json or GPT-2 "
+                            "vocab.json takes its settings from the files)")
         meta, sections, uv = compile_source(src, **options)
         data = _art.write_artifact(None, _art.KIND_BPE, meta, sections, uv, _art.source_hash(*source_identity(src)))
         tok = cls(_art.parse_artifact(data, where=f"<compiled {src.name}>"))
@@ -266,12 +273,7 @@ class BPETokenizer:
         return self._art.to_bytes()
 
     def save(self, path: str | os.PathLike) -> None:
-        data = self.to_bytes()
-        p = os.fspath(path)
-        tmp = f"{p}.tmp{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, p)
+        _art.save_bytes(path, self.to_bytes())
 
     @classmethod
     def _from_bytes(cls, data: bytes) -> "BPETokenizer":
@@ -315,10 +317,18 @@ class BPETokenizer:
     def is_special_token(self, token: int) -> bool:
         return token in self._special_values
 
+    def _invalid(self, e: KeyError) -> Exception:
+        from .errors import InvalidTokenError
+
+        return InvalidTokenError(e.args[0] if e.args else None, self.n_vocab)
+
     def decode_single_token_bytes(self, token: int) -> bytes:
         if not isinstance(token, (int, np.integer)):
             raise TypeError(f"token id must be an int, got {type(token).__name__}")
-        return self._model.decode_bytes([int(token)])
+        try:
+            return self._model.decode_bytes([int(token)])
+        except KeyError as e:  # one error for every tokenizer kind: id and vocabulary size
+            raise self._invalid(e) from None
 
     def id_to_token(self, token: int) -> bytes:
         """The bytes of a token id (special tokens: their UTF-8 text). KeyError if unknown."""
@@ -746,7 +756,10 @@ class BPETokenizer:
     def decode_bytes(self, tokens: Sequence[int]) -> bytes:
         if isinstance(tokens, np.ndarray):
             tokens = tokens.tolist()
-        return self._model.decode_bytes(tokens)
+        try:
+            return self._model.decode_bytes(tokens)
+        except KeyError as e:
+            raise self._invalid(e) from None
 
     def decode(self, tokens: Sequence[int], errors: str = "replace") -> str:
         return self.decode_bytes(tokens).decode("utf-8", errors=errors)

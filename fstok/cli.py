@@ -52,11 +52,7 @@ def cmd_encode(args) -> int:
     t_load = time.perf_counter()
     tok = _load_any(args.model)
     t_load = time.perf_counter() - t_load
-    if args.file and args.file != "-":
-        with open(args.file, encoding="utf-8", newline="") as f:
-            text = f.read()
-    else:
-        text = sys.stdin.read()
+    text = _read_text(args.file)
     from fstok.dataset.cli import encode_kwargs
 
     kw = encode_kwargs(tok, args)
@@ -86,6 +82,22 @@ def cmd_encode(args) -> int:
     return 0
 
 
+def _read_text(path) -> str:
+    """The whole input as text, decoded strictly before any output is written; an error names the
+    file (or stdin) and the first byte that is not UTF-8."""
+    name = path if path and path != "-" else "<stdin>"
+    if name == "<stdin>":
+        raw = sys.stdin.buffer.read()
+    else:
+        with open(path, "rb") as f:
+            raw = f.read()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{name}: not valid UTF-8 text: byte {e.start} ({raw[e.start:e.start + 1]!r}) "
+                         f"{e.reason}") from None
+
+
 def _fmt(tok, ids, tokens: bool) -> str:
     if tokens:
         return " ".join(str(tok.id_to_token(i)) for i in ids)
@@ -95,7 +107,7 @@ def _fmt(tok, ids, tokens: bool) -> str:
 def cmd_pretokenize(args) -> int:
     import fstok
 
-    text = open(args.file, encoding="utf-8").read() if args.file else sys.stdin.read()
+    text = _read_text(args.file)
     for a, b in fstok.pretokenize(args.pattern, text):
         print(f"{a}\t{b}\t{text[a:b]!r}")
     return 0
@@ -162,6 +174,14 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args) or 0
+    except BrokenPipeError:
+        # the reader went away (`fstok encode ... | head`): stop quietly, as other Unix tools do
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except OSError:
+            pass
+        return 141
     except (ValueError, TypeError, FileNotFoundError, OSError) as e:
         print(f"fstok {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -429,13 +429,7 @@ class CompiledPattern:
                                    self.source_hash())
 
     def save(self, path: str | os.PathLike) -> None:
-        if not isinstance(path, (str, os.PathLike)):
-            raise TypeError(f"save() expects a path, got {type(path).__name__}")
-        data = self.to_bytes()
-        tmp = f"{os.fspath(path)}.tmp{os.getpid()}.{threading.get_ident()}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
+        _art.save_bytes(path, self.to_bytes())
 
     @classmethod
     def from_artifact(cls, art: _art.Artifact) -> "CompiledPattern":

@@ -29,11 +29,11 @@ def check(art, name: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     m = Meta(art.meta, where)
     v: dict[str, Any] = {}
     v["name"] = m.str("name", default="")
+    om = m.sub("options", m.dict("options"))
     n = v["n_nodes"] = m.int("n_nodes", 1, 2**32 - 2)
     nd = v["n_dense"] = m.int("n_dense", 0, n)
     v["root"] = m.int("root", 0, n - 1)
     v["suffix_root"] = m.int("suffix_root", 0, n - 1)
-    om = m.sub("options", m.dict("options"))
     v["unk_token"] = om.str("unk_token")
     v["prefix"] = om.str("continuing_subword_prefix")
     for key in ("unk_token", "continuing_subword_prefix"):

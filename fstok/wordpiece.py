@@ -131,11 +131,7 @@ class WordPieceTokenizer:
 
     # ------------------------------------------------------------------ persistence
     def save(self, path: Union[str, os.PathLike]) -> None:
-        data = self.to_bytes()
-        tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
+        art.save_bytes(path, self.to_bytes())
 
     def to_bytes(self) -> bytes:
         return self._art.to_bytes()
@@ -380,7 +376,11 @@ class WordPieceTokenizer:
         for i in ids:
             t = self.id_to_token(int(i)) if isinstance(i, (int, np.integer)) and not isinstance(i, bool) else None
             if t is None:
-                raise ValueError(f"invalid token id {i!r} (vocab_size={self.vocab_size})")
+                if not isinstance(i, (int, np.integer)) or isinstance(i, bool):
+                    raise TypeError(f"token ids must be int, got {type(i).__name__}")
+                from .errors import InvalidTokenError
+
+                raise InvalidTokenError(int(i), self.vocab_size)
             out.append(t)
         return out
 
@@ -388,6 +388,8 @@ class WordPieceTokenizer:
         """Text from ids, as HF's WordPiece decoder (join, glue '##' pieces, clean up spaces)."""
         if isinstance(ids, (str, bytes)):
             raise TypeError("decode expects a sequence of token ids")
+        if not isinstance(skip_special_tokens, bool):
+            raise TypeError(f"skip_special_tokens must be True or False, got {skip_special_tokens!r}")
         toks = self.decode_tokens(ids)
         if skip_special_tokens:
             sp = set(self._specials)

@@ -44,15 +44,22 @@ def _rust_trim_end(s: str) -> str:
     return s.rstrip(ws)
 
 
+AS_VOCAB = "taken for a BERT vocab.txt (one token per line) because it is not a .json, .tiktoken or .model file"
+
+
 def read_vocab_txt(path: str, **options) -> WordPieceSource:
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise FileNotFoundError(f"vocabulary file not found: {path}")
+    if not os.path.isfile(path):
+        raise ValueError(f"{path}: not a regular file (a directory, device or pipe), so not a tokenizer source")
     with open(path, "rb") as f:
         raw = f.read()
+    if raw.startswith(b"FSTOKART"):
+        raise ValueError(f"{path}: a compiled fstok artifact, not a source to compile; load it with fstok.load()")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise ValueError(f"{path}: vocabulary is not valid UTF-8 (byte {e.start}); expected one token per line") from None
+        raise ValueError(f"{path}: {AS_VOCAB}, but it is not valid UTF-8 text (byte {e.start})") from None
     if text.lstrip().startswith("{"):
         raise ValueError(f"{path}: looks like JSON, not a vocab.txt (one token per line); pass a tokenizer.json or vocab.txt")
     lines = text.split("\n")
@@ -77,7 +84,12 @@ def read_vocab_txt(path: str, **options) -> WordPieceSource:
     src = WordPieceSource(tokens=tokens, token_to_id=t2i, source_bytes=raw, source_name=os.path.basename(path))
     for k, v in options.items():
         setattr(src, k, v)
-    _check_types(src)
+    try:
+        _check_types(src)
+    except ValueError as e:
+        if "unk token" in str(e):
+            raise ValueError(f"{path}: {AS_VOCAB}, but {e}") from None
+        raise
     if src.special_tokens == []:
         # BertWordPieceTokenizer registers these as special (added) tokens when present
         src.special_tokens = [t for t in DEFAULT_SPECIALS if t in t2i]
@@ -99,7 +111,9 @@ def _check_types(src: WordPieceSource) -> None:
         if not isinstance(getattr(src, name), str):
             raise TypeError(f"{name} must be a str")
     m = src.max_input_chars_per_word
-    if not isinstance(m, int) or isinstance(m, bool) or m < 1 or m > 0xFFFFFFFE:
+    if not isinstance(m, int) or isinstance(m, bool):
+        raise TypeError(f"max_input_chars_per_word must be an int, got {m!r}")
+    if m < 1 or m > 0xFFFFFFFE:
         raise ValueError(f"max_input_chars_per_word must be a positive int, got {m!r}")
     if src.unk_token not in src.token_to_id:
         raise ValueError(f"the unk token {src.unk_token!r} is not in the vocabulary")
@@ -112,7 +126,14 @@ def read_tokenizer_json(path: str) -> WordPieceSource:
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ValueError(f"{path}: not valid JSON ({e})") from None
-    model = obj.get("model") or {}
+    model = obj.get("model") if isinstance(obj, dict) else None
+    if not isinstance(model, dict):
+        raise ValueError(f"{path}: not a tokenizer.json (no 'model' object)")
+    for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):
+        if obj.get(key) is not None and not isinstance(obj[key], dict):
+            raise ValueError(f"{path}: {key} must be an object with a \"type\", got {obj[key]!r}"[:300])
+    if not isinstance(obj.get("added_tokens") or [], list) or not all(isinstance(a, dict) for a in obj.get("added_tokens") or []):
+        raise ValueError(f"{path}: added_tokens must be a list of objects")
     if model.get("type") != "WordPiece":
         raise ValueError(f"{path}: model type {model.get('type')!r} is not WordPiece")
     vocab = model.get("vocab")
@@ -128,7 +149,7 @@ def read_tokenizer_json(path: str) -> WordPieceSource:
     src = WordPieceSource(tokens=tokens, token_to_id=dict(vocab), source_bytes=raw, source_name=os.path.basename(path))
     src.unk_token = model.get("unk_token", "[UNK]")
     src.continuing_subword_prefix = model.get("continuing_subword_prefix", "##")
-    src.max_input_chars_per_word = int(model.get("max_input_chars_per_word", 100))
+    src.max_input_chars_per_word = model.get("max_input_chars_per_word", 100)  # an int, as HF requires
     norm = obj.get("normalizer")
     if norm is None:
         src.lowercase, src.strip_accents, src.handle_chinese_chars, src.clean_text = False, False, False, False
@@ -173,5 +194,8 @@ def read_tokenizer_json(path: str) -> WordPieceSource:
         src.decoder_cleanup = bool(dec.get("cleanup", True))
     else:
         src.decoder_prefix = src.continuing_subword_prefix
-    _check_types(src)
+    try:
+        _check_types(src)
+    except (TypeError, ValueError) as e:
+        raise type(e)(f"{path}: {e}") from None
     return src

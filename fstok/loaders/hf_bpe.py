@@ -24,6 +24,8 @@ def _fail(path: str, msg: str) -> ValueError:
 def _normalizer(path: str, norm: Any) -> str | None:
     if norm is None:
         return None
+    if not isinstance(norm, dict):
+        raise _fail(path, f"normalizer must be an object with a \"type\", got {norm!r}"[:300])
     t = norm.get("type")
     if t == "Sequence":
         inner = [_normalizer(path, n) for n in norm.get("normalizers", [])]
@@ -77,7 +79,11 @@ def _find_stage(path: str, item: dict) -> PreTokStage:
 def _pretokenizer(path: str, pt: Any) -> tuple[list[PreTokStage], bool]:
     if pt is None:
         raise _fail(path, "no pre_tokenizer: fstok BPE needs a ByteLevel pre-tokenizer (byte-level BPE)")
+    if not isinstance(pt, dict):
+        raise _fail(path, f"pre_tokenizer must be an object with a \"type\", got {pt!r}"[:300])
     items = pt.get("pretokenizers", []) if pt.get("type") == "Sequence" else [pt]
+    if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+        raise _fail(path, f"pre_tokenizer.pretokenizers must be a list of objects, got {items!r}"[:300])
     stages: list[PreTokStage] = []
     seen_bytelevel = False
     add_prefix_space = False
@@ -137,6 +143,8 @@ def source_from_obj(obj: Any, p: str, name: str | None = None) -> BPESource:
     if not isinstance(vocab, dict):
         raise _fail(p, "model.vocab is not an object")
     merges_raw = model.get("merges", [])
+    if not isinstance(merges_raw, list):
+        raise _fail(p, f"model.merges must be a list, got {type(merges_raw).__name__}")
     normalizer = _normalizer(p, obj.get("normalizer"))
     stages, add_prefix_space = _pretokenizer(p, obj.get("pre_tokenizer"))
 
@@ -174,7 +182,10 @@ def source_from_obj(obj: Any, p: str, name: str | None = None) -> BPESource:
 
     specials: dict[str, int] = {}
     added: list[AddedToken] = []
-    for a in obj.get("added_tokens") or []:
+    added_raw = obj.get("added_tokens") or []
+    if not isinstance(added_raw, list) or not all(isinstance(a, dict) for a in added_raw):
+        raise _fail(p, "added_tokens must be a list of objects")
+    for a in added_raw:
         for flag in ("lstrip", "rstrip", "single_word"):
             if a.get(flag):
                 raise _fail(p, f"added token {a.get('content')!r} uses {flag}=true, which is not supported")

@@ -12,13 +12,19 @@ def read_tiktoken_ranks(path: str | os.PathLike) -> dict[bytes, int]:
     p = os.fspath(path)
     with open(p, "rb") as f:
         data = f.read()
+    what = "taken for a tiktoken rank file ('base64-token rank' lines)"
+    if data.startswith(b"FSTOKART"):
+        raise ValueError(f"{p}: a compiled fstok artifact, not a source to compile; load it with fstok.load()")
+    if data[:1] == b"\n" and any(c < 9 for c in data[:64]):  # protobuf: field 1 (pieces), binary lengths
+        raise ValueError(f"{p}: {what}, but it is a SentencePiece model (protobuf), which fstok does not compile; "
+                         "only tiktoken-format tokenizer.model files (Llama 3/4) are")
     ranks: dict[bytes, int] = {}
     for lineno, line in enumerate(data.splitlines(), 1):
         if not line.strip():
             continue
         parts = line.split()
         if len(parts) != 2:
-            raise ValueError(f"{p}:{lineno}: expected 'base64-token rank', got {line[:80]!r}")
+            raise ValueError(f"{p}:{lineno}: {what}, but the line is {line[:80]!r}")
         try:
             tok = base64.b64decode(parts[0], validate=True)
         except (binascii.Error, ValueError):
@@ -60,6 +66,7 @@ def load_tiktoken(
     """A `.tiktoken` file. `pattern` is required unless `name` is one of tiktoken's OpenAI encodings
     (then its pattern and special tokens are the defaults)."""
     p = os.fspath(path)
+    ranks = read_tiktoken_ranks(p)  # first: a file that is not a rank file is reported as such
     if name is None:
         base = os.path.basename(p)
         name = base[: -len(".tiktoken")] if base.endswith(".tiktoken") else os.path.splitext(base)[0]
@@ -75,10 +82,14 @@ def load_tiktoken(
     if not isinstance(pattern, str):
         raise TypeError(f"pattern must be a str, got {type(pattern).__name__}")
     pattern = _resolve_named_pattern(pattern)
+    if special_tokens is not None and not (isinstance(special_tokens, dict) and all(
+            isinstance(k, str) and type(v) is int for k, v in special_tokens.items())):
+        raise TypeError(f"special_tokens must be a dict {{token str: id int}}, e.g. {{'<|endoftext|>': 50256}}; "
+                        f"got {special_tokens!r}"[:300])
     special_tokens = dict(special_tokens or {})
     src = BPESource(
         name=name,
-        tokens=read_tiktoken_ranks(p),
+        tokens=ranks,
         stages=[PreTokStage(pattern, keep_gaps=False)],
         special_tokens=special_tokens,
         merges=None,
