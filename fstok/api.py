@@ -41,6 +41,12 @@ def _sniff_json_model(path: str) -> str:
         return "tekken"  # Mistral tekken.json
     if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
         raise ValueError(f"{path}: not a tokenizer.json (no 'model' object)")
+    for key in ("normalizer", "pre_tokenizer", "post_processor", "decoder"):  # the shape every reader assumes
+        if obj.get(key) is not None and not isinstance(obj[key], dict):
+            raise ValueError(f"{path}: {key} must be an object with a \"type\" (or null), got {json.dumps(obj[key])[:80]}")
+    added = obj.get("added_tokens") or []
+    if not isinstance(added, list) or not all(isinstance(a, dict) for a in added):
+        raise ValueError(f"{path}: added_tokens must be a list of objects")
     from .pipeline.models import model_type  # the older serializations have no "type"
 
     return model_type(obj["model"])

@@ -67,13 +67,15 @@ def env(tmp_path_factory):
     if os.path.exists(SPM):
         shutil.copy(SPM, d / "llama2.model")
     shutil.copy(os.path.join(ROOT, "fstok", "data", "tiktoken", "r50k_base.tiktoken"), d / "r50k_base.tiktoken")
-    from fstok.loaders.bpe_source import bytes_to_unicode
 
-    b2u = bytes_to_unicode()
     (d / "big-id").mkdir()
     (d / "big-id" / "tokenizer.json").write_text(json.dumps({
-        "model": {"type": "BPE", "vocab": dict({b2u[i]: i for i in range(256)}, ab=10**8), "merges": []},
-        "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False}}))
+        "model": {"type": "WordPiece", "vocab": {"[UNK]": 0, "a": 10**8}, "unk_token": "[UNK]"},
+        "normalizer": None, "pre_tokenizer": {"type": "BertPreTokenizer"}}))
+    import base64
+
+    (d / "big-rank.tiktoken").write_text("".join(f"{base64.b64encode(bytes([i])).decode()} {i if i else 5 * 10**7}\n"
+                                                 for i in range(256)))
     (d / "gpt2").mkdir()
     shutil.copy(os.path.join(VOCAB, "gpt2", "vocab.json"), d / "gpt2" / "vocab.json")
     (d / "gpt2" / "merges.txt").write_text("")
