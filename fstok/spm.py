@@ -35,7 +35,10 @@ class SentencePieceTokenizer:
         where = art.path or "<artifact>"
         meta = art.meta
         if meta.get("family") != "spm":
-            raise _art.ArtifactError(f"{where}: not a SentencePiece-family artifact")
+            raise _art.ArtifactError(f"{where}: meta.family: not a SentencePiece-family artifact")
+        from .validate_spm import check
+
+        check(art, where)  # meta fields typed, piece strings valid UTF-8 (errors name the field / section)
         a = {}
         for name, dt in _SECTIONS.items():
             if not art.has(name) or art.sections[name].dtype != dt:
@@ -55,19 +58,19 @@ class SentencePieceTokenizer:
             raise _art.ArtifactError(f"{where}: section {sname!r} is missing or has the wrong dtype")
         score = art.array(sname)
         if len(score) != n or len(a["ptype"]) != n or len(a["piece_off"]) != n + 1 or len(a["byte_id"]) != 256:
-            raise _art.ArtifactError(f"{where}: piece arrays do not have {n} entries")
+            raise _art.ArtifactError(f"{where}: score/ptype/piece_off/byte_id: piece arrays do not have {n} entries")
         if np.any(a["ptype"] < 1) or np.any(a["ptype"] > 6):
-            raise _art.ArtifactError(f"{where}: a piece has an unknown type")
+            raise _art.ArtifactError(f"{where}: ptype: a piece has an unknown type")
         if not 0 <= self.unk_id < n or a["ptype"][self.unk_id] != SPT_UNKNOWN:
-            raise _art.ArtifactError(f"{where}: unk_id {self.unk_id} is not an unknown piece")
+            raise _art.ArtifactError(f"{where}: meta.unk_id: {self.unk_id} is not an unknown piece (ptype)")
         if np.any(a["byte_id"] < 0) or np.any(a["byte_id"] >= n):
-            raise _art.ArtifactError(f"{where}: byte_id out of range")
+            raise _art.ArtifactError(f"{where}: byte_id: out of range")
         po = a["piece_off"]
         if po[0] != 0 or po[-1] != len(a["pieces"]) or np.any(np.diff(po.astype(np.int64)) < 0):
-            raise _art.ArtifactError(f"{where}: piece offsets are inconsistent")
+            raise _art.ArtifactError(f"{where}: piece_off: piece offsets are inconsistent")
         _check_trie(a, "p", n, where, values2=True)
         if len(a["cm_units"]) and (len(a["cm_norm"]) == 0 or a["cm_norm"][-1] != 0):
-            raise _art.ArtifactError(f"{where}: the charsmap's replacements do not end with NUL")
+            raise _art.ArtifactError(f"{where}: cm_norm: the charsmap's replacements do not end with NUL")
         _check_trie(a, "u", 1, where)
         none = None
         arrays = tuple(a[k] if len(a[k]) else none for k in (

@@ -32,7 +32,7 @@ def _check_trie(a: dict, p: str, n_values: int, where: str, values2: bool = Fals
     n = len(value)
 
     def bad(msg):
-        raise _art.ArtifactError(f"{where}: trie {p!r}: {msg}")
+        raise _art.ArtifactError(f"{where}: trie {p!r} (sections {p}_first, {p}_label, {p}_target, {p}_value): {msg}")
 
     if n == 0:
         if len(first) or len(label) or len(target):

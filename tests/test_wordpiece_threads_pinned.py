@@ -267,8 +267,9 @@ def test_one_pool_per_extension_module():
     n0, n1, n2, n3, n4, _, errors = r.stdout.split()
     n0, n1, n2, n3, n4 = map(int, (n0, n1, n2, n3, n4))
     assert int(errors) == 0
-    assert n1 - n0 == 4, r.stdout  # WordPiece's pool: 4 workers besides the caller, kept
-    assert n2 - n1 == 4, r.stdout  # BPE's own pool: 4 more (not WordPiece's)
+    k = min(4, os.cpu_count() or 1)  # the pool keeps at most one thread per online CPU (tpool.h)
+    assert n1 - n0 == k, r.stdout  # WordPiece's pool: 4 workers besides the caller (machine allowing), kept
+    assert n2 - n1 == k, r.stdout  # BPE's own pool: as many more (not WordPiece's)
     assert n3 == n2, r.stdout      # both reused
 
 

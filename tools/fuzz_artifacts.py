@@ -7,7 +7,8 @@ clear `ArtifactError` naming the section.
 
 Base artifacts (built once into --dir): a tiny WordPiece (compiled/fig1-vocab.txt), bert-base-uncased,
 small regex DFAs in find and split mode, the o200k_base pre-tokenizer DFA (give-back boundary states),
-and small byte-level BPEs whose pre-tokenizer is a DFA in find, split and whole-text mode.
+small byte-level BPEs whose pre-tokenizer is a DFA in find, split and whole-text mode, and (when the
+shared models are present) SentencePiece BPE and Unigram models.
 
 Mutations (each case is one, drawn from the case number and the seed):
   flip      1-4 random bytes anywhere, checksums left alone (the checksums must catch it)
@@ -49,8 +50,10 @@ WEIGHTS = (8, 22, 32, 16, 6, 16)
 # the share of cases per base (big bases cost more per case)
 BASES = {
     "wp_tiny": 14, "wp_bert": 4, "dfa_small": 14, "dfa_split": 10, "dfa_o200k": 4,
-    "bpe_find": 24, "bpe_split": 16, "bpe_whole": 10,
+    "bpe_find": 24, "bpe_split": 16, "bpe_whole": 10, "spm_bpe": 6, "spm_unigram": 6,
 }
+SPM_SOURCES = {"spm_bpe": "models/spm-bpe/llama-2/tokenizer.model",
+               "spm_unigram": "models/unigram/maxtext-default-c4/tokenizer.default"}
 HEADER_WORDS = ("header", "the section is missing", "checksum", "truncated", "padded", "magic", "format version", "section table",
                 "artifact kind", "meta", "not an fstok artifact", "expected 'bpe'", "expected 'wordpiece'",
                 "expected 'regex_dfa'")
@@ -81,10 +84,31 @@ def _small_ranks(n: int = 700) -> dict:
     return ranks
 
 
+def _shared_vocab() -> str:
+    for c in (os.environ.get("FSTOK_SHARED_DATA", ""), os.path.join(ROOT, "..", "shared", "data"), "/work/shared/data"):
+        if c and os.path.isdir(os.path.join(c, "vocab")):
+            return os.path.join(c, "vocab")
+    return ""
+
+
+def available_bases() -> dict[str, int]:
+    """BASES without the SentencePiece ones when their models (shared data) or fstok.spm are absent."""
+    out = dict(BASES)
+    vocab = _shared_vocab()
+    try:
+        import fstok.spm  # noqa: F401
+    except ImportError:
+        vocab = ""
+    for k, rel in SPM_SOURCES.items():
+        if not vocab or not os.path.exists(os.path.join(vocab, rel)):
+            out.pop(k)
+    return out
+
+
 def build_bases(d: str) -> dict[str, str]:
     """name -> artifact path (built once)."""
     os.makedirs(d, exist_ok=True)
-    out = {b: os.path.join(d, b + ".fst") for b in BASES}
+    out = {b: os.path.join(d, b + ".fst") for b in available_bases()}
     if all(os.path.exists(p) for p in out.values()):
         return out
     import fstok
@@ -106,6 +130,9 @@ def build_bases(d: str) -> dict[str, str]:
         src = BPESource(name=name, tokens=dict(ranks), stages=stages, special_tokens=dict(specials),
                         semantics="hf" if not stages else "tiktoken")
         BPETokenizer.from_source(src).save(out[name])
+    for name, rel in SPM_SOURCES.items():
+        if name in out:
+            fstok.compile(os.path.join(_shared_vocab(), rel)).save(out[name])
     return out
 
 
@@ -183,7 +210,7 @@ def _mut_meta(rng: random.Random, data: bytes) -> tuple[bytes, str]:
 def make_case(bases: dict[str, bytes], seed: int, i: int) -> tuple[str, str, str, bytes]:
     """(base, mutation, description, bytes) of case i."""
     rng = random.Random(f"{seed}:{i}")
-    names = sorted(BASES)
+    names = sorted(bases)
     base = rng.choices(names, weights=[BASES[b] for b in names])[0]
     kind = rng.choices(MUTATIONS, weights=WEIGHTS)[0]
     data = bases[base]
@@ -295,7 +322,11 @@ def _use(tok) -> None:
         tok.encode_batch(TEXTS * 3, num_threads=2)
         tok.encode(" ".join(TEXTS) * 20, num_threads=2)
         return
-    raise TypeError(f"unexpected loaded object {type(tok).__name__}")
+    for t in TEXTS:  # any other kind (SentencePiece): the common encode / decode API
+        ids = tok.encode(t)
+        tok.decode(ids)
+    if hasattr(tok, "encode_batch"):
+        tok.encode_batch(TEXTS * 3)
 
 
 def _names_section(msg: str, data: bytes, base: bytes) -> bool:

@@ -1,0 +1,41 @@
+"""Checks of a SentencePiece-family artifact that `fstok.spm` runs before its own table checks: every
+meta field it reads typed and in range, and the piece strings valid UTF-8 cut at character
+boundaries (they are decoded lazily, by `id_to_token` and `decode`, so a bad byte would otherwise
+surface long after loading).  Errors name the meta field or the section and element."""
+from __future__ import annotations
+
+import numpy as np
+
+from .validate import Meta, error
+
+
+def check(art, where: str) -> None:
+    m = Meta(art.meta, where)
+    n = m.int("n_pieces", 1, 2**31 - 1)
+    m.int("flags", 0, 2**31 - 1)
+    m.int("unk_id", 0, n - 1)
+    for key in ("bos_id", "eos_id", "pad_id"):
+        m.int(key, -1, n - 1, default=-1)
+    for key in ("min_score", "max_score"):
+        v = m.str(key)
+        try:
+            float.fromhex(v)
+        except ValueError:
+            raise m.fail(key, f"{v!r} is not a hexadecimal float") from None
+    m.str("unk_surface", default=" \u2047 ")
+    m.str("model_type", default="")
+    if "pieces" not in art.sections or "piece_off" not in art.sections:
+        return  # the loader names the missing section
+    blob = art.array("pieces")
+    po = art.array("piece_off")
+    if art.sections["pieces"].dtype != "|u1" or not len(po) or int(po[-1]) != len(blob):
+        return  # the loader's own offset checks report it
+    try:
+        bytes(blob).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise error(where, f"pieces[{e.start}]", f"the piece strings are not valid UTF-8 ({e.reason})") from None
+    inner = po[(po > 0) & (po < len(blob))].astype(np.int64)
+    cont = (blob[inner] & 0xC0) == 0x80
+    if cont.any():
+        k = int(np.flatnonzero(cont)[0])
+        raise error(where, "piece_off", f"offset {int(inner[k])} cuts a UTF-8 character")
