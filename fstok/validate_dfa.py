@@ -24,12 +24,14 @@ piece start, in the start state).  Reading one byte into
   (low nibble); the match is non-empty only if a <= the number of bytes read.
 
 The end-of-input class (read at the end of the text, no byte) reports `n - (a - 1)` with the same
-condition on the bytes read so far (at least one: the scanners never take it at a piece start).
+condition on the bytes read so far (at least one: the scanners never take it at a piece start), where
+`a` is the target's whole accept byte: the scanners do not mask it there, so a give-back state reached
+at the end of the text would move the end back by 15 bytes or more.
 
 So with Lmin(s) = the fewest bytes of a piece read on arriving in s (over every path a scan can
 take, boundary states included), the tables are safe when for every transition s -> t on a byte:
 boundary t needs g(t) + 1 <= Lmin(s); t's accept code a(t) needs a(t) <= Lmin after the step; and
-the EOI target e of s needs a(e) <= max(Lmin(s), 1).  Every constraint is at most 16 (g <= 15,
+the EOI target e of s needs its whole accept byte <= max(Lmin(s), 1).  Every constraint is at most 16 (g <= 15,
 a <= 5), so Lmin is computed exactly only below 16: a breadth-first search of at most 16 levels
 from the start state (0) and from every boundary state (g + 1; counted as reachable, which only
 makes the check stricter), cost O(states x classes).  With these, each scanner step that emits a
@@ -97,15 +99,17 @@ def prove_progress(t, where: str) -> None:
         raise ArtifactError(
             f"{where}.accept[{tt}]: accept code {int(low[tt])} gives back {int(low[tt]) - 1} byte(s), but {how}: "
             "the match would be empty or end before it starts")
-    rows = np.nonzero(dist < _CAP)[0]
+    # the end-of-input step reads the target's whole accept byte (a give-back state's high nibble too)
+    # and reports n - (a - 1): every state counts here, a reachable one with its Lmin, any other with 1
     eoi = int(t.eoi)
-    te = T[rows, eoi] >> np.uint32(sh)
-    bad = np.nonzero((te != 0) & (low[te] > np.maximum(dist[rows], 1)))[0]
+    te = T[:, eoi] >> np.uint32(sh)
+    whole = acc.astype(np.int32)
+    bad = np.nonzero((te != 0) & (whole[te] > np.maximum(dist, 1)))[0]
     if bad.size:
-        s, e = int(rows[bad[0]]), int(te[bad[0]])
+        s, e = int(bad[0]), int(te[bad[0]])
         raise ArtifactError(
-            f"{where}.accept[{e}]: accept code {int(low[e])} of the end-of-input target of state {s} "
-            f"({where}.trans[{s * stride + eoi}]) gives back {int(low[e]) - 1} byte(s), but state {s} is reached "
+            f"{where}.accept[{e}]: accept byte {int(whole[e]):#x} of the end-of-input target of state {s} "
+            f"({where}.trans[{s * stride + eoi}]) gives back {int(whole[e]) - 1} byte(s), but state {s} is reached "
             f"after only {max(int(dist[s]), 1)} byte(s) of a piece")
 
 

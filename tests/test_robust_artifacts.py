@@ -94,6 +94,19 @@ def test_f1_low_nibble_giveback_bounded(o200k_pattern):
     assert hits >= 5
 
 
+def test_f1_end_of_input_into_a_giveback_state_is_refused(o200k_pattern):
+    """Found by tools/fuzz_artifacts.py: an end-of-input transition into a give-back boundary state (one
+    flipped byte of dfa.1.trans in a split pipeline) made the scanners read the whole accept byte (0x10:
+    15 bytes back) at the end of the text: a backward piece and a segfault.  Now refused."""
+    art = A.parse_artifact(o200k_pattern)
+    info = art.array("dfa.0.info")
+    shift, start, eoi = int(info[3]), int(info[4]), int(info[5])
+    gb = _giveback_states(o200k_pattern)[0]
+    bad = _edit(o200k_pattern, "dfa.0.trans", start + eoi, gb << shift)
+    with pytest.raises(A.ArtifactError, match=r"dfa\.0\.accept\[\d+\]: accept byte 0x1"):
+        fstok.loads(bad)
+
+
 _SPAN_CHILD = r"""
 import sys, numpy as np, fstok
 from fstok import artifact as A
