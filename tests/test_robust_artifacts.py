@@ -230,7 +230,7 @@ def test_f4_truncated_on_disk_while_loaded(tmp_path, bert_bytes):
 
 
 def test_f4_cache_files_are_mapped(bert_bytes, tmp_path, monkeypatch):
-    from fstok import api
+    from fstok import _load as api
 
     monkeypatch.setenv("FSTOK_CACHE_DIR", str(tmp_path))
     p = tmp_path / "x.fst"
