@@ -223,7 +223,7 @@ def test_lone_surrogates(bpe):
     fixed = _fix_surrogates(text)
     r = bpe.truncate(text, 3)
     assert r.ids == bpe.encode(text)[: len(r.ids)] and r.text == fixed[: r.split]
-    assert "".join(bpe.chunk_by_tokens(text, 2)) == fixed
+    assert "".join(bpe.chunk_by_tokens(text, 2)) == text  # slices of the text given (lone surrogates kept)
     assert bpe.count_up_to(text, 100) == bpe.count(text)
 
 

@@ -287,3 +287,4 @@ def test_fuzz_sample_no_crash_no_hang(tmp_path):
                  base_dir=str(tmp_path / "bases"))
     assert not res["failures"], res["failures"][:5]
     assert res["counts"].get("rejected", 0) > 0 and res["counts"].get("loaded", 0) > 0
+
