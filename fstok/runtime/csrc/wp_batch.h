@@ -3,6 +3,9 @@
  * the parallel copy of the pieces' ids, and where a long text may be cut (wp_cut_ok, wp_find_cuts).
  * Python-free; the module releases the GIL around these.  Oracle: encode_batch / a split encode equals
  * encoding each text / the whole text alone (tests/test_wordpiece_split.py, tools/diff_parallel.py). */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* clock_gettime (Python.h defines it first in the module) */
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>

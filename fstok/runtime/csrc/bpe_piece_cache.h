@@ -1,0 +1,415 @@
+#ifndef FSTOK_BPE_PIECE_CACHE_H
+#define FSTOK_BPE_PIECE_CACHE_H
+
+/* Encoding one text's pieces: the encoder state (ids, starts, count mode, the planning pass of a parallel
+ * encode), one piece through the model (emit_span: whole-span lookup, then the merge loop of bpe.h), and the
+ * per-thread piece cache (memo): a piece seen before costs a hash probe.  Python-free.  Oracle:
+ * fstok/reference/bpe.py (merge_ranks / merge_rules on each piece). */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include "bpe.h"
+#include "bpe_runtime.h"
+
+/* --- encoding a text: specials, DFA spans, BPE */
+
+#define SPAN_CHUNK 512
+#define PREFETCH_AHEAD 6
+
+typedef struct {
+    bpe_memo *memo;      /* thread-private pre-token memo or NULL */
+    size_t text_len;     /* bytes of the whole text (spans may read ahead up to its end) */
+    bpe_vec ids, starts; /* starts only when want_starts */
+    size_t count;        /* tokens already dropped from ids (count mode) */
+    size_t *ends;        /* split mode scratch */
+    size_t elen, ecap;
+    int want_starts, count_only;
+    bpe_vec *plan;       /* planning pass (parallel encode): record (start, end, literal) instead of encoding */
+} enc_state;
+
+static void enc_free(enc_state *st) {
+    free(st->ids.ids);
+    free(st->starts.ids);
+    free(st->ends);
+    memset(st, 0, sizeof *st);
+}
+
+static void enc_attach_memo(bpe_rt *self, enc_state *st) { st->memo = memo_borrow(self); }
+
+static inline int plan_push(bpe_vec *plan, size_t a, size_t b, uint32_t lit) {
+    if (bpe_vec_reserve(plan, 3)) return -1;
+    plan->ids[plan->len++] = (uint32_t)a;
+    plan->ids[plan->len++] = (uint32_t)b;
+    plan->ids[plan->len++] = lit;
+    return 0;
+}
+
+static inline int emit_span(const bpe_model *m, const uint8_t *s, size_t a, size_t b, enc_state *st) {
+    if (st->plan) return plan_push(st->plan, a, b, BPE_NONE);
+    size_t before = st->ids.len;
+    if (bpe_encode_span_avail(m, st->memo, s + a, b - a, st->text_len - a, &st->ids)) return -1;
+    if (st->want_starts) {
+        if (bpe_vec_reserve(&st->starts, st->ids.len - before)) return -1;
+        size_t p = a;
+        for (size_t j = before; j < st->ids.len; j++) {
+            st->starts.ids[st->starts.len++] = (uint32_t)p;
+            uint32_t t = st->ids.ids[j];
+            p += m->dec_off[t + 1] - m->dec_off[t];
+        }
+    }
+    return 0;
+}
+
+static inline void count_flush(enc_state *st) {
+    if (st->count_only && st->ids.len > 4096) {
+        st->count += st->ids.len;
+        st->ids.len = 0;
+    }
+}
+
+
+/* zero-padding masks of the piece cache's two key words, by piece length 0..16 */
+static uint64_t PC_MASK0[BPE_PC_MAXLEN + 1], PC_MASK1[BPE_PC_MAXLEN + 1];
+
+static void pc_init_masks(void) {
+    for (int n = 0; n <= BPE_PC_MAXLEN; n++) {
+        PC_MASK0[n] = n >= 8 ? ~0ull : (1ull << (8 * n)) - 1;
+        PC_MASK1[n] = n >= 16 ? ~0ull : n <= 8 ? 0 : (1ull << (8 * (n - 8))) - 1;
+    }
+}
+
+
+/* A piece of <= 16 bytes: its two head words (zero padded) and the span table's hash of it
+ * (bpe_hash_w / bpe_hash_bytes), whose top bits also index the piece cache.  `avail` >= len bytes are
+ * readable at p; near the end of the text (avail < 16) the words come from a zero-padded copy. */
+typedef struct {
+    uint64_t w0, w1, h;
+} piece_key;
+
+static inline void piece_key_of(const uint8_t *p, size_t len, size_t avail, piece_key *k) {
+    if (FSTOK_LIKELY(avail >= 16)) {
+        k->w0 = bpe_rd64(p) & PC_MASK0[len];
+        k->w1 = bpe_rd64(p + 8) & PC_MASK1[len];
+    } else {
+        uint8_t t[16] = {0};
+        memcpy(t, p, len);
+        k->w0 = bpe_rd64(t);
+        k->w1 = bpe_rd64(t + 8);
+    }
+    k->h = len <= 8 ? bpe_hash_w(k->w0, len) : bpe_hash_bytes(p, len);
+}
+
+/* Pieces of 17..PC_LONG_MAXLEN bytes (random text, words of scripts without spaces) are cached too, as *long
+ * entries* over a line and its buddy: the head (first two words, tag with PC_DBL, ids 0..10) in the piece's own
+ * line, the third word, the first word again and ids 11..21 in the buddy (PC_CONT; ntok field 255 so the buddy
+ * is never read as two slots).  Up to PC_LONG_MAXTOK ids. */
+#define PC_LONG_MAXLEN 24
+#define PC_LONG_MAXTOK (2 * BPE_PC_MAXTOK)
+
+static inline void piece_key_long(const uint8_t *p, size_t len, piece_key *k) { /* (len > 16 bytes readable) */
+    k->w0 = bpe_rd64(p);
+    k->w1 = bpe_rd64(p + 8);
+    k->h = bpe_hash_bytes(p, len);
+}
+
+/* the third key word of a piece of 17..PC_LONG_MAXLEN bytes (zero padded) */
+static inline uint64_t piece_w2(const uint8_t *p, size_t len, size_t avail) {
+    if (FSTOK_LIKELY(avail >= PC_LONG_MAXLEN)) return bpe_rd64(p + 16) & PC_MASK0[len - 16];
+    uint8_t t[8] = {0};
+    memcpy(t, p + 16, len - 16);
+    return bpe_rd64(t);
+}
+
+/* lines in use: BPE_PC_LINES, or fewer from $FSTOK_BPE_PC_LINES read at import (tests: 1-3 lines make every
+ * piece collide, so slot 1, the swap and wide entries replacing slots and back all run) */
+static uint64_t pc_nlines = BPE_PC_LINES;
+
+static void pc_init_lines(void) {
+    const char *e = getenv("FSTOK_BPE_PC_LINES");
+    long v = e ? atol(e) : 0;
+    if (v >= 1 && v <= (long)BPE_PC_LINES) pc_nlines = (uint64_t)v;
+}
+
+static inline bpe_pc_line *pc_line(bpe_memo *memo, uint64_t h) { return &memo->pc[((h >> 32) * pc_nlines) >> 32]; }
+
+/* The buddy of a line: the other line of its 128-byte pair (itself when that is not in use: $FSTOK_BPE_PC_LINES
+ * odd).  A piece lives in its own line or, when that one is taken by entries still in use, in the buddy
+ * (two choices: o200k random text, ~71k distinct pieces of <= 16 bytes, most of them wide entries, missed
+ * 29k times a pass with one choice, 11k with two; stop 14).  A piece of 12-16 tokens takes both lines. */
+_Static_assert(BPE_PC_LINES % 2 == 0, "lines come in pairs");
+static inline bpe_pc_line *pc_buddy(bpe_memo *memo, bpe_pc_line *l) {
+    size_t i = (size_t)(l - memo->pc) ^ 1u;
+    return i < pc_nlines ? memo->pc + i : l;
+}
+
+/* tag = gen << 16 | ntok << 8 | flags | len (len <= 24: bits 0-4).  PC_HIT: the entry was stored or hit since a
+ * miss last found it in the way: a miss stores its piece in the line (own or buddy) that holds no such entry; when
+ * both do, it clears their bits.  PC_DBL: a piece of 12-16 tokens, whose ids 11.. are in the buddy, in an entry
+ * with the same key and PC_CONT, which never matches a lookup (the bit is in the compare mask), or a long entry. */
+#define PC_NTOK(tag) (((tag) >> 8) & 0xFFu)
+#define PC_DBL 0x20u
+#define PC_HIT 0x40u
+#define PC_CONT 0x80u
+#define PC_MATCH 0xFFFF009Fu /* compared bits of a tag: gen, PC_CONT, len */
+#define PC_GEN(tag) ((tag) & 0xFFFF0000u)
+
+static inline int pc_slot_is(const bpe_pc_slot *e, const piece_key *k, uint32_t want) {
+    return e->k0 == k->w0 && e->k1 == k->w1 && (e->tag & PC_MATCH) == want;
+}
+
+/* room in line l for a new entry of nt ids without evicting a current entry (gen: the memo's, << 16) */
+static inline int pc_free(const bpe_pc_line *l, uint32_t gen, size_t nt) {
+    uint32_t t0 = l->s[0].tag;
+    if (PC_GEN(t0) != gen) return 1;
+    return nt <= BPE_PC_SLOTTOK && PC_NTOK(t0) <= BPE_PC_SLOTTOK && PC_GEN(l->s[1].tag) != gen;
+}
+
+/* would storing nt ids in line l evict a current entry with PC_HIT? */
+static inline int pc_protected(const bpe_pc_line *l, uint32_t gen, size_t nt) {
+    uint32_t t0 = l->s[0].tag, t1 = l->s[1].tag;
+    int slots = PC_NTOK(t0) <= BPE_PC_SLOTTOK;
+    int p1 = slots && PC_GEN(t1) == gen && (t1 & PC_HIT);
+    if (nt <= BPE_PC_SLOTTOK && slots) return p1; /* slot 0 moves to slot 1: only slot 1 is evicted */
+    return (PC_GEN(t0) == gen && (t0 & PC_HIT)) || p1;
+}
+
+static inline void pc_age(bpe_pc_line *l) {
+    l->s[0].tag &= ~PC_HIT;
+    if (PC_NTOK(l->s[0].tag) <= BPE_PC_SLOTTOK) l->s[1].tag &= ~PC_HIT;
+}
+
+/* store piece (key k, nt ids) in its line: a wide entry takes the line; a slot entry goes to slot 0 and the
+ * old slot 0 moves to slot 1 (dropped if it was wide: slot 1 was its ids) */
+static inline void pc_store(bpe_pc_line *l, const piece_key *k, uint32_t tag, const uint32_t *ids, size_t nt) {
+    if (nt <= BPE_PC_SLOTTOK) {
+        if (PC_NTOK(l->s[0].tag) <= BPE_PC_SLOTTOK) l->s[1] = l->s[0];
+        else l->s[1].tag = 0;
+        l->s[0].k0 = k->w0;
+        l->s[0].k1 = k->w1;
+        l->s[0].tag = tag;
+        memcpy(l->s[0].ids, ids, nt * sizeof(uint32_t));
+    } else {
+        l->wide.k0 = k->w0;
+        l->wide.k1 = k->w1;
+        l->wide.tag = tag;
+        memcpy(l->wide.ids, ids, nt * sizeof(uint32_t));
+    }
+}
+
+/* a piece missed the cache and encodes to nt ids: store it in its line l, or else the buddy b, where that evicts
+ * no current PC_HIT entry (when both would: clear their bits, store it in l); 12-16 ids take both lines (head in l,
+ * PC_CONT in b), and only where neither holds PC_HIT entries (else the bits are cleared and nothing is stored) */
+static inline void pc_insert(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint32_t want, uint32_t gen,
+                             const uint32_t *ids, size_t nt) {
+    uint32_t tag = want | (uint32_t)(nt << 8) | PC_HIT;
+    if (nt > BPE_PC_MAXTOK) {
+        if (b == l) return;
+        if ((pc_free(l, gen, nt) || !pc_protected(l, gen, nt)) && (pc_free(b, gen, nt) || !pc_protected(b, gen, nt))) {
+            pc_store(l, k, tag | PC_DBL, ids, BPE_PC_MAXTOK);
+            b->wide.k0 = k->w0;
+            b->wide.k1 = k->w1;
+            b->wide.tag = tag | PC_CONT;
+            memcpy(b->wide.ids, ids + BPE_PC_MAXTOK, (nt - BPE_PC_MAXTOK) * sizeof(uint32_t));
+        } else {
+            pc_age(l);
+            pc_age(b);
+        }
+        return;
+    }
+    bpe_pc_line *d;
+    if (pc_free(l, gen, nt) || !pc_protected(l, gen, nt)) d = l; /* its own line first: hits there take the fast path */
+    else if (pc_free(b, gen, nt) || !pc_protected(b, gen, nt)) d = b;
+    else {
+        /* both lines hold entries hit since they were last aged: age them, and still store the piece in its own
+         * line.  (Storing nothing kept o200k random text at 15.0k misses a pass instead of 16.3k, but a text seen
+         * for the first time after others then needed two misses per piece: +25% misses on new English.) */
+        pc_age(l);
+        pc_age(b);
+        d = l;
+    }
+    pc_store(d, k, tag, ids, nt);
+}
+
+/* can a long entry take the pair l, b without evicting a current PC_HIT entry? */
+static inline int pc_long_room(const bpe_pc_line *l, const bpe_pc_line *b, uint32_t gen) {
+    return b != l && (pc_free(l, gen, BPE_PC_MAXTOK) || !pc_protected(l, gen, BPE_PC_MAXTOK)) &&
+           (pc_free(b, gen, BPE_PC_MAXTOK) || !pc_protected(b, gen, BPE_PC_MAXTOK));
+}
+
+/* store a long entry (a piece of 17..PC_LONG_MAXLEN bytes, nt <= PC_LONG_MAXTOK ids) over l and its buddy b */
+static inline void pc_store_long(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint64_t w2, uint32_t want,
+                                 const uint32_t *ids, size_t nt) {
+    size_t n0 = nt < BPE_PC_MAXTOK ? nt : BPE_PC_MAXTOK;
+    l->wide.k0 = k->w0;
+    l->wide.k1 = k->w1;
+    l->wide.tag = want | (uint32_t)(nt << 8) | PC_HIT | PC_DBL;
+    memcpy(l->wide.ids, ids, n0 * sizeof(uint32_t));
+    if (nt <= BPE_PC_SLOTTOK) l->s[1].tag = 0; /* slot 1 must not stay valid beside a long head */
+    b->wide.k0 = w2;
+    b->wide.k1 = k->w0;
+    b->wide.tag = want | (255u << 8) | PC_HIT | PC_CONT;
+    memcpy(b->wide.ids, ids + n0, (nt - n0) * sizeof(uint32_t));
+}
+
+/* The second home of a long entry: the other pair of its 256-byte block (lines i ^ 2 and i ^ 3), or NULL where the
+ * cache has too few lines.  Why (stop 18): a long entry takes two lines, and it may only evict entries that were not
+ * hit since they were last aged.  On multilingual text, ~20% of the pieces of 17-24 bytes had a short piece hit on
+ * every pass in their own pair, so they missed on every pass (o200k multilingual.txt: 335 of 1,903 a pass, each a
+ * memo lookup and some a full encode). */
+static inline bpe_pc_line *pc_alt(bpe_memo *memo, const bpe_pc_line *l) {
+    size_t i = (size_t)(l - memo->pc) ^ 2u;
+    return (i | 1u) < pc_nlines ? memo->pc + i : NULL;
+}
+
+/* a long entry's miss: store it in its own pair, else its second pair; where both hold current PC_HIT entries, age
+ * them (entries no longer in use give their lines back on this piece's next miss) */
+static inline void pc_insert_long(bpe_memo *memo, bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint64_t w2,
+                                  uint32_t want, uint32_t gen, const uint32_t *ids, size_t nt) {
+    if (nt > PC_LONG_MAXTOK) return;
+    if (pc_long_room(l, b, gen)) {
+        pc_store_long(l, b, k, w2, want, ids, nt);
+        return;
+    }
+    bpe_pc_line *a = pc_alt(memo, l), *ab = a ? pc_buddy(memo, a) : NULL;
+    if (a && pc_long_room(a, ab, gen)) {
+        pc_store_long(a, ab, k, w2, want, ids, nt);
+        return;
+    }
+    pc_age(l);
+    pc_age(b);
+    if (a) {
+        pc_age(a);
+        pc_age(ab);
+    }
+}
+
+/* is the long entry of key k (third word w2) in the pair l, b?  Then its ids are copied out (PC_LONG_MAXTOK slots) */
+static inline int pc_long_get(bpe_pc_line *l, bpe_pc_line *b, const piece_key *k, uint64_t w2, uint32_t want,
+                              enc_state *st) {
+    uint32_t t0 = l->s[0].tag, tb = b->s[0].tag;
+    if (!(l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (t0 & PC_MATCH) == want && b != l && b->s[0].k0 == w2 &&
+          b->s[0].k1 == k->w0 && (tb & PC_MATCH) == (want | PC_CONT)))
+        return 0;
+    memcpy(st->ids.ids + st->ids.len, l->wide.ids, sizeof l->wide.ids);
+    memcpy(st->ids.ids + st->ids.len + BPE_PC_MAXTOK, b->wide.ids, sizeof b->wide.ids);
+    st->ids.len += PC_NTOK(t0);
+    if (FSTOK_UNLIKELY(!(t0 & tb & PC_HIT))) {
+        l->s[0].tag = t0 | PC_HIT;
+        b->s[0].tag = tb | PC_HIT;
+    }
+    return 1;
+}
+
+/* piece_emit for a piece of 17..PC_LONG_MAXLEN bytes: a hit needs the head in a line and the PC_CONT entry in its
+ * buddy, in the piece's own pair or its second one (pc_alt).  Returns 0 on a hit, 1 on a miss, -1 when out of
+ * memory. */
+static int piece_emit_long(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *p, size_t len,
+                           const piece_key *k, uint64_t w2, size_t room, enc_state *st) {
+    bpe_pc_line *l = pc_line(memo, k->h), *b = pc_buddy(memo, l);
+    const uint32_t want = gen | (uint32_t)len;
+    if (pc_long_get(l, b, k, w2, want, st)) return 0;
+    bpe_pc_line *a = pc_alt(memo, l);
+    if (a && pc_long_get(a, pc_buddy(memo, a), k, w2, want, st)) return 0;
+    size_t before = st->ids.len;
+    uint32_t id = len <= m->max_span_len && bpe_seg_may_be_token(m, p, len)
+                      ? bpe_span_get_w(m, p, len, k->w0)
+                      : BPE_NONE;
+    if (id != BPE_NONE) {
+        if (bpe_vec_reserve(&st->ids, 1)) return -1;
+        st->ids.ids[st->ids.len++] = id;
+    } else if (bpe_encode_span_multi(m, memo, p, len, &st->ids))
+        return -1;
+    size_t nt = st->ids.len - before;
+    pc_insert_long(memo, l, b, k, w2, want, gen, st->ids.ids + before, nt);
+    return st->ids.cap - st->ids.len >= room ? 1 : bpe_vec_reserve(&st->ids, room) ? -1 : 1;
+}
+
+/* a hit in slot 1 of line l: the most recently used to slot 0 */
+static inline void pc_hit_slot1(bpe_pc_line *l) {
+    bpe_pc_slot hit = l->s[1];
+    hit.tag |= PC_HIT;
+    l->s[1] = l->s[0];
+    l->s[0] = hit;
+}
+
+/* One short piece s[pb, pb + len) of base (key computed): the piece cache, else the span table (one
+ * token), else the memo and the encoders; a result of <= BPE_PC_MAXLEN tokens goes into the cache.  The
+ * caller keeps room for BPE_PC_MAXLEN ids in st->ids (a hit writes up to that many, keeps ntok).
+ * Returns 0 on a cache hit, 1 on a miss, -1 when out of memory. */
+static inline int piece_emit(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *p, size_t len,
+                             const piece_key *k, size_t room, enc_state *st) {
+    bpe_pc_line *l = pc_line(memo, k->h), *b;
+    const uint32_t want = gen | (uint32_t)len;
+    uint32_t t0 = l->s[0].tag;
+    if (FSTOK_LIKELY(l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (t0 & PC_MATCH) == want)) {
+        memcpy(st->ids.ids + st->ids.len, l->wide.ids, sizeof l->wide.ids); /* all: no branch on ntok */
+        if (FSTOK_UNLIKELY((t0 & (PC_HIT | PC_DBL)) != PC_HIT)) {
+            if (t0 & PC_DBL) { /* 12-16 ids: the rest in the buddy, if it is still there */
+                b = pc_buddy(memo, l);
+                if (!(b != l && pc_slot_is(&b->s[0], k, want | PC_CONT))) {
+                    l->s[0].tag = t0 & ~PC_HIT; /* its second line was taken: let the piece store itself again */
+                    goto miss;
+                }
+                memcpy(st->ids.ids + st->ids.len + BPE_PC_MAXTOK, b->wide.ids,
+                       (BPE_PC_MAXLEN - BPE_PC_MAXTOK) * sizeof(uint32_t));
+                b->s[0].tag |= PC_HIT;
+            }
+            l->s[0].tag = t0 | PC_HIT;
+        }
+        st->ids.len += PC_NTOK(t0);
+        return 0;
+    }
+    if (PC_NTOK(t0) <= BPE_PC_SLOTTOK && pc_slot_is(&l->s[1], k, want)) {
+        memcpy(st->ids.ids + st->ids.len, l->s[1].ids, sizeof l->s[1].ids);
+        st->ids.len += PC_NTOK(l->s[1].tag);
+        pc_hit_slot1(l);
+        return 0;
+    }
+    b = pc_buddy(memo, l);
+    if (b != l) {
+        uint32_t tb = b->s[0].tag;
+        int w = pc_slot_is(&b->s[0], k, want) && PC_NTOK(tb) <= BPE_PC_MAXTOK ? 0
+                : PC_NTOK(tb) <= BPE_PC_SLOTTOK && pc_slot_is(&b->s[1], k, want) ? 1 : -1;
+        if (w >= 0) { /* a hit in the buddy */
+            const uint32_t tag = b->s[w].tag, *ids = w ? b->s[1].ids : b->wide.ids;
+            size_t nt = PC_NTOK(tag);
+            memcpy(st->ids.ids + st->ids.len, ids, nt * sizeof(uint32_t));
+            st->ids.len += nt;
+            if (pc_free(l, gen, nt) || !pc_protected(l, gen, nt)) {
+                /* its own line can take it now (it was full when the piece was stored): move it there, so that
+                 * its next hits take the fast path */
+                pc_store(l, k, tag | PC_HIT, ids, nt);
+                if (w == 1) b->s[1].tag = 0;
+                else if (nt <= BPE_PC_SLOTTOK) {
+                    b->s[0] = b->s[1];
+                    b->s[1].tag = 0;
+                } else
+                    b->s[0].tag = 0;
+            } else {
+                /* its own line holds entries hit since they were last aged: age them now, so that entries no
+                 * longer in use (another text's) give the line back on this piece's next hit */
+                pc_age(l);
+                if (w == 1) pc_hit_slot1(b);
+                else if (!(tb & PC_HIT)) b->s[0].tag = tb | PC_HIT;
+            }
+            return 0;
+        }
+    }
+miss:;
+    b = pc_buddy(memo, l);
+    size_t before = st->ids.len;
+    uint32_t id = len <= m->max_span_len && bpe_seg_may_be_token(m, p, len) ? bpe_span_probe(m, m->span_tab, m->span_mask, k->h, k->w0, p, len) : BPE_NONE;
+    if (id != BPE_NONE)
+        st->ids.ids[st->ids.len++] = id;
+    else if (bpe_encode_span_multi(m, memo, p, len, &st->ids))
+        return -1;
+    size_t nt = st->ids.len - before;
+    if (nt <= BPE_PC_MAXLEN) pc_insert(l, b, k, want, gen, st->ids.ids + before, nt);
+    return st->ids.cap - st->ids.len >= room ? 1 : bpe_vec_reserve(&st->ids, room) ? -1 : 1;
+}
+
+#endif /* FSTOK_BPE_PIECE_CACHE_H */

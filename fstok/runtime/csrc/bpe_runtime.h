@@ -1,0 +1,175 @@
+#ifndef FSTOK_BPE_RUNTIME_H
+#define FSTOK_BPE_RUNTIME_H
+
+/* The byte-level BPE runtime's state without Python: the model tables (bpe.h), the compiled pre-tokenizer
+ * DFA levels (dfa.h), the pool of pre-token memos (piece cache, bpe.h) each encoding thread borrows, and the
+ * optional tables derived at load (the whole-span bloom filter, the direct-run tables).  The output kinds
+ * of an encode are here too.  Oracle: fstok/reference/bpe.py (ReferenceBPE). */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bpe.h"
+#include "dfa.h"
+#include "tpool.h"
+
+#define MAX_LEVELS 16
+
+enum { OUT_LIST = 0, OUT_BYTES = 1, OUT_COUNT = 2 };
+
+typedef struct {
+    bpe_model m;
+    uint64_t *span_bloom; /* owned; m.span_bloom */
+    uint32_t *seg_bp;     /* owned; [65536] per byte bigram: m.byte_pair's id (0xFFFFFF: none) | m.seg_big's flags << 24,
+                             and after it seg_dir: the trigram filter of direct runs (dir_tri_bit); NULL: none */
+    const uint32_t *seg_dir;
+    int bt_valid;    /* compile-time verdict: backtracking encoder valid */
+    /* pre-tokenizer: the regex DFA levels (issue 3's C spanner) */
+    fstok_dfa lv[MAX_LEVELS];
+    int n_levels;   /* 0 with mode split: the whole segment is one piece */
+    int pt_mode;    /* -1 none (Python spans only), 0 find (tiktoken), 1 split (HF Isolated levels) */
+    uint64_t serial;          /* unique per model */
+    uint64_t memo_epoch;      /* bumped by clear_cache(): memos filled earlier are dropped */
+    int use_memo;
+    pthread_mutex_t pool_mu;  /* guards the memo pool */
+    bpe_memo *pool[16];
+    int npool;
+    /* wmemo[i]: the memo of pool thread i (tpool.h tp_worker_index), only ever used by that thread, so a
+     * worker finds its memo again in its own core's cache (memo_worker) */
+    bpe_memo *wmemo[TP_MAX_THREADS];
+} bpe_rt;
+
+/* Everything a model owns (not the tables: they are views of the artifact). */
+static void bpe_rt_free(bpe_rt *self) {
+    free(self->span_bloom);
+    free(self->seg_bp);
+    bpe_model_release(&self->m);
+    for (int i = 0; i < self->npool; i++) bpe_memo_free(self->pool[i]);
+    for (int i = 0; i < TP_MAX_THREADS; i++) bpe_memo_free(self->wmemo[i]);
+    if (self->serial) pthread_mutex_destroy(&self->pool_mu);
+}
+
+/* ---- pre-token memos (see bpe.h): a pool per model; each encoding thread borrows one for the
+ * duration of its work, so a memo is never written by two threads at once and stays warm across calls. */
+#define MEMO_POOL 16
+static uint64_t model_serial_counter = 0;
+
+static bpe_memo *memo_borrow(bpe_rt *self) {
+    if (!self->use_memo) return NULL;
+    bpe_memo *mm = NULL;
+    pthread_mutex_lock(&self->pool_mu);
+    if (self->npool > 0) mm = self->pool[--self->npool];
+    pthread_mutex_unlock(&self->pool_mu);
+    uint64_t epoch = __atomic_load_n(&self->memo_epoch, __ATOMIC_RELAXED);
+    if (!mm) {
+        mm = bpe_memo_new();
+        if (!mm) return NULL;
+        mm->epoch = epoch;
+    } else if (mm->epoch != epoch) {
+        bpe_memo_clear(mm);
+        mm->epoch = epoch;
+    }
+    return mm;
+}
+
+static void memo_return(bpe_rt *self, bpe_memo *mm) {
+    if (!mm) return;
+    pthread_mutex_lock(&self->pool_mu);
+    if (self->npool < MEMO_POOL) {
+        self->pool[self->npool++] = mm;
+        mm = NULL;
+    }
+    pthread_mutex_unlock(&self->pool_mu);
+    bpe_memo_free(mm);
+}
+
+/* The memo of the calling pool thread for this model (made on first use), or a pool memo on any other
+ * thread.  Why: with the shared pool (LIFO) a worker got, call after call, a memo that another core had
+ * filled last, and the text's pieces were looked up in lines of another core's cache: a 16-thread call
+ * of 1 MB English spent 1.9x one-shot's encode time in total (lent machine, FSTOK_TRACE_THREADS=1).  A
+ * pool thread runs one job at a time, so wmemo[i] is never used by two threads at once; the model owns it
+ * (freed in Model_dealloc) and cannot die during a call, which holds a reference to it. */
+static bpe_memo *memo_worker(bpe_rt *self) {
+    int i = tp_worker_index();
+    if (i < 0 || i >= TP_MAX_THREADS) return memo_borrow(self);
+    if (!self->use_memo) return NULL;
+    uint64_t epoch = __atomic_load_n(&self->memo_epoch, __ATOMIC_RELAXED);
+    bpe_memo *mm = self->wmemo[i];
+    if (!mm) {
+        mm = bpe_memo_new();
+        if (!mm) return NULL;
+        mm->epoch = epoch;
+        self->wmemo[i] = mm;
+    } else if (mm->epoch != epoch) {
+        bpe_memo_clear(mm);
+        mm->epoch = epoch;
+    }
+    return mm;
+}
+
+static void memo_worker_done(bpe_rt *self, bpe_memo *mm) {
+    int i = tp_worker_index();
+    if (i < 0 || i >= TP_MAX_THREADS) memo_return(self, mm);
+}
+
+
+/* the bloom filter over the whole-span table (an optional speed-up: on allocation failure there is none) */
+static void build_span_bloom(bpe_rt *self, size_t span_tab_bytes, size_t nbytes) {
+    bpe_model *m = &self->m;
+    size_t slots = span_tab_bytes / 16, used = 0;
+    for (size_t i = 0; i < slots; i++) used += (uint32_t)m->span_tab[2 * i + 1] != BPE_NONE;
+    size_t words = 64;
+    while (words * 8 < used && words < ((size_t)1 << 24)) words *= 2;
+    uint64_t *bl = (uint64_t *)calloc(words, 8);
+    if (!bl) return;
+    for (size_t i = 0; i < slots; i++) {
+        uint64_t v = m->span_tab[2 * i + 1];
+        uint32_t id = (uint32_t)v, len = (uint32_t)(v >> 32);
+        if (id == BPE_NONE) continue;
+        if (id >= m->n_ext || m->dec_off[id] > m->dec_off[id + 1] || m->dec_off[id + 1] > nbytes ||
+            m->dec_off[id + 1] - m->dec_off[id] != len) { /* the loader rejects this; never filter then */
+            free(bl);
+            return;
+        }
+        uint64_t h = bpe_hash_bytes(m->dec_bytes + m->dec_off[id], len);
+        bl[(h >> 40) & (words - 1)] |= bpe_span_bloom_bits(h);
+    }
+    self->span_bloom = bl;
+    m->span_bloom = bl;
+    m->span_bloom_mask = words - 1;
+}
+
+#define DIR_TRI_BITS 19
+static inline uint32_t dir_tri_bit(uint32_t k3) { return (k3 * 0x9E3779B1u) >> (32 - DIR_TRI_BITS); }
+
+/* the tables of direct runs (direct_run; an optional speed-up: on allocation failure, or without the segment tables,
+ * there are none) */
+static void build_direct_tables(bpe_rt *self) {
+    const bpe_model *m = &self->m;
+    free(self->seg_bp);
+    self->seg_bp = NULL;
+    self->seg_dir = NULL;
+    if (!m->seg_big) return;
+    uint32_t *t = (uint32_t *)calloc(65536 + ((size_t)1 << DIR_TRI_BITS) / 32, sizeof(uint32_t));
+    if (!t) return;
+    for (uint32_t i = 0; i < 65536; i++) {
+        uint32_t r = m->byte_pair[i];
+        t[i] = (r == BPE_NONE ? 0xFFFFFFu : r) | (uint32_t)m->seg_big[i] << 24;
+    }
+    uint32_t *tri = t + 65536;
+    for (uint32_t k = 0; k < m->n_int; k++) { /* every trigram inside an internal token (as bpe_model_prepare) */
+        uint32_t e = m->int_ext[k];
+        if (e >= m->n_ext) continue;
+        const uint8_t *p = m->dec_bytes + m->dec_off[e];
+        size_t len = m->dec_off[e + 1] - m->dec_off[e];
+        for (size_t i = 0; i + 2 < len; i++) {
+            uint32_t b = dir_tri_bit((uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2]);
+            tri[b >> 5] |= 1u << (b & 31);
+        }
+    }
+    self->seg_bp = t;
+    self->seg_dir = tri;
+}
+
+#endif /* FSTOK_BPE_RUNTIME_H */
