@@ -1,11 +1,11 @@
-/* The small-alphabet lanes' merge loop (lib_bpe.c, "small alphabets"), instantiated once per instruction set by
- * lib_bpe.c: included with
+/* The small-alphabet lanes' merge loop (bpe_window.h, "small alphabets"), instantiated once per instruction set by
+ * bpe_window.h: included with
  *   WA_NAME(x)       the instance's name for x (x##_512, x##_256)
  *   WA_TARGET_STEP   the target of the merge steps and of wa_valid (what WA_PAIR needs, and AVX2)
  *   WA_TARGET_INIT   the target of the window loop (what WA_INIT needs too)
  *   WA_PAIR          the local pair lookup: (buckets, multiplier, shift, key a << 10 | b) -> local id or 0x3FF
  *   WA_INIT          the window start: (alphabet, lane, bytes, n) -> nonzero when a byte is outside the alphabet
- * and WA_TWO (1: up to two merges per scan).  Not a header of its own: it sees lib_bpe.c's types. */
+ * and WA_TWO (1: up to two merges per scan).  Not a header of its own: it sees bpe_window.h's types. */
 
 /* valid_pair on local ids (the same loop: every pair it looks up is made of tokens of the alphabet) */
 __attribute__((target(WA_TARGET_STEP), noinline)) static int WA_NAME(wa_valid)(const win_alpha *al, uint32_t t1, uint32_t t2) {
