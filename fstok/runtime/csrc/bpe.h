@@ -1,4 +1,5 @@
-/* Byte-level BPE runtime: the compiled tables (views into an fstok artifact) and span encoders.
+/* Byte-level BPE runtime: the compiled tables (views into an fstok artifact) and span encoders (lib_bpe.c).
+ * Python-free.  Oracle: fstok/reference/bpe.py (merge_ranks, merge_rules).
  *
  * Internal token ids are *rank ordered*: internal id i < j  <=>  token i is merged before token j.
  * So the merge table maps a pair (left, right) of internal ids to the merged internal id, which is
@@ -70,7 +71,7 @@ typedef struct {
     /* Segment tables (bpe_model_prepare; NULL: none, the encoders work without them).  A boundary between two
      * bytes of a pre-token that no internal token can span is *dead*: no merge ever crosses it (every merge
      * result is an internal token), so BPE of the pre-token is BPE of its segments, and a pre-token with a dead
-     * boundary is not one token.  Random text has many (docs/bpe.md, "Stop 11"). */
+     * boundary is not one token.  Random text has many (docs/design/bpe.md). */
     const uint8_t *seg_big;     /* [65536] per byte bigram a << 8 | b: BPE_SEG_IN (inside some internal token),
                                    BPE_SEG_START (starts one), BPE_SEG_END (ends one) */
     const uint64_t *seg_tri;    /* 2^BPE_SEG_TRI_BITS bits: hashed byte trigrams inside some internal token */
@@ -295,7 +296,7 @@ typedef struct {
  * one line: the span table's hash of the two head words picks it, one compare (two for slot 1) checks it.
  * Sized on the whole corpora (tools/bench bpe encodes whole files of 5-6 MB with ~60k distinct pieces):
  * 8 MiB made whole-document encoding 1.3-1.5x faster than the first 576 KiB direct-mapped version (see
- * docs/bpe.md, stop 10). */
+ * docs/design/bpe.md). */
 #ifndef BPE_PC_LINES
 #define BPE_PC_LINES 131072u
 #endif

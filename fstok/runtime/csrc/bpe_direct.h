@@ -11,7 +11,7 @@
 
 #include "bpe_piece_cache.h"
 
-/* ---- direct runs (random text; docs/bpe.md, stop 15)
+/* ---- direct runs (random text; docs/design/bpe.md)
  * On random text the piece cache costs more than it saves: most pieces are new (a line from L3 or memory, then the
  * miss path), and a cached piece costs a line that is rarely in L1/L2.  But random text is cut by dead boundaries
  * (bpe_seg_cross) into segments of one to three bytes, which encode without a merge search (lib_bpe.c seg_emit).  A
@@ -22,7 +22,7 @@
 #define DIRECT_MAX 2048  /* bytes of a run */
 #define DIRECT_CHUNK 2048 /* pieces (and bytes) of a direct batch's find_ends window */
 /* pieces of the first direct batch after a non-direct one, doubled while direct batches go on (up to DIRECT_CHUNK).
- * Why not DIRECT_CHUNK at once (stop 18): a direct batch does not fill the piece cache, so when a batch of natural
+ * Why not DIRECT_CHUNK at once: a direct batch does not fill the piece cache, so when a batch of natural
  * text that was new to the cache started one (multilingual text on its first passes), its ~2,000 pieces missed
  * again on the next call, which started a direct batch again: o200k multilingual.txt needed ~8 calls instead of 4
  * to reach its steady speed.  A probe of 256 pieces ends after an eighth of that (its exit tests need no more);

@@ -139,7 +139,7 @@ static inline bpe_pc_line *pc_line(bpe_memo *memo, uint64_t h) { return &memo->p
 /* The buddy of a line: the other line of its 128-byte pair (itself when that is not in use: $FSTOK_BPE_PC_LINES
  * odd).  A piece lives in its own line or, when that one is taken by entries still in use, in the buddy
  * (two choices: o200k random text, ~71k distinct pieces of <= 16 bytes, most of them wide entries, missed
- * 29k times a pass with one choice, 11k with two; stop 14).  A piece of 12-16 tokens takes both lines. */
+ * 29k times a pass with one choice, 11k with two).  A piece of 12-16 tokens takes both lines. */
 _Static_assert(BPE_PC_LINES % 2 == 0, "lines come in pairs");
 static inline bpe_pc_line *pc_buddy(bpe_memo *memo, bpe_pc_line *l) {
     size_t i = (size_t)(l - memo->pc) ^ 1u;
@@ -256,7 +256,7 @@ static inline void pc_store_long(bpe_pc_line *l, bpe_pc_line *b, const piece_key
 }
 
 /* The second home of a long entry: the other pair of its 256-byte block (lines i ^ 2 and i ^ 3), or NULL where the
- * cache has too few lines.  Why (stop 18): a long entry takes two lines, and it may only evict entries that were not
+ * cache has too few lines.  Why: a long entry takes two lines, and it may only evict entries that were not
  * hit since they were last aged.  On multilingual text, ~20% of the pieces of 17-24 bytes had a short piece hit on
  * every pass in their own pair, so they missed on every pass (o200k multilingual.txt: 335 of 1,903 a pass, each a
  * memo lookup and some a full encode). */

@@ -25,7 +25,7 @@ typedef struct {
                              and after it seg_dir: the trigram filter of direct runs (dir_tri_bit); NULL: none */
     const uint32_t *seg_dir;
     int bt_valid;    /* compile-time verdict: backtracking encoder valid */
-    /* pre-tokenizer: the regex DFA levels (issue 3's C spanner) */
+    /* pre-tokenizer: the regex DFA levels (the C spanner of dfa.h) */
     fstok_dfa lv[MAX_LEVELS];
     int n_levels;   /* 0 with mode split: the whole segment is one piece */
     int pt_mode;    /* -1 none (Python spans only), 0 find (tiktoken), 1 split (HF Isolated levels) */

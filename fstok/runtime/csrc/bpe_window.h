@@ -80,7 +80,7 @@ static size_t win_encode(const bpe_model *m, const uint8_t *s, size_t n, uint32_
  * core overlap the two chains.  The span is cut in two lanes, s[0:mid+X2_OVERLAP) and s[mid:n); each lane is
  * stitched exactly like encode_stitched (same keep/advance rule, junction check and repairs); the lanes are joined
  * at a token boundary c both share within [mid+16, mid+X2_OVERLAP-16], checked with valid_pair (pair lemma,
- * docs/bpe.md); when there is none, or the pair is not valid, lane A drops its tokens after mid and goes on alone
+ * docs/design/bpe.md); when there is none, or the pair is not valid, lane A drops its tokens after mid and goes on alone
  * to the end of the span (at most twice the work of one lane: still linear). */
 
 #define X2_OVERLAP 64
@@ -828,7 +828,7 @@ static int have_avx2 = -1;
 #endif
 
 /* Spans longer than a window (monotone ranks): the tokens of a window that end at least WIN_MARGIN bytes before
- * its cut are kept and the next window starts after them.  Exact by the pair lemma (docs/bpe.md, "Windows"): the
+ * its cut are kept and the next window starts after them.  Exact by the pair lemma (docs/design/bpe.md, "Windows"): the
  * pairs inside one window's output are valid, the pair across each junction is checked with valid_pair, and an
  * invalid junction drops the last tokens kept and re-encodes from further left (after too many of those: the
  * bucket queue, O(n)). */

@@ -121,7 +121,7 @@ size_t fstok_dfa_find_all(const fstok_dfa *d, const uint8_t *s, size_t n, size_t
  * fstok_dfa_find_all, cheaper per byte: one transition, one store and one add; the end of a piece
  * whose match needs backtracking (the DFA died) is found again by an anchored match from its start.
  * Windows of >= 64 bytes are walked as two halves at once, joined where the walks meet in one state
- * (lib_dfa.c dual_window; docs/pretokenize.md "Two walks per window"). */
+ * (lib_dfa.c dual_window; docs/design/pretokenize.md "Two walks per window"). */
 size_t fstok_dfa_find_ends(const fstok_dfa *d, const uint8_t *s, size_t n, size_t *pos, size_t *ends, size_t cap);
 
 /* HF `Split(behavior="Isolated")` pipelines: each level splits every piece of the previous one

@@ -817,7 +817,7 @@ int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
  * the sets (short part) or hashes (long part) whose low MEMO_SAMPLE_BITS index bits are zero, 1/64 of them (set
  * sampling: those sets receive all of their spans in both modes, so their hit rate is the full memo's).  While it is
  * below MEMO_SKIP_RATE, spans outside the sample neither look up nor store.  Only the speed depends on it.  1/64
- * rather than 1/16 (stop 13): the sampled lookups of random text still miss the cache (a quarter of
+ * rather than 1/16: the sampled lookups of random text still miss the cache (a quarter of
  * bpe_encode_span_multi's time); random text 3-7% faster, natural text unchanged. */
 #define MEMO_SAMPLE_BITS 6
 #define MEMO_SAMPLE_MASK ((1u << MEMO_SAMPLE_BITS) - 1)
@@ -825,7 +825,7 @@ int bpe_encode_span_avail(const bpe_model *m, bpe_memo *memo, const uint8_t *s, 
 /* the same for spans of <= 16 bytes (those that missed the piece cache): o200k random text hits ~48% there, and the
  * moving average, which swings by about +-9% over its ~16 lookups, kept crossing 60%, so the memo was on for long
  * stretches; a miss reads a set line that is not in cache.  75%: o200k random 8.3 -> 8.0 ns/byte, natural text
- * unchanged (stop 13) */
+ * unchanged */
 #define MEMO_SKIP_RATE0 192
 static _Thread_local uint16_t memo_rate[3] = {256, 256, 256};
 

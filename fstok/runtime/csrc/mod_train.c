@@ -1,4 +1,4 @@
-/* fstok.runtime._train: the incremental BPE merge loop (issue 6).
+/* fstok.runtime._train: the incremental BPE merge loop.  Oracle: fstok/train/naive.py (the naive trainer).
  *
  * The lecture's optimized training algorithm over the *distinct* pre-tokens of a corpus, each
  * weighted by its frequency (so memory is bounded by the distinct pre-tokens, not the corpus):

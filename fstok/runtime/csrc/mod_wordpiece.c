@@ -147,7 +147,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
  * ints below), with the GIL.  The model's int objects are
  * created on first use, not at load: they then lie in memory in the order the text first needed them
  * (the ids of one language's common tokens side by side) instead of spread over the whole vocabulary
- * (120k ints = 3.8 MB for mBERT; see docs/wordpiece-tables.md).  The table that finds them is in that
+ * (120k ints = 3.8 MB for mBERT; see docs/design/wordpiece.md).  The table that finds them is in that
  * order too: slot_of[id] (2 bytes per id) names the int's slot, and slots[] holds the pointers in
  * first-use order, so the ~15k distinct ids of a pass over multilingual.txt read ~2k lines of slots
  * and ~3k of slot_of instead of 8.3k lines of a per-id pointer table (0.96 MB for mBERT).  Past

@@ -139,7 +139,7 @@ static inline __attribute__((unused)) int pyids_pinned_ints(PyObject **dst, size
 /* with the GIL: a new list of pinned ints[ids[i]] (pinned: no reference to take; the table of 8-byte
  * pointers is the only memory read besides ids), ints made for ids >= n_ints.  The item array comes from
  * PyMem_Malloc, not PyList_New(n), which callocs it: zeroing 8 bytes a token that the fill writes again was 2.4%
- * of a warm r50k encode of multilingual.txt (1.5 bytes a token; stop 18).  The list has size 0 until the fill is
+ * of a warm r50k encode of multilingual.txt (1.5 bytes a token).  The list has size 0 until the fill is
  * done, so list_dealloc never reads an unwritten item (on failure it has size i: the items written). */
 static inline __attribute__((unused)) PyObject *pyids_list_pinned(PyObject *const *ints, size_t n_ints,
                                                                   const uint32_t *ids, size_t n) {

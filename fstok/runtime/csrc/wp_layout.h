@@ -150,7 +150,7 @@ static int char_children(const wp_tables *t, const uint8_t *mid, keylist *kl, ui
  * leads into (the first character after r, r# and the other hubs) follow, as RK_MID records with
  * explicit children; the others are not stored.  Records are bytes: a token state with one child is 5
  * bytes (header, label, id), a leaf 4, other one-child states 8 (+ f), so the states a pass over a text
- * touches share fewer cache lines (docs/wordpiece-tables.md). */
+ * touches share fewer cache lines (docs/design/wordpiece.md). */
 static int build_blob(wp_tables *t, size_t npool, const char **errp) {
     size_t n = t->n_nodes;
     /* one allocation: pos (blob offset), fi (F(u), one-token pops inlined), anc (mid_children), nk (child
