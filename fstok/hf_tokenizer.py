@@ -198,17 +198,18 @@ def _map_inserted_spaces(used: str, text: str, cs: np.ndarray, ce: np.ndarray):
 
 def _compile_core(obj: dict, source: str):
     """The compiled fstok tokenizer for the core parts of `obj`, from the artifact cache when present."""
-    import fstok
+    from . import api as _api
+    from ._version import __version__
 
     core_obj = {k: obj.get(k) for k in _CORE_KEYS}
     core_obj.update({"version": obj.get("version", "1.0"), "truncation": None, "padding": None,
                      "post_processor": None, "decoder": obj.get("decoder")})
     data = json.dumps(core_obj, ensure_ascii=False, sort_keys=True).encode("utf-8")
-    key = hashlib.sha256(data + fstok.__version__.encode()).hexdigest()[:24]
+    key = hashlib.sha256(data + __version__.encode()).hexdigest()[:24]
     path = os.path.join(_cache_dir(), f"hf-{key}.fst")
     if os.path.exists(path):
         try:
-            return fstok.load(path)
+            return _api.load(path)
         except Exception:  # a damaged or stale cache entry is rebuilt below
             pass
     os.makedirs(_cache_dir(), exist_ok=True)
@@ -217,14 +218,14 @@ def _compile_core(obj: dict, source: str):
         with open(p, "wb") as f:
             f.write(data)
         try:
-            tok = fstok.compile(p)
+            tok = _api.compile(p)
         except (ValueError, NotImplementedError) as e:
             raise NotImplementedError(f"{source}: fstok cannot compile this tokenizer: "
                                       f"{str(e).replace(p, 'tokenizer.json')}") from None
     tmp = f"{path}.{os.getpid()}.tmp"
     tok.save(tmp)
     os.replace(tmp, path)
-    return fstok.load(path)
+    return _api.load(path)
 
 
 # ---------------------------------------------------------------------------------------------- face
