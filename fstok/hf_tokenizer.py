@@ -223,7 +223,10 @@ def _compile_core(obj: dict, source: str):
             raise NotImplementedError(f"{source}: fstok cannot compile this tokenizer: "
                                       f"{str(e).replace(p, 'tokenizer.json')}") from None
     tmp = f"{path}.{os.getpid()}.tmp"
-    tok.save(tmp)
+    try:
+        tok.save(tmp)
+    except (NotImplementedError, ValueError, TypeError):
+        return tok  # a kind without an artifact form (a stage-by-stage pipeline): compiled in each process
     os.replace(tmp, path)
     return _api.load(path)
 
@@ -294,6 +297,8 @@ class Tokenizer:
             self._core: _Core = _WordPieceCore(self._compiled, self._added, id_to_token)
         elif kind == "BPETokenizer":
             self._core = _BPECore(self._compiled, self._added, id_to_token)
+        elif kind == "PipelineTokenizer":
+            self._core = _PipelineCore(self._compiled)
         elif hasattr(self._compiled, "hf_model_encode"):
             self._core = _Duck(self._compiled)
         else:
@@ -524,6 +529,44 @@ class _Duck(_Core):
         if hasattr(self.tok, "hf_ids_batch"):
             return self.tok.hf_ids_batch(texts, num_threads)
         res = [np.asarray(self.tok.hf_model_encode(t)[0], dtype=np.uint32) for t in texts]
+        lens = np.fromiter((len(r) for r in res), dtype=np.int64, count=len(res))
+        return (np.concatenate(res) if res else np.zeros(0, np.uint32)), lens
+
+
+class _PipelineCore(_Core):
+    """fstok's stage-by-stage tokenizer.json pipeline: its pre-post-processing encoding per text."""
+
+    def __init__(self, tok):
+        self.tok = tok
+
+    def model_encode(self, text):
+        tok = self.tok
+        ids, _toks, offs, words = tok._tokens(text)
+        if tok._inner is None or tok.pre_tokenizer is None:
+            return list(ids), [tuple(o) for o in offs], list(words)
+        # the compiled path numbers words per added-token split; HF numbers the pre-tokenizer's pieces:
+        # each token belongs to the last piece (in order) that starts at or before the token's start
+        starts: list[tuple[int, int]] = []  # (piece start in text, word index)
+        w = 0
+        for piece, added in tok.added.extract_and_normalize(text):
+            if added is not None:
+                starts.append((piece.span()[0], w))
+                w += 1
+                continue
+            for p in tok.pre_tokenizer.split([piece]):
+                if p.text:
+                    starts.append((p.offsets(0, len(p.text))[0], w))
+                    w += 1
+        out_words = []
+        k = 0
+        for a, _ in offs:
+            while k + 1 < len(starts) and starts[k + 1][0] <= a:
+                k += 1
+            out_words.append(starts[k][1] if starts else None)
+        return list(ids), [tuple(o) for o in offs], out_words
+
+    def ids_batch(self, texts, num_threads):
+        res = [np.asarray(self.tok._ids(t), dtype=np.uint32) for t in texts]
         lens = np.fromiter((len(r) for r in res), dtype=np.int64, count=len(res))
         return (np.concatenate(res) if res else np.zeros(0, np.uint32)), lens
 
