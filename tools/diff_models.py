@@ -147,6 +147,8 @@ def diff_json(path: str, quick: bool) -> Report:
             ids, offs = tok.encode_with_offsets(text, add_special_tokens=add)
             r.check(ids == e.ids, f"ids(add_special_tokens={add})", label, text, e.ids, ids)
             r.check(offs == e.offsets, f"offsets(add_special_tokens={add})", label, text, e.offsets, offs)
+            fast = tok.encode(text, add_special_tokens=add)  # the string path (no alignments)
+            r.check(fast == e.ids, f"encode(add_special_tokens={add})", label, text, e.ids, fast)
         for skip in (True, False):
             want, got = hf.decode(e.ids, skip_special_tokens=skip), tok.decode(e.ids, skip_special_tokens=skip)
             r.check(want == got, f"decode(skip={skip})", label, text, want, got)
