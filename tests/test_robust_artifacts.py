@@ -288,3 +288,19 @@ def test_fuzz_sample_no_crash_no_hang(tmp_path):
     assert not res["failures"], res["failures"][:5]
     assert res["counts"].get("rejected", 0) > 0 and res["counts"].get("loaded", 0) > 0
 
+
+def test_c_attach_check_repeats_the_progress_proof(o200k_pattern):
+    """Defence in depth: the C runtime's own attach check (fstok_dfa_check) refuses the same tables when
+    they reach it without the Python loader (fstok.runtime._dfa.DFA built directly)."""
+    _dfa = pytest.importorskip("fstok.runtime._dfa")
+    t = fstok.loads(o200k_pattern).levels[0]
+    _dfa.DFA(t.trans, t.classes, t.accept, t.n_states, t.shift, t.start, t.eoi, t.n_boundary)  # valid: accepted
+    gb = _giveback_states(o200k_pattern)[0]
+    acc = t.accept.copy()
+    acc[gb] = (acc[gb] & 0x0F) | 0x90
+    with pytest.raises(ValueError, match="ends a piece at or before its start"):
+        _dfa.DFA(t.trans, t.classes, acc, t.n_states, t.shift, t.start, t.eoi, t.n_boundary)
+    tr = t.trans.copy()
+    tr[t.start + t.eoi] = np.uint32(gb << t.shift)
+    with pytest.raises(ValueError, match="end-of-input"):
+        _dfa.DFA(tr, t.classes, t.accept, t.n_states, t.shift, t.start, t.eoi, t.n_boundary)

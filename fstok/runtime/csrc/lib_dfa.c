@@ -21,6 +21,56 @@
 #define DFA_STEP(T, C, st, byte) ((st) = (T)[(st) + (C)[byte]])
 #endif
 
+/* Every piece end strictly after the previous one (the proof of fstok/validate_dfa.py, again at attach time).
+ * dist[s]: the fewest bytes of a piece read on arriving in s (exact below 16, else 16); min_in[s]: the least
+ * dist of a state with a byte edge into s.  A boundary state ends its piece g bytes back: g < min_in; an accept
+ * code a gives back a - 1 bytes: a <= the bytes read; the end-of-input step reads the whole accept byte. */
+static int progress_check(const fstok_dfa *d, char *err, size_t errlen) {
+    const uint32_t n = d->n_states, sh = d->shift, stride = 1u << sh, nb = (d->live >> sh) - 1;
+    uint8_t used[512] = {0};
+    for (int b = 0; b < 256; b++) used[d->classes[b]] = 1;
+    uint8_t *dist = (uint8_t *)malloc(n), *min_in = (uint8_t *)malloc(n);
+    int rc = 0;
+    if (!dist || !min_in) {
+        if (err && errlen) snprintf(err, errlen, "out of memory");
+        rc = -1;
+        goto done;
+    }
+    memset(dist, 16, n);
+    memset(min_in, 16, n);
+    for (uint32_t k = 1; k <= nb; k++) dist[k] = (uint8_t)((d->accept[k] >> FSTOK_DFA_GB_SHIFT) + 1);
+    dist[d->start >> sh] = 0;
+    for (uint32_t lv = 0; lv < 16; lv++)
+        for (uint32_t s = 0; s < n; s++) {
+            if (dist[s] != lv) continue;
+            const uint32_t *row = d->trans + (size_t)s * stride;
+            for (uint32_t c = 0; c < stride; c++) {
+                if (!used[c]) continue;
+                uint32_t t = row[c] >> sh;
+                if (min_in[t] > lv) min_in[t] = (uint8_t)lv;
+                if (t > nb && dist[t] > lv + 1) dist[t] = (uint8_t)(lv + 1);
+            }
+        }
+    for (uint32_t t = 1; t < n && !rc; t++) {
+        uint32_t a = d->accept[t], lo = a & 15, g = a >> FSTOK_DFA_GB_SHIFT;
+        if (t <= nb ? (g + 1 > min_in[t] || lo > g + 1) : (min_in[t] < 16 && lo > (uint32_t)min_in[t] + 1)) {
+            if (err && errlen) snprintf(err, errlen, "accept code %#x of state %u ends a piece at or before its start", a, t);
+            rc = -1;
+        }
+    }
+    for (uint32_t s = 0; s < n && !rc; s++) {
+        uint32_t e = d->trans[(size_t)s * stride + d->eoi] >> sh;
+        if (e && d->accept[e] > (dist[s] > 1 ? dist[s] : 1u)) {
+            if (err && errlen) snprintf(err, errlen, "end-of-input target %u of state %u ends a piece at or before its start", e, s);
+            rc = -1;
+        }
+    }
+done:
+    free(dist);
+    free(min_in);
+    return rc;
+}
+
 int fstok_dfa_check(const fstok_dfa *d, char *err, size_t errlen) {
 #define FAIL(...)                                  \
     do {                                           \
@@ -52,6 +102,7 @@ int fstok_dfa_check(const fstok_dfa *d, char *err, size_t errlen) {
     if (d->live == 0 || (d->live & mask) || (d->live >> d->shift) >= d->n_states) FAIL("bad live boundary %u", d->live);
     if (d->gbl == 0 || (d->gbl & mask) || d->gbl > d->live) FAIL("bad give-back boundary %u", d->gbl);
     if (d->start < d->live || (d->start & mask) || (d->start >> d->shift) >= d->n_states) FAIL("bad start state %u", d->start);
+    if (progress_check(d, err, errlen)) return -1;
     return 0;
 #undef FAIL
 }
