@@ -282,10 +282,10 @@ def test_cli_inspect(tmp_path, capsys):
 
     p = tmp_path / "o.fst"
     get_pattern("r50k_base").save(p)
-    rc = main(["inspect", str(p), "--graphml", str(tmp_path / "o.graphml"), "--dot", str(tmp_path / "o.dot")])
+    rc = main(["inspect", str(p), "--json", "--graphml", str(tmp_path / "o.graphml"), "--dot", str(tmp_path / "o.dot")])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["kind"] == "regex_dfa" and out["levels"][0]["pattern"] == R50K_PAT
+    assert out["kind"] == "regex_dfa" and out["pipeline"][0]["dfa_levels"][0]["pattern"] == R50K_PAT
     assert (tmp_path / "o.graphml").stat().st_size > 1000 and (tmp_path / "o.dot").read_text().startswith("digraph")
 
 

@@ -18,6 +18,7 @@ over the shared corpora.  `str(explanation)` is the terminal view, `to_dict()` t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import heapq
 from typing import Any, Optional
 
 import numpy as np
@@ -282,22 +283,49 @@ class _BPETables:
             ids = [int(whole)]
             steps.append(Step("whole", f"the whole piece is token {whole} ({self.whole_why})"))
         else:
-            syms = [int(self.byte_tok[b]) for b in piece]
-            lens = [1] * len(syms)
-            while len(syms) > 1:
-                best, at = None, -1
-                for i in range(len(syms) - 1):
-                    k = self.pair.get((syms[i], syms[i + 1]))
-                    if k is not None and (best is None or k < best):
-                        best, at = k, i
-                if best is None:
-                    break
-                lo = sum(lens[:at])
-                steps.append(Step("merge", f"rank {best}: {self.token_text(syms[at])!r} + {self.token_text(syms[at + 1])!r}"
-                                           f" -> {self.token_text(best)!r} (id {int(self.ext[best])})",
-                                  span=(lo, lo + lens[at] + lens[at + 1]), rank=best))
-                syms[at:at + 2] = [best]
-                lens[at:at + 2] = [lens[at] + lens[at + 1]]
+            # lowest rank first, leftmost on ties, as tiktoken and HF merge; a heap over the adjacent pairs with
+            # lazy deletion keeps a long piece (a megabyte of one character) at O(n log n), not O(n^2)
+            n = len(piece)
+            sym = [int(self.byte_tok[b]) for b in piece]
+            ln = [1] * n
+            nxt = list(range(1, n + 1))
+            prv = list(range(-1, n - 1))
+            alive = [True] * n
+            heap = []
+            for i in range(n - 1):
+                k = self.pair.get((sym[i], sym[i + 1]))
+                if k is not None:
+                    heap.append((k, i, sym[i], sym[i + 1]))
+            heapq.heapify(heap)
+            while heap:
+                k, i, a, b = heapq.heappop(heap)
+                j = nxt[i]
+                if not alive[i] or j >= n or sym[i] != a or sym[j] != b:
+                    continue  # a stale entry: one side was merged since it was pushed
+                lo = i  # a symbol keeps the index of its first byte
+                steps.append(Step("merge", f"rank {k}: {self.token_text(a)!r} + {self.token_text(b)!r}"
+                                           f" -> {self.token_text(k)!r} (id {int(self.ext[k])})",
+                                  span=(lo, lo + ln[i] + ln[j]), rank=k))
+                sym[i], ln[i] = k, ln[i] + ln[j]
+                alive[j] = False
+                nxt[i] = nxt[j]
+                if nxt[j] < n:
+                    prv[nxt[j]] = i
+                p = prv[i]
+                if p >= 0:
+                    kp = self.pair.get((sym[p], k))
+                    if kp is not None:
+                        heapq.heappush(heap, (kp, p, sym[p], k))
+                q = nxt[i]
+                if q < n:
+                    kq = self.pair.get((k, sym[q]))
+                    if kq is not None:
+                        heapq.heappush(heap, (kq, i, k, sym[q]))
+            syms = []
+            i = 0
+            while i < n:
+                syms.append(sym[i])
+                i = nxt[i]
             ids = [int(self.ext[s]) for s in syms]
         if len(self._memo) < 100_000:
             self._memo[piece] = (ids, steps)
