@@ -1,4 +1,4 @@
-"""Lossless parallel encoding of one very long text (issue 5).
+"""Lossless parallel encoding of one very long text.
 
 Two strategies, both exact (equal to one-shot ``tokenizer.encode(text)``):
 

@@ -257,7 +257,7 @@ def test_bad_input(bpe, monkeypatch):
 
 
 def test_chunk_starting_inside_a_token():
-    """Regression (hypothesis, stop 12): ' ß' is [' \\xc3', '\\x9f'] under cl100k, so after the chunk ' ' the next
+    """Regression (found by hypothesis): ' ß' is [' \\xc3', '\\x9f'] under cl100k, so after the chunk ' ' the next
     start lies inside a token and the global tokens bound nothing; the chunker must still try the next
     character boundary ('ß' alone is one token) instead of reporting that 'ß' needs more than 1 token."""
     import fstok

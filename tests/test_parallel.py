@@ -1,4 +1,4 @@
-"""fstok.parallel.encode_long: LoPT and safe-boundary split equal one-shot encoding (issue 5)."""
+"""fstok.parallel.encode_long: LoPT and safe-boundary split equal one-shot encoding."""
 import functools
 
 import pytest

@@ -1,4 +1,4 @@
-"""Proven pre-tokenizer boundaries (fstok.safe_split) and the BPE safe split of encode_long (issue 5).
+"""Proven pre-tokenizer boundaries (fstok.safe_split) and the BPE safe split of encode_long.
 
 Soundness of the table is checked three ways: brute force over small patterns and small alphabets (every
 pair the table proves must split every sampled context exactly, with the `regex` module as the oracle),

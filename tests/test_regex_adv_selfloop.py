@@ -1,4 +1,4 @@
-"""The anchored match's run skip (lib_dfa.c `fstok_dfa_match`, stop 14): where a byte's class leads a state back to
+"""The anchored match's run skip (lib_dfa.c `fstok_dfa_match`): where a byte's class leads a state back to
 itself, the rest of the run of that class is skipped by comparing classes.  Checked against the pure-Python executor
 of the same tables (`DFATables.match`) and against `fstok_dfa_find_all` through the piece-end walker with tiny
 windows (every piece longer than the window is matched anchored), on texts made of long runs: runs that end in a

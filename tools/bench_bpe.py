@@ -280,9 +280,9 @@ def _timeit(fn, min_time: float, cpu: bool) -> float:
     """Best of the calls made in `min_time` seconds of timed calls (at least 2), after `WARM_UP_S` seconds of
     untimed calls (at least one).  The warm-up is time-based because one call was not enough: on this VM a table-driven encoder keeps speeding up for ~10 passes over a short
     text after another peer ran (fstok o200k multilingual 52 -> 80 MB/s at a constant instruction count);
-    every peer gets the same warm-up.  The timed calls fill `min_time` too (stop 18): they used to stop at
-    `--reps` calls, so a 1 ms document was timed over ~5 ms of a host whose speed moves in phases of seconds,
-    and one slow phase set the cell (fstok multilingual read 159-182 MB/s in full runs, ~300 alone)."""
+    every peer gets the same warm-up.  The timed calls fill `min_time` too: a fixed number of calls would time
+    a 1 ms document over ~5 ms of a host whose speed moves in phases of seconds, and one slow phase would set
+    the cell."""
     clock = time.process_time if cpu else time.perf_counter
     best, spent, n = 1e18, 0.0, 0
     gc.disable()
@@ -308,7 +308,7 @@ RATIO_ROUNDS = 5
 
 
 def _ratio_rounds(p, eng: str, ml: str, rounds: int, slot: float) -> dict:
-    """Diverse/English of one peer from interleaved rounds (stop 18): each round times English, then
+    """Diverse/English of one peer from interleaved rounds: each round times English, then
     multilingual, each the best of the calls made in `slot` seconds (at least one), and takes the quotient of
     their MB/s.  The whole-document cells are minutes apart, and this host's speed moves in phases that long: one
     full run read fstok cl100k 0.92, the next 0.62 (tiktoken 0.89, then 1.46).  Rounds see the same phases for

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tools/bench long: latency of one very long text, one-shot vs LoPT vs safe-boundary split (issue 5).
+"""tools/bench long: latency of one very long text, one-shot vs LoPT vs safe-boundary split.
 
     tools/bench long                       # ~1 MB english + chinese_long, bert-base-uncased, 1 and 2 threads
     tools/bench long --mb 0.25 --reps 7 --threads 1,2,4 --encoding bert-base-multilingual-cased

@@ -92,7 +92,7 @@ def main() -> None:
     p.add_argument("--corpus", default=CORPUS)
     p.add_argument("--warmup", type=int, default=10, help="untimed calls before each timed series (default 10)")
     p.add_argument("--series", action="store_true",
-                   help="time each method in a series of its own (before stop 17); default: interleaved rounds")
+                   help="time each method in a series of its own (the older method); default: interleaved rounds")
     a = p.parse_args()
     global WARMUP
     WARMUP = a.warmup

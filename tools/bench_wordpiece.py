@@ -980,7 +980,7 @@ def main(argv=None):
         md.append("### Construction times (for reference)\n\n| what | s |\n|---|---:|\n" + "\n".join(
             f"| {k} | {v:.2f} |" for k, v in build_times.items()) + "\n")
 
-    # targets from issue 2
+    # the speed targets
     tg = []
     e2e = summaries.get("mBERT cased, multilingual.txt e2e", {})
     unc = next((v for k, v in summaries.items() if k.startswith("bert-base-uncased") and k.endswith("e2e")), {})
@@ -992,7 +992,7 @@ def main(argv=None):
         extra = f", rounds {rng[0]:.2f}–{rng[1]:.2f}" if rng else ""
         return f"- {label}: {r:.2f}× ({'PASS' if r >= need else 'FAIL'}: target ≥ {need}×{extra})"
     if e2e or unc:
-        tg.append("### Targets (issue 2)\n")
+        tg.append("### Targets\n")
         tg.append(chk("end-to-end vs HF tokenizers, per sentence mean (mBERT; median of same-round pass ratios)", e2e,
                       "HF tokenizers", 10))
         tg.append(chk("end-to-end vs TF FastBertTokenizer, per sentence mean (mBERT; median of same-round pass ratios)",

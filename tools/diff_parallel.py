@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Long differential run of the BPE safe split (issue 5): whole corpus documents, every proven boundary.
+"""Long differential run of the BPE safe split: whole corpus documents, every proven boundary.
 
     python tools/diff_parallel.py                     # all encodings, all long documents, 3 random configs each
     python tools/diff_parallel.py --encodings cl100k_base --docs stress --configs 10

@@ -1,4 +1,4 @@
-"""Comparison-only baselines for tools/bench long (issue 5); NOT exact, never used by fstok itself.
+"""Comparison-only baselines for tools/bench long; NOT exact, never used by fstok itself.
 
 * delimiter baselines (whitespace / comma / period): cut the text at the first delimiter at or after
   each k*len/threads, encode the pieces on threads, concatenate ids (the paper's Delimiter-based

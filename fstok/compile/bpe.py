@@ -113,7 +113,7 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX, short_max
                    hot_pairs: int = HOT_PAIRS) -> tuple[dict[str, Any], dict[str, Any], str]:
     """Compile a BPE source into (meta, sections, unicode version) for `write_artifact`.
 
-    The pre-tokenizer regex is compiled by issue 3's DFA compiler and embedded under "dfa."."""
+    The pre-tokenizer regex is compiled by the regex DFA compiler and embedded under "dfa."."""
     nat = _native()
     src.check()
     # ---- mergeable tokens, in id order

@@ -20,7 +20,7 @@ regex gets the same cut points; it is exact as long as the pattern never matches
 If a special token contains CR/LF only the special-token cut points are used.
 
 `split_regex` (the `regex` module, tiktoken's exact pattern strings) is the oracle; fstok's compiled
-DFA (fstok.pretokenize, issue 3) is used when it is importable and agrees with the oracle on a probe.
+DFA (fstok.pretokenize) is used when it is importable and agrees with the oracle on a probe.
 The two differ only on code points whose Unicode properties changed between the `regex` module's
 Unicode tables and tiktoken's (the DFA follows tiktoken / Rust regex).
 """
@@ -171,7 +171,7 @@ def _load_dfa(name_or_pattern: str):
     """fstok's CompiledPattern for a name or regex, or None when unavailable or unsupported."""
     try:
         from ..pretokenize import get_pattern
-    except Exception:  # issue 3 not available
+    except Exception:  # the DFA compiler is not available
         return None
     try:
         cp = get_pattern(name_or_pattern)

@@ -79,7 +79,7 @@ class TrainedBPE:
     def to_tokenizer(self):
         """The fstok BPETokenizer for this vocabulary (built once)."""
         if self._tok is None:
-            from ..bpe import BPETokenizer  # issue 4
+            from ..bpe import BPETokenizer
 
             self._tok = BPETokenizer.from_ranks(dict(self.ranks), self.pattern, dict(self.special_tokens), name=self.name)
         return self._tok
