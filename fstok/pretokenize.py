@@ -652,6 +652,9 @@ def get_pattern(name_or_pattern: str, dialect: str = "rust-regex") -> CompiledPa
         raise TypeError(f"pattern must be an encoding name or a regex str, got {type(name_or_pattern).__name__}")
     if name_or_pattern in NAMED_PATTERNS:
         return CompiledPattern.named(name_or_pattern)
+    from .validate_pattern import check_name
+
+    check_name(name_or_pattern, NAMED_PATTERNS)  # "gpt4" is a name fstok does not know, not the literal regex
     return CompiledPattern.compile(name_or_pattern, dialect)
 
 

@@ -53,6 +53,11 @@ CHUNK_CHARS = 1 << 18
 
 _CUT_BEFORE_NL_SRC = r"(?<=[\p{L}\p{N}])(?=[\r\n])"
 _CUT_AFTER_LF_SRC = r"(?<=\S\n)(?=[\p{L}\p{N}])"
+# The regex backend's time budget per search: a fixed part plus a part per character far above the module's
+# normal cost (~0.1-1 us per character), so only runaway backtracking reaches it.
+REGEX_BUDGET_S = 2.0
+REGEX_BUDGET_S_PER_CHAR = 20e-6
+
 _CUT_BEFORE_NL = regex.compile("(?r)" + _CUT_BEFORE_NL_SRC)  # reverse: finds the last one
 _CUT_AFTER_LF = regex.compile("(?r)" + _CUT_AFTER_LF_SRC)
 _CUT_FWD = (regex.compile(_CUT_BEFORE_NL_SRC), regex.compile(_CUT_AFTER_LF_SRC))
@@ -143,10 +148,23 @@ class Pretokenizer:
         self.backend = "dfa" if self._cp is not None else "regex"
         self._wc = _native_counter() if self._cp is not None else None
 
+    def _findall(self, text: str, concurrent: bool = False) -> list[str]:
+        """The `regex` module's findall under a time budget proportional to the text: a pattern the DFA compiler
+        refuses may backtrack without bound on some text, and training never runs such a search unbounded."""
+        budget = REGEX_BUDGET_S + REGEX_BUDGET_S_PER_CHAR * len(text)
+        try:
+            return self._rx.findall(text, concurrent=concurrent, timeout=budget)
+        except TimeoutError:
+            raise ValueError(
+                f"pre-tokenizer pattern {self.pattern!r} took over {budget:.1f} s on {len(text):,} characters of the "
+                "training text (catastrophic backtracking in the regex module, which runs the patterns fstok's DFA "
+                "compiler refuses); use a pattern the DFA compiler accepts (pretokenizer='dfa' says why it refuses)"
+            ) from None
+
     def pieces(self, text: str) -> list[str]:
         if self._cp is not None:
             return self._cp.pieces(text)
-        out = self._rx.findall(text)
+        out = self._findall(text)
         return [m for m in out if m] if self._empty_ok else out
 
     def new_counter(self):
@@ -163,7 +181,7 @@ class Pretokenizer:
             else:
                 counter.update(self._cp.pieces(text))
             return
-        out = self._rx.findall(text, concurrent=concurrent)
+        out = self._findall(text, concurrent=concurrent)
         counter.update([m for m in out if m] if self._empty_ok else out)
 
 

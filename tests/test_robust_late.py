@@ -1,0 +1,32 @@
+"""Two unbounded or silent paths closed late: training's regex backend runs under a time budget, and
+fstok.pretokenize refuses a name it does not know instead of reading it as a literal regex."""
+import time
+
+import pytest
+
+import fstok
+from fstok.train import pretok
+
+
+def test_training_regex_backend_is_bounded(monkeypatch):
+    # a lookbehind keeps the pattern away from the DFA compiler, so training would run the regex module,
+    # and (?:a|aa)+ backtracks exponentially on a run of a's
+    monkeypatch.setattr(pretok, "REGEX_BUDGET_S", 0.3)
+    t = time.perf_counter()
+    with pytest.raises(ValueError, match="catastrophic backtracking"):
+        fstok.train_bpe(["a" * 60 + "\n"], vocab_size=300, pattern=r"(?:a|aa)+(?<=a)b|[\s\S]")
+    assert time.perf_counter() - t < 30
+
+
+def test_training_regex_backend_still_trains_on_ordinary_patterns(monkeypatch):
+    monkeypatch.setattr(pretok, "REGEX_BUDGET_S", 0.3)
+    # the regex backend (the training oracle) under the budget trains as before on an ordinary pattern
+    tok = fstok.train_bpe(["hello hello world\n"] * 20, vocab_size=260, pattern="r50k_base", pretokenizer="regex")
+    assert tok.decode(tok.encode("hello world")) == "hello world"
+
+
+def test_pretokenize_refuses_unknown_names():
+    with pytest.raises(ValueError, match="unknown encoding name 'gpt4'"):
+        fstok.pretokenize("gpt4", "hello world")
+    assert fstok.pretokenize("(?:gpt4)", "a gpt4 b") == [(2, 6)]
+    assert fstok.pretokenize("cl100k_base", "hello world") == [(0, 5), (5, 11)]
