@@ -30,3 +30,15 @@ def test_pretokenize_refuses_unknown_names():
         fstok.pretokenize("gpt4", "hello world")
     assert fstok.pretokenize("(?:gpt4)", "a gpt4 b") == [(2, 6)]
     assert fstok.pretokenize("cl100k_base", "hello world") == [(0, 5), (5, 11)]
+
+
+def test_atomic_group_around_one_repetition_is_its_possessive_form():
+    # HF's tokenizer.json spells tiktoken's possessive \p{N}{1,3}+ as the atomic group (?>\p{N}{1,3})
+    from fstok.pretokenize import CompiledPattern
+
+    a = CompiledPattern.compile(r"(?>\p{N}{1,3})|\p{L}+|\s+|[^\s\p{L}\p{N}]+", "oniguruma")
+    b = CompiledPattern.compile(r"\p{N}{1,3}+|\p{L}+|\s+|[^\s\p{L}\p{N}]+", "rust-regex")
+    text = "abc 1234567 x9 ٣٤٥٦ 12"
+    assert a.spans(text) == b.spans(text)
+    with pytest.raises(ValueError, match="atomic"):
+        CompiledPattern.compile(r"(?>ab|a)c", "oniguruma")

@@ -339,7 +339,7 @@ class _Parser:
             elif c == "<" and self.peek(1) in ("=", "!"):
                 raise self.err("lookbehind (?<= / (?<! is not supported", start, unsupported=True)
             elif c == ">":
-                raise self.err("atomic groups (?>...) are not supported", start, unsupported=True)
+                return self._atomic(inner, start)
             elif c == "#":
                 raise self.err("comment groups (?#...) are not supported", start, unsupported=True)
             elif c == "P" and self.peek(1) == "<" or c == "<" or c == "'":
@@ -417,6 +417,23 @@ class _Parser:
                 raise self.err(f"repetition count {hi or lo} exceeds the limit of 1000", qpos, unsupported=True)
             atom = Repeat(atom, lo, hi, greedy, possessive, qpos)
             first = False
+
+    def _atomic(self, inner: "_Flags", start: int) -> Node:
+        """`(?>X)`: an atomic group keeps the first match its body finds.  When the body is one greedy
+        repetition this is exactly the possessive repetition `X{m,n}+` (HF's tokenizer.json spells tiktoken's
+        `\\p{N}{1,3}+` that way), and a body that is one character class cannot backtrack at all; anything
+        else is refused."""
+        self.i += 1
+        node = self.alternation(inner)
+        if self.peek() != ")":
+            raise self.err("unclosed group '('", start)
+        self.i += 1
+        if isinstance(node, Repeat) and node.greedy:
+            return Repeat(node.node, node.min, node.max, True, True, node.pos)
+        if isinstance(node, Chars):
+            return node
+        raise self.err("atomic groups (?>...) are supported only around one greedy repetition or one character "
+                       "class", start, unsupported=True)
 
     def _interval(self) -> Optional[tuple[int, Optional[int]]]:
         j = self.i + 1
