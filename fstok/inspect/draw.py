@@ -168,7 +168,10 @@ def draw_explanation(ex: Any, path: str, max_pieces: int = 40) -> None:
     boxes = []  # (x0, width, row, label, style)
     for p in pieces:
         w = max(1, unit(p.text))
-        boxes.append((x, w, 0, p.text, "special" if p.special else "text"))
+        if ex.kind.startswith("sentencepiece") and p.steps and not p.special:
+            boxes.append((x, w, 0, f"{p.text.replace(' ', '␣')}\n{p.steps[0].detail.split(';')[0]}", "scored"))
+        else:
+            boxes.append((x, w, 0, p.text, "special" if p.special else "text"))
         if p.special:
             pass
         elif bpe:
@@ -199,7 +202,7 @@ def draw_explanation(ex: Any, path: str, max_pieces: int = 40) -> None:
                 cum += ww
         x += w + 0.5
     fig, ax = plt.subplots(figsize=(min(60, max(8, 0.45 * x)), 1.2 + 0.55 * (height + 2)))
-    colors = {"text": "white", "special": "#cfe0ff", "merge": "#fff4d6", "token": "#dddddd"}
+    colors = {"text": "white", "scored": "white", "special": "#cfe0ff", "merge": "#fff4d6", "token": "#dddddd"}
     for x0, w, row, label, style in boxes:
         yy = row if row >= 0 else -1.3
         hh = 0.9 if row >= 0 else 1.2
@@ -210,7 +213,10 @@ def draw_explanation(ex: Any, path: str, max_pieces: int = 40) -> None:
     ax.set_ylim(-1.5, height + 1)
     ax.axis("off")
     more = f" (first {max_pieces} of {len(ex.pieces)} pieces)" if len(ex.pieces) > max_pieces else ""
-    how = "merge tree above each piece: rN = merge of rank N" if bpe else "tokens from the trie walk under each word"
+    spm = ex.kind.startswith("sentencepiece")
+    how = ("merge tree above each piece: rN = merge of rank N" if bpe else
+           "the pieces of the best path with their scores (Unigram) or piece scores (BPE)" if spm else
+           "tokens from the trie walk under each word")
     ax.set_title(f"{ex.kind}: {len(ex.text)} characters -> {len(ex.ids)} tokens{more}\n"
                  f"bottom: final tokens; above them: the text cut into pre-tokenizer pieces; {how}", fontsize=8)
     fig.tight_layout()
