@@ -42,3 +42,15 @@ def test_atomic_group_around_one_repetition_is_its_possessive_form():
     assert a.spans(text) == b.spans(text)
     with pytest.raises(ValueError, match="atomic"):
         CompiledPattern.compile(r"(?>ab|a)c", "oniguruma")
+
+
+def test_id_bound_reads_decode_only_ids_the_right_way_round():
+    # decode-only entries are {id: bytes}; the bound check once read them as {token: id} and refused DeepSeek
+    from fstok.loaders.bpe_source import BPESource, PreTokStage
+
+    ranks = {bytes([b]): b for b in range(256)}
+    src = BPESource(name="t", tokens=ranks, stages=[PreTokStage(r"\S+|\s+", False)], extra_decode={300: b"<x>"})
+    src.check()
+    bad = BPESource(name="t", tokens=ranks, stages=[PreTokStage(r"\S+|\s+", False)], extra_decode={10**9: b"<x>"})
+    with pytest.raises(ValueError, match="outside"):
+        bad.check()

@@ -140,7 +140,7 @@ class BPESource:
             raise ValueError(f"{where}: the vocabulary is empty")
         n_entries = len(self.tokens) + len(self.special_tokens) + len(self.added_tokens) + len(self.extra_decode)
         check_id_bound(where, [(b, i) for b, i in self.tokens.items()] + list(self.special_tokens.items())
-                       + [(a.content, a.id) for a in self.added_tokens] + list(self.extra_decode.items()), n_entries)
+                       + [(a.content, a.id) for a in self.added_tokens] + [(b, i) for i, b in self.extra_decode.items()], n_entries)
         ids = set()
         for b, i in self.tokens.items():
             if not isinstance(b, (bytes, bytearray)) or not b:
