@@ -19,6 +19,7 @@ from typing import AbstractSet, Any, Collection, Iterable, Literal, Optional, Se
 
 import numpy as np
 
+from ._inspectable import Inspectable
 from . import artifact as _art
 from ._text import fix_surrogates as _fix_surrogates
 from .loaders.bpe_source import AddedToken, BPESource, PreTokStage
@@ -125,7 +126,7 @@ class _RegexSpanner:
 _PARTS_PER_THREAD = max(1, int(os.environ.get("FSTOK_SPLIT_PARTS", "8") or 8))
 
 
-class BPETokenizer:
+class BPETokenizer(Inspectable):
     """A compiled byte-level BPE tokenizer with tiktoken's encoding API."""
 
     _fstok_kind = "bpe"  # fstok.splitters.fstok_kind: how the long-text splitters recognise this class
@@ -782,20 +783,6 @@ class BPETokenizer:
 
     def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *, num_threads: int | None = None) -> list[bytes]:
         return [self.decode_bytes(t) for t in batch]
-
-    def explain(self, text: str, **kw: Any):
-        """Why `text` tokenizes as it does, step by step, from the compiled tables (fstok.inspect.explain);
-        `.ids` equals `encode(text, **kw)`; print it, `.to_dict()` it, or `.draw("why.png")` it."""
-        from .inspect.explain import explain
-
-        return explain(self, text, **kw)
-
-    def graph(self, around: Any = None, *, state: Optional[int] = None, depth: int = 2, **kw: Any):
-        """The networkx neighbourhood of a token (`around`) or state in the compiled tables
-        (fstok.inspect.graph); write it with fstok.inspect.write(g, "x.png" / ".svg" / ".dot" / ".graphml")."""
-        from .inspect.views import graph
-
-        return graph(self, around, state=state, depth=depth, **kw)
 
     def decode_stream(self, *, skip_special_tokens: bool | None = None, errors: str = "replace",
                       prefill: Sequence[int] | None = None) -> "DecodeStream":

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterable, Literal, Optional, 
 
 import numpy as np
 
+from ._inspectable import Inspectable
 from . import artifact as art
 from .wordpiece_layout import NONE, NORM1_LEN, node_fields
 
@@ -56,7 +57,7 @@ def _check_surrogates(text: str, what: str = "text") -> None:
                          f"it cannot be tokenized (encode/decode it with errors='replace' first)") from None
 
 
-class WordPieceTokenizer:
+class WordPieceTokenizer(Inspectable):
     """A compiled WordPiece tokenizer backed by a validated artifact (mmap or bytes)."""
 
     kind = "wordpiece"
@@ -357,20 +358,6 @@ class WordPieceTokenizer:
         return self._model.encode_batch(words, _check_threads(num_threads), 0, True)
 
     # ------------------------------------------------------------------ decoding
-    def explain(self, text: str, **kw: Any):
-        """Why `text` tokenizes as it does, step by step, from the compiled tables (fstok.inspect.explain);
-        `.ids` equals `encode(text, **kw)`; print it, `.to_dict()` it, or `.draw("why.png")` it."""
-        from .inspect.explain import explain
-
-        return explain(self, text, **kw)
-
-    def graph(self, around: Any = None, *, state: Optional[int] = None, depth: int = 2, **kw: Any):
-        """The networkx neighbourhood of a token (`around`) or state in the compiled tables
-        (fstok.inspect.graph); write it with fstok.inspect.write(g, "x.png" / ".svg" / ".dot" / ".graphml")."""
-        from .inspect.views import graph
-
-        return graph(self, around, state=state, depth=depth, **kw)
-
     def decode_tokens(self, ids: Iterable[int]) -> list[str]:
         out = []
         for i in ids:
