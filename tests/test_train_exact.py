@@ -31,9 +31,9 @@ def test_tie_break_compares_byte_strings_not_ids():
     # (b"c", b"y") tie at 2: the byte strings decide (b"c" > b"ba"), not the token ids.
     texts = ["bax bax ba cy cy"]
     for backend in BACKENDS:
-        m = _merges(texts, 256 + 3, pattern=r"\w+", specials=(), backend=backend)
+        m = _merges(texts, 256 + 3, pattern=r"\w+|\s+|[^\w\s]+", specials=(), backend=backend)
         assert m == [(b"b", b"a"), (b"c", b"y"), (b"ba", b"x")]
-        assert m == train_naive_texts(texts, 256 + 3, pattern=r"\w+", special_tokens=())
+        assert m == train_naive_texts(texts, 256 + 3, pattern=r"\w+|\s+|[^\w\s]+", special_tokens=())
 
 
 def test_overlapping_pairs_merge_left_to_right():
