@@ -126,7 +126,8 @@ REAL = [
 
 
 def _sample() -> list[str]:
-    out = list(EDGE) + ["<s>x</s> <mask>  <mask>", "<|endoftext|>a <|startoftext|>b", "x" * 2000]
+    out = list(EDGE) + ["<s>x</s> <mask>  <mask>", "<|endoftext|>a <|startoftext|>b", "x" * 2000,
+                        "<s>x</s> a</s><pad>é<unk>  </s>", "日本<s>\u00e9</s>"]
     for f in sorted(os.listdir(CORPUS)):
         with open(os.path.join(CORPUS, f), encoding="utf-8") as fh:
             lines = fh.read(200_000).splitlines()
@@ -165,6 +166,7 @@ def test_compiled_segments_equal_python_stages(rel, sample):
     fast = PipelineTokenizer.from_file(path)
     slow = PipelineTokenizer.from_file(path, compiled=False)
     assert fast._inner is not None and slow._inner is None
+    assert fast._native_ok("<s>x</s> a") and not fast._native_ok("a <mask>")
     for s in sample:
         for ast in (False, True):
             assert fast.encode_with_offsets(s, add_special_tokens=ast) == slow.encode_with_offsets(s, add_special_tokens=ast)

@@ -98,7 +98,7 @@ class PipelineTokenizer:
                 specials.add(c)
         self.added = AddedVocabulary(list(by_id.values()), self.normalizer, frozenset(specials))
         self.special_tokens = {c: by_content[c] for c in specials}
-        self._inner = self._byte_level_tables(obj, where) if compiled else None
+        self._set_inner(self._byte_level_tables(obj, where) if compiled else None)
         ids = set(self.model.vocab_r) | set(self.added.by_id)
         self.n_vocab = (max(ids) + 1) if ids else 0
 
@@ -109,48 +109,78 @@ class PipelineTokenizer:
         return cls(_load_json(p), p, name, compiled)
 
     def _byte_level_tables(self, obj: dict, where: str):
-        """The compiled byte-level BPE (C) for the text between added tokens, where it computes exactly
-        what the pre-tokenizer and model stages compute: no normalizer, a pre-tokenizer the tables
-        express without a prefix space, a plain byte-level BPE.  None otherwise."""
+        """The compiled byte-level BPE (C) for the whole text, added tokens included, where it computes exactly
+        what the stages compute: no normalizer, a pre-tokenizer the tables express without a prefix space, a
+        plain byte-level BPE with every single byte.  Added tokens with lstrip / rstrip / single_word are
+        left out of the tables: a text holding one of them takes the stage-by-stage path (`_guards`).
+        None where the tables do not apply."""
         if self.normalizer is not None or not isinstance(self.model, _models.BPE):
             return None
         m = self.model
         if m.prefix or m.suffix or m.unk_token is not None:
             return None
         from ..bpe import BPETokenizer
+        from ..loaders.bpe_source import AddedToken as _SrcAdded
         from ..loaders.hf_bpe import source_from_obj
 
         try:
             src = source_from_obj(dict(obj, added_tokens=[], normalizer=None), where, self.name)
             if src.add_prefix_space or src.normalizer is not None:
                 return None
+            # every added token with HF's id; the raw (normalized=false) ones are matched in the first pass,
+            # the others in the second, as HF's two tries do (without a normalizer the second sees raw text)
+            by_bytes = {b: i for b, i in src.tokens.items()}
+            for t in self.added.tokens:
+                if t.lstrip or t.rstrip or t.single_word:
+                    continue
+                src.added_tokens.append(_SrcAdded(t.content, t.id, special=False, normalized=t.normalized))
+                if by_bytes.get(t.content.encode("utf-8")) != t.id:
+                    src.extra_decode.setdefault(t.id, t.content.encode("utf-8"))
+            src.check()
             inner = BPETokenizer.from_source(src)
         except ValueError:
             return None
+        return inner
+
+    def _set_inner(self, inner) -> None:
         import numpy as np
 
-        lens = np.diff(inner._tables["dec_off"].astype(np.int64))
-        return inner, lens
+        self._inner = inner
+        self._guards: tuple[str, ...] = ()
+        self._lens = None
+        if inner is None:
+            return
+        self._guards = tuple(t.content for t in self.added.tokens if t.lstrip or t.rstrip or t.single_word)
+        self._lens = np.diff(inner._tables["dec_off"].astype(np.int64))
+
+    def _native_ok(self, text: str) -> bool:
+        """The compiled tables encode this whole text (no added token that needs the stages occurs in it)."""
+        if self._inner is None:
+            return False
+        for g in self._guards:
+            if g in text:
+                return False
+        return True
 
     # ------------------------------------------------------------------ encoding
     def _ids(self, text: str) -> list[int]:
-        """The ids of _tokens(text), without offsets and token strings where the C tables run."""
-        if self._inner is None:
-            return self._tokens(text)[0]
+        """The ids of _tokens(text): one call into C where the compiled tables apply."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        ids: list[int] = []
-        for piece, tok in self.added.extract_and_normalize(text):
-            if tok is not None:
-                ids.append(tok.id)
-            else:
-                self._compiled_piece(piece.text, 0, ids, None, None, None, 0)
-        return ids
+        if self._native_ok(text):
+            return self._inner.encode(text, disallowed_special=())
+        return self._tokens(text)[0]
 
     def _tokens(self, text: str):
         """(ids, token strings, offsets, word indices) before post-processing (HF's Encoding of one text)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if self._native_ok(text):
+            return self._native_tokens(text)
+        return self._stage_tokens(text)
+
+    def _stage_tokens(self, text: str):
+        """_tokens stage by stage in Python (the oracle of the compiled path)."""
         ids: list[int] = []
         toks: list[str] = []
         offs: list[tuple[int, int]] = []
@@ -165,9 +195,6 @@ class PipelineTokenizer:
                 words.append(w)
                 w += 1
                 continue
-            if self._inner is not None:
-                w = self._compiled_piece(piece.text, piece.span()[0], ids, toks, offs, words, w)
-                continue
             pieces = self.pre_tokenizer.split([piece]) if self.pre_tokenizer is not None else [piece]
             for p in pieces:
                 for i, a, b in self.model.tokenize(p.text):
@@ -178,33 +205,50 @@ class PipelineTokenizer:
                 w += 1
         return ids, toks, offs, words
 
-    def _compiled_piece(self, text: str, base: int, ids, toks, offs, words, w: int) -> int:
-        """Encode an unnormalized stretch of text with the C tables; offsets from the tokens' byte lengths."""
+    def _native_tokens(self, text: str):
+        """_tokens by the C tables: offsets from each token's byte start and byte length (a token that
+        starts or ends inside a character covers that whole character, as HF's alignments do)."""
         import numpy as np
 
-        inner, lens = self._inner
-        got = inner.encode(text, disallowed_special=())
-        if not got:
-            return w
-        if offs is None:  # ids only
-            ids.extend(got)
-            return w + 1
-        vr = self.model.vocab_r
-        ln = lens[np.asarray(got, dtype=np.int64)]
-        ends = np.cumsum(ln)
-        starts = ends - ln
+        (ids, starts), used = self._inner._run(text, frozenset(), 3)
+        if not ids:
+            return [], [], [], []
+        if used != text:  # the C path repaired lone surrogates: the stages see the text as given
+            return self._stage_tokens(text)
+        a = np.asarray(ids, dtype=np.int64)
+        st = np.frombuffer(starts, dtype=np.uint32).astype(np.int64)
+        en = st + self._lens[a]
         if not text.isascii():
             data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
             ci = np.cumsum((data & 0xC0) != 0x80) - 1  # the char holding each byte
-            starts = ci[starts]
-            ends = ci[ends - 1] + 1
-        starts = (starts + base).tolist()
-        ends = (ends + base).tolist()
-        ids.extend(got)
-        toks.extend(vr[i] for i in got)
-        offs.extend(zip(starts, ends))
-        words.extend([w] * len(got))  # word ids are not tracked on this path
-        return w + 1
+            st = ci[st]
+            en = ci[en - 1] + 1
+        tok_of = self._token_strings()
+        toks = [tok_of(i) for i in ids]
+        return ids, toks, list(zip(st.tolist(), en.tolist())), [0] * len(ids)
+
+    def _token_strings(self):
+        f = self.__dict__.get("_tok_of")
+        if f is None:
+            table = dict(self.model.vocab_r)
+            for t in self.added.tokens:
+                table[t.id] = t.content
+            f = self.__dict__["_tok_of"] = table.__getitem__
+        return f
+
+    def _pp_wrap(self):
+        """(ids before, ids after) the post-processor puts around a single sequence, or None where its
+        result is not that shape (then the full post-processing runs)."""
+        hit = self.__dict__.get("_pp_ids")
+        if hit is None:
+            pp = self._pp_mod
+            sentinel = -12345
+            enc = pp.post_process(self.post_processor, pp.Encoding.from_tokens([sentinel], ["a"], [(0, 1)], [0]),
+                                  add_special_tokens=True)
+            got = list(enc.ids)
+            hit = (got[:got.index(sentinel)], got[got.index(sentinel) + 1:]) if got.count(sentinel) == 1 else False
+            self.__dict__["_pp_ids"] = hit
+        return hit or None
 
     def _encoding(self, text: str, add_special_tokens: bool):
         ids, toks, offs, words = self._tokens(text)
@@ -219,6 +263,9 @@ class PipelineTokenizer:
         """Token ids of text (HF `encode(text, add_special_tokens=...).ids`)."""
         if not add_special_tokens or self.post_processor is None:
             return self._ids(text)
+        wrap = self._pp_wrap()
+        if wrap is not None:
+            return wrap[0] + self._ids(text) + wrap[1]
         return self._encoding(text, True)[0]
 
     def encode_with_offsets(self, text: str, *, add_special_tokens: bool = False) -> tuple[list[int], list[tuple[int, int]]]:
