@@ -16,6 +16,8 @@ _KIND_LOADERS = {
     _art.KIND_BPE: ("fstok.bpe", "BPETokenizer"),
     _art.KIND_REGEX_DFA: ("fstok.pretokenize", "CompiledPattern"),
     _art.KIND_SPM: ("fstok.spm", "SentencePieceTokenizer"),
+    _art.KIND_PIPELINE: ("fstok.pipeline.tokenizer", "PipelineTokenizer"),
+    _art.KIND_TEKKEN: ("fstok.pipeline.tekken", "TekkenTokenizer"),
 }
 
 

@@ -92,7 +92,10 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
         if model == "tekken":
             from .pipeline.tekken import compile_tekken
 
-            return compile_tekken(path, **options)
+            try:
+                return compile_tekken(path, parsed=_read_json(path), **options)
+            finally:
+                _JSON_MEMO.clear()
         spm_json = _spm_style_json(path) if model in ("Unigram", "BPE") else None
         _JSON_MEMO.clear()
         if spm_json is not None:

@@ -53,7 +53,10 @@ KIND_WORDPIECE = 1
 KIND_REGEX_DFA = 2
 KIND_BPE = 3
 KIND_SPM = 7  # SentencePiece-family models (fstok.spm)
-KIND_NAMES = {KIND_WORDPIECE: "wordpiece", KIND_REGEX_DFA: "regex_dfa", KIND_BPE: "bpe", KIND_SPM: "spm"}
+KIND_PIPELINE = 8  # tokenizer.json pipelines (fstok.pipeline.tokenizer)
+KIND_TEKKEN = 9  # Mistral tekken (fstok.pipeline.tekken)
+KIND_NAMES = {KIND_WORDPIECE: "wordpiece", KIND_REGEX_DFA: "regex_dfa", KIND_BPE: "bpe", KIND_SPM: "spm",
+              KIND_PIPELINE: "pipeline", KIND_TEKKEN: "tekken"}
 
 _HEADER = struct.Struct("<8sIIIIQII16s32s40s")
 _ENTRY = struct.Struct("<32s8sQQQ")

@@ -15,7 +15,7 @@ tiktoken reads it) and run in C.
 """
 from __future__ import annotations
 
-import base64
+import binascii
 import json
 import os
 from typing import Any, Optional, Sequence
@@ -30,6 +30,8 @@ def _fail(path: str, msg: str) -> ValueError:
 
 
 class TekkenTokenizer:
+    _fstok_kind = "tekken"
+
     def __init__(self, inner, n_special: int, specials: list[str], bos_id: int, eos_id: int, name: str):
         self.inner = inner  # fstok.bpe.BPETokenizer over the ranks (ids = ranks)
         self.n_special = n_special
@@ -72,20 +74,44 @@ class TekkenTokenizer:
             out.append(self.inner.decode(run))
         return "".join(out)
 
+    def to_bytes(self) -> bytes:
+        """The artifact (kind "tekken"): the compiled ranks and the special-token block."""
+        from .persist import tekken_artifact
+
+        return tekken_artifact(self)
+
     def save(self, path) -> None:
-        raise NotImplementedError(f"{self.name}: a TekkenTokenizer is not saved as an fstok artifact; compile it "
-                                  "from its tekken.json (fstok.compile) in each process")
+        from .. import artifact as _art
+
+        _art.save_bytes(path, self.to_bytes())
+
+    @classmethod
+    def from_artifact(cls, art) -> "TekkenTokenizer":
+        from .persist import load_tekken_artifact
+
+        return load_tekken_artifact(cls, art)
+
+    def __reduce__(self):
+        from .._load import loads
+
+        return (loads, (self.to_bytes(),))
 
     def __repr__(self) -> str:
         return f"<TekkenTokenizer {self.name!r} vocab={self.n_vocab}>"
 
 
-def load_tekken(path: str) -> tuple[dict[bytes, int], str, int, list[str], dict]:
+def _read(path: str):
     with open(path, "rb") as f:
         try:
-            obj = json.loads(f.read().decode("utf-8"))
+            return json.loads(f.read().decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise _fail(path, f"not valid JSON ({e})") from None
+
+
+def load_tekken(path: str, obj: Any = None) -> tuple[dict[bytes, int], str, int, list[str], dict]:
+    """obj: the file already parsed (fstok.compile parses it once to recognise it)."""
+    if obj is None:
+        obj = _read(path)
     cfg = obj.get("config") if isinstance(obj, dict) else None
     vocab = obj.get("vocab") if isinstance(obj, dict) else None
     if not isinstance(cfg, dict) or not isinstance(vocab, list):
@@ -102,10 +128,14 @@ def load_tekken(path: str) -> tuple[dict[bytes, int], str, int, list[str], dict]
         raise _fail(path, f"default_vocab_size {cfg['default_vocab_size']} does not fit {len(vocab)} ranks + "
                           f"{n_special} special tokens")
     ranks: dict[bytes, int] = {}
+    b64 = binascii.a2b_base64
     for i, x in enumerate(vocab[:inner]):
         if not isinstance(x, dict) or x.get("rank") != i or not isinstance(x.get("token_bytes"), str):
             raise _fail(path, f"vocab entry #{i} is not {{'rank': {i}, 'token_bytes': base64}}")
-        ranks[base64.b64decode(x["token_bytes"])] = i
+        try:
+            ranks[b64(x["token_bytes"])] = i
+        except (binascii.Error, ValueError):
+            raise _fail(path, f"vocab entry #{i}: token_bytes is not base64") from None
     specials_raw = obj.get("special_tokens")
     if specials_raw is None:
         specials = list(_DEFAULT_SPECIALS)
@@ -123,11 +153,12 @@ def load_tekken(path: str) -> tuple[dict[bytes, int], str, int, list[str], dict]
     return ranks, str(cfg["pattern"]), n_special, specials, cfg
 
 
-def compile_tekken(path: str | os.PathLike, name: Optional[str] = None, **options: Any) -> TekkenTokenizer:
+def compile_tekken(path: str | os.PathLike, name: Optional[str] = None, *, parsed: Any = None,
+                   **options: Any) -> TekkenTokenizer:
     from ..bpe import BPETokenizer
 
     p = os.fspath(path)
-    ranks, pattern, n_special, specials, _ = load_tekken(p)
+    ranks, pattern, n_special, specials, _ = load_tekken(p, parsed)
     nm = name or os.path.splitext(os.path.basename(p))[0]
     inner = BPETokenizer.from_ranks(ranks, pattern, {}, name=nm, **options)
     idx = {s: i for i, s in enumerate(specials)}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import threading
 from typing import Any, Optional, Sequence
 
 from . import UnsupportedComponent
@@ -27,6 +28,8 @@ from . import models as _models
 from . import normalizers as _norm
 from . import pretokenizers as _pre
 from .added import AddedToken, AddedVocabulary
+
+_BUILD_LOCK = threading.RLock()
 
 
 def _load_json(path: str) -> dict:
@@ -58,6 +61,12 @@ def _post_processor(cfg: Any, where: str):
 class PipelineTokenizer:
     """An HF tokenizer.json run stage by stage with HF's semantics (see the module docstring)."""
 
+    _fstok_kind = "pipeline"
+    # built from the tokenizer.json on first use when the tokenizer was loaded from an artifact (the compiled
+    # tables encode without them; the stages, decode and the vocabulary need them)
+    _LAZY = frozenset({"normalizer", "pre_tokenizer", "model", "decoder", "_pp_mod", "post_processor", "added",
+                       "special_tokens"})
+
     def __init__(self, obj: dict, where: str = "tokenizer.json", name: Optional[str] = None, compiled: bool = True):
         self.where = where
         self.name = name or os.path.basename(os.path.dirname(os.path.abspath(where))) or "tokenizer"
@@ -66,17 +75,37 @@ class PipelineTokenizer:
                 # a fixed truncation/padding changes what encode returns; refused rather than ignored
                 raise UnsupportedComponent(f"{where}: {key} settings in tokenizer.json are not supported by the "
                                            "pipeline tokenizer")
-        self.normalizer = _norm.from_config(obj.get("normalizer"), where)
-        self.pre_tokenizer = _pre.from_config(obj.get("pre_tokenizer"), where)
-        self.model = _models.from_config(obj["model"], where)
-        self.decoder = _dec.from_config(obj.get("decoder"), where)
-        self._pp_mod, self.post_processor = _post_processor(obj.get("post_processor"), where)
+        self._obj = obj
+        self._build_stages()
+        self._set_inner(self._byte_level_tables(obj, where) if compiled else None)
+        ids = set(self.model.vocab_r) | set(self.added.by_id)
+        self.n_vocab = (max(ids) + 1) if ids else 0
+        self._has_pp = self.post_processor is not None
+
+    def __getattr__(self, name: str):
+        if name in PipelineTokenizer._LAZY and "_obj" in self.__dict__:
+            with _BUILD_LOCK:
+                if name not in self.__dict__:
+                    self._build_stages()
+            return self.__dict__[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _build_stages(self) -> None:
+        """The Python stages of the tokenizer.json (the oracle, the path for what the tables do not cover)."""
+        obj, where = self._obj, self.where
+        if isinstance(obj, (bytes, bytearray, memoryview)):
+            obj = self._obj = json.loads(bytes(obj).decode("utf-8"))
+        normalizer = _norm.from_config(obj.get("normalizer"), where)
+        pre_tokenizer = _pre.from_config(obj.get("pre_tokenizer"), where)
+        model = _models.from_config(obj["model"], where)
+        decoder = _dec.from_config(obj.get("decoder"), where)
+        pp_mod, post_processor = _post_processor(obj.get("post_processor"), where)
         # HF ignores the ids written in added_tokens: it adds the tokens in file order, each getting its id
         # in the model vocab, else the next id after the vocabulary (TokenizerImpl::add_tokens)
         by_content: dict[str, int] = {}
         by_id: dict[int, AddedToken] = {}
         specials: set[str] = set()
-        next_id = len(self.model.vocab)
+        next_id = len(model.vocab)
         for a in obj.get("added_tokens") or []:
             c = a.get("content") if isinstance(a, dict) else None
             if not isinstance(c, str):
@@ -89,18 +118,17 @@ class PipelineTokenizer:
             if i is not None and by_id[i] == dataclasses.replace(t, id=i):
                 continue  # the same token again
             if i is None:
-                i = self.model.vocab.get(c)
+                i = model.vocab.get(c)
             if i is None:
                 i, next_id = next_id, next_id + 1
             by_content[c] = i
             by_id[i] = dataclasses.replace(t, id=i)
             if t.special:
                 specials.add(c)
-        self.added = AddedVocabulary(list(by_id.values()), self.normalizer, frozenset(specials))
+        self.normalizer, self.pre_tokenizer, self.model, self.decoder = normalizer, pre_tokenizer, model, decoder
+        self._pp_mod, self.post_processor = pp_mod, post_processor
         self.special_tokens = {c: by_content[c] for c in specials}
-        self._set_inner(self._byte_level_tables(obj, where) if compiled else None)
-        ids = set(self.model.vocab_r) | set(self.added.by_id)
-        self.n_vocab = (max(ids) + 1) if ids else 0
+        self.added = AddedVocabulary(list(by_id.values()), normalizer, frozenset(specials))
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, name: Optional[str] = None, compiled: bool = True) -> "PipelineTokenizer":
@@ -261,7 +289,7 @@ class PipelineTokenizer:
 
     def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
         """Token ids of text (HF `encode(text, add_special_tokens=...).ids`)."""
-        if not add_special_tokens or self.post_processor is None:
+        if not add_special_tokens or not self._has_pp:
             return self._ids(text)
         wrap = self._pp_wrap()
         if wrap is not None:
@@ -305,9 +333,28 @@ class PipelineTokenizer:
     def decode_batch(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = True) -> list[str]:
         return [self.decode(ids, skip_special_tokens) for ids in batch]
 
+    # ------------------------------------------------------------------ persistence
+    def to_bytes(self) -> bytes:
+        """The artifact (kind "pipeline"): the tokenizer.json and, where they apply, the compiled tables."""
+        from .persist import pipeline_artifact
+
+        return pipeline_artifact(self)
+
     def save(self, path) -> None:
-        raise NotImplementedError(f"{self.where}: a PipelineTokenizer is not saved as an fstok artifact; "
-                                  "compile it from its tokenizer.json (fstok.compile) in each process")
+        from .. import artifact as _art
+
+        _art.save_bytes(path, self.to_bytes())
+
+    @classmethod
+    def from_artifact(cls, art) -> "PipelineTokenizer":
+        from .persist import load_pipeline
+
+        return load_pipeline(cls, art)
+
+    def __reduce__(self):
+        from .._load import loads
+
+        return (loads, (self.to_bytes(),))
 
     def __repr__(self) -> str:
         return f"<PipelineTokenizer {self.name!r} vocab={self.n_vocab}>"

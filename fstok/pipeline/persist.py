@@ -1,0 +1,126 @@
+"""Artifacts of the tokenizer.json pipeline (kind "pipeline") and of tekken (kind "tekken").
+
+    tok.save("falcon.fst"); fstok.load("falcon.fst")        # PipelineTokenizer / TekkenTokenizer
+
+Pipeline (docs/artifact-format.md): meta {pipeline_meta_version, name, where, n_vocab, has_pp, pp_ids,
+guards, has_tables}; section `tokenizer.json` (the file's JSON, UTF-8) and, when the compiled byte-level
+tables encode the file, section `tables` (a whole BPE artifact, kind 3, with its own checksums).
+Tekken: meta {tekken_meta_version, name, n_special, specials, bos_id, eos_id}; section `tables` (the
+BPE artifact of the ranks).  Every meta field is checked, the JSON parsed and the nested BPE artifact
+validated (checksums, every table C indexes) when the file is loaded, before anything runs.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .. import artifact as _art
+
+PIPELINE_META_VERSION = 1
+TEKKEN_META_VERSION = 1
+
+
+def _bad(art: _art.Artifact, msg: str) -> _art.ArtifactError:
+    return _art.ArtifactError(f"{art.path or '<bytes>'}: {msg}")
+
+
+def _int(v: Any, lo: int = 0, hi: int = 1 << 31) -> bool:
+    return type(v) is int and lo <= v < hi
+
+
+def _ids(v: Any) -> bool:
+    return isinstance(v, list) and all(_int(x) for x in v)
+
+
+def _nested_bpe(art: _art.Artifact):
+    from ..bpe import BPETokenizer
+
+    if "tables" not in art.sections:
+        raise _bad(art, "no 'tables' section")
+    where = f"{art.path or '<bytes>'}: tables"
+    return BPETokenizer(_art.parse_artifact(art.raw("tables"), where=where, expect_kind=_art.KIND_BPE))
+
+
+# ---------------------------------------------------------------------------------------------- pipeline
+def pipeline_artifact(tok) -> bytes:
+    obj = tok._obj if "_obj" in tok.__dict__ else None
+    raw = bytes(obj) if isinstance(obj, (bytes, bytearray, memoryview)) else json.dumps(
+        obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    wrap = tok._pp_wrap() if tok._has_pp else None
+    meta = {
+        "pipeline_meta_version": PIPELINE_META_VERSION, "name": tok.name, "where": str(tok.where),
+        "n_vocab": int(tok.n_vocab), "has_pp": bool(tok._has_pp), "guards": list(tok._guards),
+        "pp_ids": [list(map(int, wrap[0])), list(map(int, wrap[1]))] if wrap is not None else None,
+        "has_tables": tok._inner is not None,
+    }
+    sections: dict[str, Any] = {"tokenizer.json": raw}
+    uv = "n/a"
+    if tok._inner is not None:
+        sections["tables"] = tok._inner.to_bytes()
+        uv = tok._inner._art.unicode_version
+    return _art.write_artifact(None, _art.KIND_PIPELINE, meta, sections, uv, _art.source_hash(b"pipeline", raw))
+
+
+def load_pipeline(cls, art: _art.Artifact):
+    m = art.meta
+    if m.get("pipeline_meta_version") != PIPELINE_META_VERSION:
+        raise _bad(art, f"pipeline meta version {m.get('pipeline_meta_version')!r} is not {PIPELINE_META_VERSION}")
+    checks = {
+        "name": isinstance(m.get("name"), str), "where": isinstance(m.get("where"), str),
+        "n_vocab": _int(m.get("n_vocab")), "has_pp": isinstance(m.get("has_pp"), bool),
+        "has_tables": isinstance(m.get("has_tables"), bool),
+        "guards": isinstance(m.get("guards"), list) and all(isinstance(g, str) and g for g in m["guards"]),
+        "pp_ids": m.get("pp_ids") is None or (isinstance(m["pp_ids"], list) and len(m["pp_ids"]) == 2
+                                                and all(_ids(x) for x in m["pp_ids"])),
+    }
+    bad = [k for k, ok in checks.items() if not ok]
+    if bad:
+        raise _bad(art, f"pipeline meta field(s) {', '.join(bad)} missing or invalid")
+    if "tokenizer.json" not in art.sections:
+        raise _bad(art, "no 'tokenizer.json' section")
+    try:
+        obj = json.loads(art.raw("tokenizer.json").decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _bad(art, f"tokenizer.json section is not valid JSON ({e})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
+        raise _bad(art, "tokenizer.json section has no 'model' object")
+    inner = _nested_bpe(art) if m["has_tables"] else None
+    if inner is not None and inner.n_vocab > m["n_vocab"]:
+        raise _bad(art, f"tables hold {inner.n_vocab} ids, more than the pipeline's n_vocab {m['n_vocab']}")
+    tok = cls.__new__(cls)
+    tok.where, tok.name, tok.n_vocab = m["where"], m["name"], m["n_vocab"]
+    tok._obj = obj
+    tok._has_pp = m["has_pp"]
+    if m["pp_ids"] is not None:
+        tok.__dict__["_pp_ids"] = (list(m["pp_ids"][0]), list(m["pp_ids"][1]))
+    tok._inner = inner
+    tok._guards = tuple(m["guards"])
+    tok._lens = None
+    if inner is not None:
+        import numpy as np
+
+        tok._lens = np.diff(inner._tables["dec_off"].astype(np.int64))
+    return tok
+
+
+# ------------------------------------------------------------------------------------------------ tekken
+def tekken_artifact(tok) -> bytes:
+    meta = {"tekken_meta_version": TEKKEN_META_VERSION, "name": tok.name, "n_special": int(tok.n_special),
+            "specials": list(tok.specials), "bos_id": int(tok.bos_id), "eos_id": int(tok.eos_id)}
+    inner = tok.inner.to_bytes()
+    return _art.write_artifact(None, _art.KIND_TEKKEN, meta, {"tables": inner}, tok.inner._art.unicode_version,
+                               _art.source_hash(b"tekken", json.dumps(meta, sort_keys=True), inner))
+
+
+def load_tekken_artifact(cls, art: _art.Artifact):
+    m = art.meta
+    if m.get("tekken_meta_version") != TEKKEN_META_VERSION:
+        raise _bad(art, f"tekken meta version {m.get('tekken_meta_version')!r} is not {TEKKEN_META_VERSION}")
+    n = m.get("n_special")
+    sp = m.get("specials")
+    ok = (isinstance(m.get("name"), str) and _int(n) and isinstance(sp, list) and len(sp) == n
+          and all(isinstance(s, str) for s in sp) and len(set(sp)) == len(sp)
+          and _int(m.get("bos_id"), 0, max(n, 1)) and _int(m.get("eos_id"), 0, max(n, 1)))
+    if not ok:
+        raise _bad(art, "tekken meta (name, n_special, specials, bos_id, eos_id) missing or invalid")
+    return cls(_nested_bpe(art), n, list(sp), m["bos_id"], m["eos_id"], m["name"])
