@@ -13,8 +13,11 @@
 #include "bpe_specials.h"
 #include "dfa.h"
 
+/* The pieces of s[a:b) (one DFA level: find mode, or one HF Split(Isolated) level, whose pieces are the matches of
+ * the same finditer plus the non-empty gaps between them) through the piece cache. */
 static int encode_pieces_cached(const bpe_rt *self, const uint8_t *s, size_t a, size_t b, enc_state *st) {
     const bpe_model *m = &self->m;
+    const int keep_gaps = self->pt_mode == 1;
     const fstok_dfa *d = &self->lv[0];
     bpe_memo *memo = st->memo;
     const uint32_t gen = memo->gen << 16;
@@ -46,8 +49,12 @@ static int encode_pieces_cached(const bpe_rt *self, const uint8_t *s, size_t a, 
     const int can_direct = self->seg_dir != NULL && m->int_is_ext; /* (direct runs write internal ids) */
     while (pos < n) {
         size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends + 1, direct ? dchunk : SPAN_CHUNK);
-        if (k == 0) { /* no match starts at pos: skip to the next one (text no match covers is dropped) */
+        if (k == 0) { /* no match starts at pos: skip to the next one.  find mode drops the text no match covers;
+                         * one HF Split(Isolated) level keeps it as a piece of its own (keep_gaps) */
             size_t mb, me = fstok_dfa_next_span(d, base, n, pos, &mb);
+            if (keep_gaps && (me == FSTOK_DFA_NOMATCH ? n : mb) > pos &&
+                emit_span(m, s, a + pos, a + (me == FSTOK_DFA_NOMATCH ? n : mb), st))
+                return -1;
             if (me == FSTOK_DFA_NOMATCH) break;
             if (emit_span(m, s, a + mb, a + me, st)) return -1;
             pos = me;
@@ -155,7 +162,8 @@ static int encode_pieces_cached(const bpe_rt *self, const uint8_t *s, size_t a, 
 static int encode_segment(const bpe_rt *self, const uint8_t *s, size_t a, size_t b, enc_state *st) {
     const bpe_model *m = &self->m;
     if (a >= b) return 0;
-    if (self->pt_mode == 0 && st->memo && !st->want_starts && !st->plan) return encode_pieces_cached(self, s, a, b, st);
+    if ((self->pt_mode == 0 || (self->pt_mode == 1 && self->n_levels == 1)) && st->memo && !st->want_starts && !st->plan)
+        return encode_pieces_cached(self, s, a, b, st);
     if (self->pt_mode == 0) {
         size_t buf[2 * SPAN_CHUNK];
         size_t pos = 0, n = b - a;
