@@ -11,6 +11,7 @@ rebuilt as an fstok byte trie, the same layout as the piece trie and the user-de
 """
 from __future__ import annotations
 
+import math
 import struct
 
 import numpy as np
@@ -135,8 +136,16 @@ def model_tables(m: ModelProto, where: str) -> tuple[dict, dict]:
     byte_found = [False] * 256
     for i, p in enumerate(m.pieces):
         b = p.piece.encode("utf-8")
+        # sentencepiece's own load-time refusals (model_interface.cc, unigram_model.cc)
+        if len(b) >= 8000:
+            raise ValueError(f"{where}: piece {i} is too long ({len(b)} bytes; sentencepiece refuses 8000 or more)")
+        if b"\0" in b:
+            raise ValueError(f"{where}: piece {i} ({p.piece!r}) contains a NUL character")
+        if t.model_type == UNIGRAM and not math.isfinite(p.score):
+            raise ValueError(f"{where}: piece {i} ({p.piece!r}) has score {p.score} (a Unigram score must be finite)")
         d = pieces_map if p.type in (NORMAL, USER_DEFINED, UNUSED) else reserved
-        if b in d:
+        if b in d or (t.model_type == BPE and b in (reserved if d is pieces_map else pieces_map)):
+            # a BPE model keeps every piece in one map: a string may not be both reserved and normal
             raise ValueError(f"{where}: piece {p.piece!r} is defined twice")
         d[b] = i
         if p.type == USER_DEFINED:

@@ -20,6 +20,13 @@ def f32(x: float) -> float:
     return _F32.unpack(_F32.pack(x))[0]
 
 
+def _score_rank(score: float) -> int:
+    """The agenda's order of BPE pair scores: their float32 bit patterns compared as bpe_model.cc does
+    (the order of the floats, with -0 below +0)."""
+    (i,) = struct.unpack("<i", _F32.pack(score))
+    return i if i >= 0 else -(2**31) - i - 1
+
+
 # ---------------------------------------------------------------------------------------------
 # Darts-clone double array (the precompiled charsmap's trie and the library's prefix matchers)
 
@@ -289,6 +296,8 @@ class SentencePieceReference:
         return self.pieces.get(b, self.unk_id)
 
     def unigram(self, s: bytes) -> list[tuple[bytes, int]]:
+        """unigram_model.cc EncodeOptimized: float path scores, rebased (the score at the current start
+        subtracted from every position reached so far) when they leave [-1e5, 1e5]."""
         size = len(s)
         if size == 0:
             return []
@@ -296,10 +305,15 @@ class SentencePieceReference:
         best = [0.0] * (size + 1)
         start = [-1] * (size + 1)
         ids = [-1] * (size + 1)
-        max_score = self.max_score
         st = 0
+        frontier = 0
         while st < size:
             here = best[st]
+            if here < -100000.0 or here > 100000.0:
+                for i in range(st, frontier + 1):
+                    if i == st or start[i] != -1:
+                        best[i] = f32(best[i] - here)
+                here = 0.0
             single = False
             mblen = min(one_char_len(s[st]), size - st)
             for ln in range(1, min(self.maxlen, size - st) + 1):
@@ -310,11 +324,10 @@ class SentencePieceReference:
                 if t == UNUSED:
                     continue
                 end = st + ln
-                # float arithmetic throughout, as the library's binaries compute it (ties depend on it)
-                if t == USER_DEFINED:
-                    score = f32(f32(float(ln) * max_score) - 0.1)
-                else:
-                    score = self.scores[pid]
+                frontier = max(frontier, end)
+                # float arithmetic, as the library's types give it (ties depend on it); a user-defined
+                # piece scores 0.1 per byte after its first
+                score = f32(0.1 * (ln - 1)) if t == USER_DEFINED else self.scores[pid]
                 cand = f32(score + here)
                 if start[end] == -1 or cand > best[end]:
                     best[end] = cand
@@ -324,6 +337,7 @@ class SentencePieceReference:
                     single = True
             if not single:
                 end = st + mblen
+                frontier = max(frontier, end)
                 cand = f32(unk_score + here)
                 if start[end] == -1 or cand > best[end]:
                     best[end] = cand
@@ -362,7 +376,7 @@ class SentencePieceReference:
             pid = self.pieces.get(piece)
             if pid is None:
                 return
-            heapq.heappush(heap, (-self.scores[pid], left, right, len(piece)))
+            heapq.heappush(heap, (-_score_rank(self.scores[pid]), left, right, len(piece)))
             if self.types[pid] == UNUSED:
                 rev[piece] = (s[a[0] : a[0] + a[1]], s[b[0] : b[0] + b[1]])
 
@@ -382,17 +396,25 @@ class SentencePieceReference:
             add(left, a[3])
         out: list[tuple[bytes, int]] = []
 
-        def reseg(w: bytes):
-            pid = self.piece_to_id(w)
-            if self.types[pid] != UNUSED or w not in rev:
+        def reseg(w: bytes, depth: int):
+            # bpe_model.cc: past depth 100 the symbol as it is; a normal / user-defined piece itself; an
+            # unused piece the pair that last formed it; anything else the unknown piece
+            pid = self.pieces.get(w)
+            if depth > 100:
+                out.append((w, self.piece_to_id(w)))
+            elif pid is None:
+                out.append((w, self.unk_id))
+            elif self.types[pid] != UNUSED:
                 out.append((w, pid))
-                return
-            reseg(rev[w][0])
-            reseg(rev[w][1])
+            elif w not in rev:
+                out.append((w, self.unk_id))
+            else:
+                reseg(rev[w][0], depth + 1)
+                reseg(rev[w][1], depth + 1)
 
         k = 0
         while k != -1:
-            reseg(s[syms[k][0] : syms[k][0] + syms[k][1]])
+            reseg(s[syms[k][0] : syms[k][0] + syms[k][1]], 0)
             k = syms[k][3]
         return out
 

@@ -315,6 +315,12 @@ typedef struct {
     int32_t id;
 } hf_node;
 
+/* sentencepiece keeps path scores as floats and, so that they keep their precision on long inputs,
+ * rebases them: when the score at the current start leaves [-SCORE_RESET, SCORE_RESET], it is
+ * subtracted from that position and from every later position reached so far (floats, rounded as
+ * the library stores them).  Ties then resolve exactly as the library's. */
+#define SCORE_RESET 100000.0f
+
 static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
     sp_node *best = (sp_node *)malloc((size + 1) * sizeof(sp_node));
     if (!best) return -1;
@@ -324,11 +330,16 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
         best[k].id = -1;
     }
     const float unk_score = m->min_score - 10.0f;
-    const float max_score = m->max_score;
     const spm_trie *t = &m->pieces;
-    size_t st = 0;
+    size_t st = 0, frontier = 0;
     while (st < size) {
-        const float here = best[st].score;
+        float here = best[st].score;
+        if (here < -SCORE_RESET || here > SCORE_RESET) {
+            const float off = here;
+            for (size_t i = st; i <= frontier; i++)
+                if (i == st || best[i].start != -1) best[i].score -= off;
+            here = 0.0f;
+        }
         int single = 0;
         size_t mblen = one_char_len(s[st]);
         if (mblen > size - st) mblen = size - st;
@@ -341,11 +352,11 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
             if (id < 0) continue;
             const uint8_t ty = m->ptype[id];
             if (ty == SPT_UNUSED) continue;
+            if (kp > frontier) frontier = kp;
             sp_node *tg = &best[kp];
             const size_t length = kp - st;
-            /* float throughout: what sentencepiece's binaries compute on ties (lines, long runs of one
-             * character); on single inputs of hundreds of KB a few near-ties still resolve differently */
-            const float score = ty == SPT_USER ? (float)((float)length * max_score - 0.1) : m->score[id];
+            /* a user-defined piece scores 0.1 per byte after its first (a double rounded to float) */
+            const float score = ty == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : m->score[id];
             const float cand = score + here;
             if (tg->start == -1 || cand > tg->score) {
                 tg->score = cand;
@@ -355,6 +366,7 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
             if (!single && length == mblen) single = 1;
         }
         if (!single) {
+            if (st + mblen > frontier) frontier = st + mblen;
             sp_node *tg = &best[st + mblen];
             const float cand = unk_score + here;
             if (tg->start == -1 || cand > tg->score) {
@@ -468,9 +480,21 @@ typedef struct {
     uint8_t freeze;
 } bpe_sym;
 
+/* sentencepiece orders its agenda on the scores' bit patterns read as int32 (the order of the floats,
+ * except that -0 ranks below +0): score_below(x, y) is its "x's score is less than y's" */
+HOT int score_below(float x, float y) {
+    int32_t i1, i2;
+    memcpy(&i1, &x, 4);
+    memcpy(&i2, &y, 4);
+    if ((i1 & i2) < 0) return i1 > i2;
+    if ((i1 ^ i2) < 0) return i1 < 0;
+    return i1 < i2;
+}
+
 /* a above b in the agenda: higher score, then smaller left */
 HOT int pair_above(const bpe_pair *a, const bpe_pair *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
+    if (score_below(b->score, a->score)) return 1;
+    return !score_below(a->score, b->score) && memcmp(&a->score, &b->score, 4) == 0 && a->left < b->left;
 }
 
 typedef struct {
@@ -536,19 +560,25 @@ static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
     return 0;
 }
 
-/* PieceToId of s[0:n]: reserved pieces first, then model pieces, else unk */
-HOT int32_t piece_to_id(const spm_model *m, const uint8_t *s, size_t n) {
-    const uint32_t node = trie_find(&m->pieces, s, n);
-    if (node == SPM_NONE || m->pieces.value2[node] < 0) return m->unk_id;
-    return m->pieces.value2[node];
-}
-
+/* Resegmentation of a final symbol (bpe_model.cc): a normal or user-defined piece is itself; an unused
+ * piece splits into the pair that last formed it; anything else is the unknown piece.  Past a depth of
+ * 100 the symbol is emitted as it is (the library's guard against deep merge chains). */
 static int reseg(bpe_ctx *c, uint32_t start, uint32_t len, spm_ints *out, int depth) {
-    const int32_t id = piece_to_id(c->m, c->s + start, len);
-    if (depth < 64 && c->rev_left && c->m->ptype[id] == SPT_UNUSED && c->rev_left[id] && c->rev_left[id] < len) {
-        const uint32_t l = c->rev_left[id];
-        if (reseg(c, start, l, out, depth + 1)) return -1;
-        return reseg(c, start + l, len - l, out, depth + 1);
+    const spm_model *m = c->m;
+    const uint32_t node = trie_find(&m->pieces, c->s + start, len);
+    const int32_t v = node == SPM_NONE ? -1 : m->pieces.value[node];
+    if (depth > 100) {
+        const int32_t any = node == SPM_NONE || m->pieces.value2[node] < 0 ? m->unk_id : m->pieces.value2[node];
+        return ints_put3(out, any, (int32_t)start, (int32_t)(start + len));
+    }
+    int32_t id = v < 0 ? m->unk_id : v;
+    if (v >= 0 && m->ptype[v] == SPT_UNUSED) {
+        const uint32_t l = c->rev_left ? c->rev_left[v] : 0;
+        if (l && l < len) {
+            if (reseg(c, start, l, out, depth + 1)) return -1;
+            return reseg(c, start + l, len - l, out, depth + 1);
+        }
+        id = m->unk_id;
     }
     return ints_put3(out, id, (int32_t)start, (int32_t)(start + len));
 }
