@@ -105,8 +105,12 @@ class _WordPieceCore(_Core):
 class _BPECore(_Core):
     def __init__(self, tok, added: dict[str, int], id_to_token):
         self.tok = tok
+        self.norm = None
         if tok._normalizer:
-            raise NotImplementedError(f"offsets through the {tok._normalizer} normalizer are not mapped yet")
+            # offsets through the Unicode normalizer: HF's alignment bookkeeping (fstok.pipeline.normalizers)
+            from .pipeline.normalizers import from_config
+
+            self.norm = from_config({"type": tok._normalizer}, "tokenizer.json")
         self.allowed = frozenset(tok.special_tokens)
         off = np.asarray(tok._dec_off, dtype=np.int64)
         self.tok_len = off[1:] - off[:-1]  # bytes of each token
@@ -137,6 +141,42 @@ class _BPECore(_Core):
             pos += len(seg)
         return out
 
+    def _map_normalized(self, used: str, text: str, cs: np.ndarray, ce: np.ndarray):
+        """Offsets in `used` (added tokens split out, the rest normalized, prefix spaces inserted) mapped to
+        `text` with the original span of every normalized character, as HF's NormalizedString keeps it."""
+        from .pipeline.normalized import Piece
+
+        tok = self.tok
+        raw = dict(tok._added_raw)
+        raw.update(tok._special_tokens)
+        a: list[int] = []
+        b: list[int] = []
+        pos = 0
+        for seg, tid in tok._split_literals(text, raw):
+            if tid is not None:
+                a.extend(range(pos, pos + len(seg)))
+                b.extend(range(pos + 1, pos + len(seg) + 1))
+            else:
+                p = self.norm.normalize(Piece.original(text, pos, pos + len(seg)))
+                k = 0
+                for sub, tid2 in tok._split_literals(p.text, tok._added_norm):
+                    if tid2 is None and tok._add_prefix_space and not sub.startswith(" "):
+                        first = (p.starts[k], p.ends[k]) if k < len(p.text) else (p.base, p.base)
+                        a.append(first[0])
+                        b.append(first[1])
+                    a.extend(p.starts[k:k + len(sub)])
+                    b.extend(p.ends[k:k + len(sub)])
+                    k += len(sub)
+            pos += len(seg)
+        if len(a) != len(used):
+            raise ValueError(f"{tok._normalizer} of this text differs between Python's unicodedata (which the "
+                             "encoder uses) and HF's tables (which the offsets follow): its offsets cannot be mapped")
+        if not a:
+            return cs, ce
+        A = np.asarray(a, dtype=np.int64)
+        B = np.asarray(b, dtype=np.int64)
+        return A[np.clip(cs, 0, len(a) - 1)], B[np.clip(ce - 1, 0, len(a) - 1)]
+
     def model_encode(self, text):
         tok = self.tok
         (ids, starts), used = tok._run(text, self.allowed, 3)
@@ -149,7 +189,9 @@ class _BPECore(_Core):
         np.cumsum((d & 0xC0) != 0x80, out=cum[1:])
         cs = cum[np.minimum(bs + 1, len(d))] - 1  # the character holding the token's first byte
         ce = cum[np.minimum(be, len(d))]          # one past the character holding its last byte
-        if used != text:
+        if self.norm is not None:
+            cs, ce = self._map_normalized(used, text, cs, ce)
+        elif used != text:
             cs, ce = _map_inserted_spaces(used, text, cs, ce)
         pieces = self._pieces(used)
         pstarts = np.fromiter((p[0] for p in pieces), dtype=np.int64, count=len(pieces))
@@ -299,6 +341,8 @@ class Tokenizer:
             self._core = _BPECore(self._compiled, self._added, id_to_token)
         elif kind == "PipelineTokenizer":
             self._core = _PipelineCore(self._compiled)
+        elif kind == "HFSentencePieceTokenizer":
+            self._core = _SpmCore(self._compiled)
         elif hasattr(self._compiled, "hf_model_encode"):
             self._core = _Duck(self._compiled)
         else:
@@ -567,6 +611,60 @@ class _PipelineCore(_Core):
 
     def ids_batch(self, texts, num_threads):
         res = [np.asarray(self.tok._ids(t), dtype=np.uint32) for t in texts]
+        lens = np.fromiter((len(r) for r in res), dtype=np.int64, count=len(res))
+        return (np.concatenate(res) if res else np.zeros(0, np.uint32)), lens
+
+
+class _SpmCore(_Core):
+    """fstok's Unigram / SentencePiece-style BPE tokenizer.json runtime (`fstok.hf_spm`): the stages it runs,
+    walked here to number the words as HF does (one per added token and per pre-tokenizer piece, in order)."""
+
+    def __init__(self, tok):
+        self.tok = tok
+
+    def model_encode(self, text):
+        from .hf_norm import NString
+
+        t = self.tok
+        ids: list[int] = []
+        offs: list[tuple[int, int]] = []
+        words: list[Optional[int]] = []
+        w = 0
+        for tid, a, b in t._find_added(text, t._raw_rx):
+            if tid is not None:
+                ids.append(tid)
+                offs.append((a, b))
+                words.append(w)
+                w += 1
+                continue
+            ns = NString.from_text(text[a:b], a)
+            for step in t._norm:
+                step(ns)
+            for tid2, c, d in t._find_added(ns.get(), t._norm_rx):
+                sub = ns.slice(c, d)
+                if tid2 is not None:
+                    ids.append(tid2)
+                    offs.append((sub.align[0][0], sub.align[-1][1]) if sub.align else (0, 0))
+                    words.append(w)
+                    w += 1
+                    continue
+                pieces = [sub]
+                for pre in t._pre:
+                    pieces = [q for p in pieces for q in pre(p)]
+                for p in pieces:
+                    s = p.get()
+                    if not s:
+                        continue
+                    for tid3, cs, ce in t._model(s):
+                        ids.append(tid3)
+                        al = p.align[cs:ce]
+                        offs.append((al[0][0], al[-1][1]) if al else (p.orig_start, p.orig_start))
+                        words.append(w)
+                    w += 1
+        return ids, offs, words
+
+    def ids_batch(self, texts, num_threads):
+        res = [np.asarray(self.tok.encode(t), dtype=np.uint32) for t in texts]
         lens = np.fromiter((len(r) for r in res), dtype=np.int64, count=len(res))
         return (np.concatenate(res) if res else np.zeros(0, np.uint32)), lens
 
