@@ -46,8 +46,10 @@ def _cache_dir() -> str:
 class _Core:
     """What the face needs from a compiled tokenizer (one subclass per kind)."""
 
-    def model_encode(self, text: str) -> tuple[list[int], list[tuple[int, int]], list[Optional[int]]]:
-        """(ids, character offsets into `text`, word index per token) before any post-processing."""
+    def model_encode(self, text: str) -> tuple:
+        """(ids, character offsets into `text`, word index per token[, token strings]) before any
+        post-processing; the token strings are given where they are not the vocabulary's (Unigram's unknown
+        pieces keep their text)."""
         raise NotImplementedError
 
     def ids_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray]:
@@ -455,17 +457,21 @@ class Tokenizer:
             for w, word in enumerate(seq):
                 if not isinstance(word, str):
                     raise TypeError(f"{what}: pre-tokenized words must be str, got {type(word).__name__}")
-                ids, offs, _ = self._core.model_encode(word)
-                out.merge_with(Encoding._raw(ids, [type_id] * len(ids), [self._id_to_token[i] for i in ids],
+                r = self._core.model_encode(word)
+                ids, offs = r[0], r[1]
+                toks = r[3] if len(r) > 3 else [self._id_to_token[i] for i in ids]
+                out.merge_with(Encoding._raw(ids, [type_id] * len(ids), toks,
                                              [w] * len(ids), offs, [0] * len(ids), [1] * len(ids), [], {}), False)
             return out
         if not isinstance(seq, str):
             raise TypeError(f"{what}: TextInputSequence must be str, got {type(seq).__name__} "
                             "(pre-tokenized input needs is_pretokenized=True)")
-        ids, offs, words = self._core.model_encode(seq)
+        r = self._core.model_encode(seq)
+        ids, offs, words = r[0], r[1], r[2]
         n = len(ids)
         i2t = self._id_to_token
-        return Encoding._raw(ids, [type_id] * n, [i2t[i] for i in ids], words, offs, [0] * n, [1] * n, [], {})
+        toks = r[3] if len(r) > 3 else [i2t[i] for i in ids]
+        return Encoding._raw(ids, [type_id] * n, toks, words, offs, [0] * n, [1] * n, [], {})
 
     def encode(self, sequence, pair=None, is_pretokenized: bool = False, add_special_tokens: bool = True) -> Encoding:
         """Encode a text (or a pre-tokenized list of words), optionally with a pair; HF's truncation,
@@ -585,9 +591,9 @@ class _PipelineCore(_Core):
 
     def model_encode(self, text):
         tok = self.tok
-        ids, _toks, offs, words = tok._tokens(text)
+        ids, toks, offs, words = tok._tokens(text)
         if tok._inner is None or tok.pre_tokenizer is None:
-            return list(ids), [tuple(o) for o in offs], list(words)
+            return list(ids), [tuple(o) for o in offs], list(words), list(toks)
         # the compiled path numbers words per added-token split; HF numbers the pre-tokenizer's pieces:
         # each token belongs to the last piece (in order) that starts at or before the token's start
         starts: list[tuple[int, int]] = []  # (piece start in text, word index)
@@ -607,7 +613,7 @@ class _PipelineCore(_Core):
             while k + 1 < len(starts) and starts[k + 1][0] <= a:
                 k += 1
             out_words.append(starts[k][1] if starts else None)
-        return list(ids), [tuple(o) for o in offs], out_words
+        return list(ids), [tuple(o) for o in offs], out_words, list(toks)
 
     def ids_batch(self, texts, num_threads):
         res = [np.asarray(self.tok._ids(t), dtype=np.uint32) for t in texts]
@@ -629,12 +635,17 @@ class _SpmCore(_Core):
         ids: list[int] = []
         offs: list[tuple[int, int]] = []
         words: list[Optional[int]] = []
+        toks: list[str] = []
+        i2t = t.id_to_token
+        # HF's Unigram names an unknown piece by its text; BPE by the unk token
+        unk_text = t.model_type == "unigram"
         w = 0
         for tid, a, b in t._find_added(text, t._raw_rx):
             if tid is not None:
                 ids.append(tid)
                 offs.append((a, b))
                 words.append(w)
+                toks.append(text[a:b])  # an added token is named by the text it matched (lstrip/rstrip included)
                 w += 1
                 continue
             ns = NString.from_text(text[a:b], a)
@@ -646,6 +657,7 @@ class _SpmCore(_Core):
                     ids.append(tid2)
                     offs.append((sub.align[0][0], sub.align[-1][1]) if sub.align else (0, 0))
                     words.append(w)
+                    toks.append(sub.get())
                     w += 1
                     continue
                 pieces = [sub]
@@ -660,8 +672,9 @@ class _SpmCore(_Core):
                         al = p.align[cs:ce]
                         offs.append((al[0][0], al[-1][1]) if al else (p.orig_start, p.orig_start))
                         words.append(w)
+                        toks.append(s[cs:ce] if unk_text and tid3 == t.unk_id else i2t(tid3))
                     w += 1
-        return ids, offs, words
+        return ids, offs, words, toks
 
     def ids_batch(self, texts, num_threads):
         res = [np.asarray(self.tok.encode(t), dtype=np.uint32) for t in texts]
