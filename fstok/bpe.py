@@ -453,11 +453,19 @@ class BPETokenizer(Inspectable):
         # text-changing HF steps (normalizer, prefix space) are applied in Python before C
         return self._semantics == "hf" and (bool(self._normalizer) or self._add_prefix_space)
 
+    def _text_needs_python(self, text: str) -> bool:
+        """Whether this text takes the Python steps of _python_text_path.  A text already in the normalizer's
+        form skips them: every substring of a text in NFC / NFKC is in that form too (normalization is decided
+        by neighbouring characters only), so normalizing the pieces between added tokens changes nothing."""
+        if not self._python_text_path():
+            return False
+        return self._add_prefix_space or not unicodedata.is_normalized(self._normalizer, text)
+
     def _run(self, text: str, allowed: frozenset, kind: int, num_threads: int = 1):
         """Encode with the C pipeline; returns (result, text actually encoded)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        if self._native and not self._python_text_path():
+        if self._native and not self._text_needs_python(text):
             sp1, sp2 = self._matchers(allowed)
             try:
                 return self._model.encode(text, sp1, kind, sp2, num_threads), text
@@ -715,12 +723,16 @@ class BPETokenizer(Inspectable):
                 if not isinstance(t, str):
                     raise TypeError(f"texts must be str, got {type(t).__name__}")
                 self._check_disallowed(t, disallowed)
-        if self._native and not self._python_text_path():
+        if self._native and not (self._add_prefix_space and self._python_text_path()):
             sp1, sp2 = self._matchers(allowed)
             out = self._model.encode_batch(texts, sp1, nt, 0, sp2)
             for i, r in enumerate(out):
                 if r is None:  # lone surrogates: repaired as tiktoken does
                     out[i] = self._run(texts[i], allowed, 0)[0]
+            if self._python_text_path():  # texts not in the normalizer's form: their own path (_run)
+                for i, t in enumerate(texts):
+                    if not unicodedata.is_normalized(self._normalizer, t):
+                        out[i] = self._run(t, allowed, 0)[0]
             return out
         for t in texts:
             if not isinstance(t, str):
@@ -733,10 +745,12 @@ class BPETokenizer(Inspectable):
     def count_batch(self, text: Sequence[str], *, num_threads: int | None = None) -> list[int]:
         """Token counts of many texts (special-token text ordinary), on C threads."""
         texts = list(text)
-        if self._native and not self._python_text_path():
+        if self._native and not (self._add_prefix_space and self._python_text_path()):
             sp1, sp2 = self._matchers(frozenset())
             out = self._model.encode_batch(texts, sp1, self._threads(num_threads, len(texts)), 2, sp2)
-            return [r if r is not None else self.count(t) for r, t in zip(out, texts)]
+            py = self._python_text_path()
+            return [r if r is not None and not (py and not unicodedata.is_normalized(self._normalizer, t))
+                    else self.count(t) for r, t in zip(out, texts)]
         return [self.count(t) for t in texts]
 
     def clear_cache(self) -> None:

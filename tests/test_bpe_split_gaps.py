@@ -4,6 +4,7 @@ leaves none."""
 import functools
 import json
 import random
+import unicodedata
 
 import pytest
 from bpe_helpers import sample_lines
@@ -58,3 +59,49 @@ def test_split_level_matches_hf(pattern, tmp_path_factory):
     ids, offs = f.encode_with_offsets(chunk[:3000]) if hasattr(f, "encode_with_offsets") else (None, None)
     if ids is not None:
         assert ids == hf.encode(chunk[:3000], add_special_tokens=False).ids
+
+
+@functools.lru_cache(maxsize=None)
+def nfc_pair(tmp: str):
+    """Llama 3's tokenizer.json with an NFC normalizer (as Qwen2/3 have) and added tokens, normalized and not."""
+    from tokenizers import Tokenizer
+
+    with open(LLAMA3, encoding="utf-8") as f:
+        obj = json.load(f)
+    obj["normalizer"] = {"type": "NFC"}
+    n = len(obj["model"]["vocab"])
+    obj["added_tokens"] = [
+        {"id": n, "content": "<|im_start|>", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True},
+        {"id": n + 1, "content": "e\u0301x", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": False},
+        {"id": n + 2, "content": "caf\u00e9", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": True, "special": False},
+    ]
+    path = f"{tmp}/nfc.json"
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f)
+    return BPETokenizer.compile_tokenizer_json(path, name="nfc"), Tokenizer.from_file(path)
+
+
+def test_normalizer_text_already_normalized_takes_native_path(tmp_path_factory):
+    f, hf = nfc_pair(str(tmp_path_factory.getbasetemp()))
+    assert f._python_text_path()
+    texts = sample_lines("multilingual", 80, seed=5) + [
+        "caf\u00e9 <|im_start|>user", "cafe\u0301 and caf\u00e9", "e\u0301x", "xe\u0301xe\u0301", "\u0301abc",
+        "\u1100\u1161\u11a8 \uac00", "A\u030a\u0323 \u212b", "<|im_start|>\u0301", "ab<|im_start|>e\u0301x\u0301",
+        "", "plain ascii text", "\ufb01ne \u2460",
+    ]
+    want = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    assert [f.encode(t, allowed_special="all") for t in texts] == want
+    assert f.encode_batch(texts, allowed_special="all", num_threads=2) == want
+    assert f.count_batch(texts) == [len(f.encode_ordinary(t)) for t in texts]
+    # texts in NFC never reach the Python planning; the others do
+    calls = []
+    f._plan = lambda text, allowed: calls.append(text) or BPETokenizer._plan(f, text, allowed)
+    try:
+        for t in texts:
+            f.encode(t, allowed_special="all")
+    finally:
+        del f._plan
+    assert calls == [t for t in texts if not unicodedata.is_normalized("NFC", t)] and calls
