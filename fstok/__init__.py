@@ -18,10 +18,10 @@ from .decode_stream import DecodeStream
 
 def __getattr__(name: str):
     # the HF face is imported on first use, keeping `import fstok` cheap
-    if name == "Tokenizer":
-        from .hf_tokenizer import Tokenizer
+    if name in ("Tokenizer", "AddedToken"):
+        from . import hf_tokenizer
 
-        return Tokenizer
+        return getattr(hf_tokenizer, name)
     if name == "Encoding":
         from .hf_encoding import Encoding
 
@@ -43,4 +43,4 @@ def train_bpe(files_or_iterable, vocab_size: int, pattern: str = "r50k_base", sp
     return _t(files_or_iterable, vocab_size, pattern=pattern, special_tokens=special_tokens, **kw)
 
 
-__all__ = ["compile", "load", "loads", "get_encoding", "list_encodings", "pretokenize", "train_bpe", "ArtifactError", "DecodeStream", "Tokenizer", "Encoding"]
+__all__ = ["compile", "load", "loads", "get_encoding", "list_encodings", "pretokenize", "train_bpe", "ArtifactError", "DecodeStream", "Tokenizer", "Encoding", "AddedToken"]

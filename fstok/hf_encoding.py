@@ -91,6 +91,10 @@ class Encoding:
 
     @property
     def words(self) -> list[Optional[int]]:
+        import warnings
+
+        warnings.warn("The `words` attribute is deprecated and will be removed in a future version. "
+                      "Please use `word_ids` instead.", DeprecationWarning, stacklevel=2)
         return self._words[:]
 
     @property

@@ -26,7 +26,7 @@ import numpy as np
 from .hf_encoding import Encoding, pad_encodings
 from .postprocess import PostProcessor, finish, num_special_tokens_to_add
 
-__all__ = ["Tokenizer"]
+__all__ = ["Tokenizer", "AddedToken"]
 
 _STRATEGIES = {"LongestFirst": "longest_first", "OnlyFirst": "only_first", "OnlySecond": "only_second"}
 _STRATEGIES_JSON = {v: k for k, v in _STRATEGIES.items()}
@@ -40,6 +40,104 @@ def _cache_dir() -> str:
     from .registry import cache_dir
 
     return cache_dir()
+
+
+class AddedToken:
+    """HF `tokenizers.AddedToken`: a literal the tokenizer matches before its model (`normalized` defaults to
+    `not special`, as in HF, until it is set)."""
+
+    __slots__ = ("content", "single_word", "lstrip", "rstrip", "_normalized", "special")
+
+    def __init__(self, content: Optional[str] = None, single_word: bool = False, lstrip: bool = False,
+                 rstrip: bool = False, normalized: Optional[bool] = None, special: bool = False):
+        if content is not None and not isinstance(content, str):
+            raise TypeError(f"AddedToken content must be a str, got {type(content).__name__}")
+        self.content = content or ""
+        self.single_word, self.lstrip, self.rstrip = bool(single_word), bool(lstrip), bool(rstrip)
+        self._normalized = None if normalized is None else bool(normalized)
+        self.special = bool(special)
+
+    @property
+    def normalized(self) -> bool:
+        return (not self.special) if self._normalized is None else self._normalized
+
+    @normalized.setter
+    def normalized(self, value: bool) -> None:
+        self._normalized = bool(value)
+
+    def _key(self) -> tuple:
+        return (self.content, self.single_word, self.lstrip, self.rstrip, self.normalized, self.special)
+
+    def __eq__(self, other) -> bool:
+        try:
+            return self._key() == (other.content, other.single_word, other.lstrip, other.rstrip, other.normalized,
+                                   other.special)
+        except AttributeError:
+            return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __str__(self) -> str:
+        return self.content
+
+    def __repr__(self) -> str:
+        b = lambda v: "True" if v else "False"  # noqa: E731
+        return (f'AddedToken("{self.content}", rstrip={b(self.rstrip)}, lstrip={b(self.lstrip)}, '
+                f"single_word={b(self.single_word)}, normalized={b(self.normalized)}, special={b(self.special)})")
+
+    def __getstate__(self) -> dict:
+        return {"content": self.content, "single_word": self.single_word, "lstrip": self.lstrip,
+                "rstrip": self.rstrip, "normalized": self.normalized, "special": self.special}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(**state)
+
+    @classmethod
+    def _from_json(cls, a: dict) -> "AddedToken":
+        return cls(a["content"], single_word=a.get("single_word", False), lstrip=a.get("lstrip", False),
+                   rstrip=a.get("rstrip", False), normalized=a.get("normalized", not a.get("special", False)),
+                   special=a.get("special", False))
+
+
+def _as_added(tok: Any, special: bool) -> Optional[dict]:
+    """The tokenizer.json entry (without id) for a str or an AddedToken-like object given to add_tokens /
+    add_special_tokens (HF marks an AddedToken special in add_special_tokens, on the object itself)."""
+    if isinstance(tok, str):
+        return {"content": tok, "single_word": False, "lstrip": False, "rstrip": False, "normalized": not special,
+                "special": special}
+    if not all(hasattr(tok, k) for k in ("content", "single_word", "lstrip", "rstrip", "normalized", "special")):
+        raise TypeError(f"Input must be a List[Union[str, AddedToken]], got {type(tok).__name__}")
+    if special:
+        try:
+            tok.special = True
+        except AttributeError:
+            pass
+    return {"content": tok.content, "single_word": bool(tok.single_word), "lstrip": bool(tok.lstrip),
+            "rstrip": bool(tok.rstrip), "normalized": bool(tok.normalized), "special": bool(special or tok.special)}
+
+
+def _normalized_added_forms(obj: dict, source: str) -> dict[int, str]:
+    """{id: normalized content} of the normalized added tokens the normalizer changes: HF decodes those
+    through the decoder in that form (so a byte-level decoder gives the original text back)."""
+    norm_cfg = obj.get("normalizer")
+    todo = [a for a in obj.get("added_tokens") or [] if a.get("normalized", not a.get("special")) and a["content"]]
+    if not norm_cfg or not todo:
+        return {}
+    from .pipeline import UnsupportedComponent
+    from .pipeline.normalizers import from_config
+
+    try:
+        norm = from_config(norm_cfg, source)
+    except UnsupportedComponent:
+        # normalizers the pipeline does not model (BertNormalizer, Precompiled): the content is decoded as is
+        return {}
+    out = {}
+    for a in todo:
+        n = norm.normalize_str(a["content"])
+        if n != a["content"]:
+            out[int(a["id"])] = n
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- cores
@@ -315,6 +413,7 @@ class Tokenizer:
         self._id_to_token = id_to_token
         self._vocab = {t: i for i, t in enumerate(id_to_token) if t is not None}
         self._special_ids = {self._added[c] for c in self._special}
+        self._decode_forms = _normalized_added_forms(obj, source)
         self._processor = PostProcessor.from_json(obj.get("post_processor"))
         self._decoder = obj.get("decoder")
         from .hf_decode import check_decoder
@@ -399,8 +498,54 @@ class Tokenizer:
             return self._id_to_token[id]
         return None
 
-    def get_added_tokens_decoder(self) -> dict[int, dict]:
-        return {int(a["id"]): dict(a) for a in self._obj.get("added_tokens") or []}
+    def get_added_tokens_decoder(self) -> dict[int, AddedToken]:
+        return {int(a["id"]): AddedToken._from_json(a) for a in self._obj.get("added_tokens") or []}
+
+    def add_tokens(self, tokens: Sequence) -> int:
+        """Add literals (str or AddedToken) matched before the model; returns how many were new. The compiled
+        core is rebuilt (from the artifact cache when this set was compiled before)."""
+        return self._add(tokens, False)
+
+    def add_special_tokens(self, tokens: Sequence) -> int:
+        """Add special tokens (skipped by decode with skip_special_tokens=True; never normalized unless the
+        AddedToken says so); returns how many were new."""
+        return self._add(tokens, True)
+
+    def _add(self, tokens: Sequence, special: bool) -> int:
+        if isinstance(tokens, (str, bytes)) or not isinstance(tokens, (list, tuple)):
+            raise TypeError("Input must be a List[Union[str, AddedToken]]")
+        entries = [_as_added(t, special) for t in tokens]
+        obj = json.loads(self.to_str())
+        added = obj.get("added_tokens") or []
+        by_content = {a["content"]: a for a in added}
+        ids = [int(a["id"]) for a in added]
+        n_model = self._model_vocab_size
+        # HF's next id: past the largest added id when that is beyond the model's vocabulary
+        nxt = n_model if not ids else (max(ids) + 1 if max(ids) >= n_model or n_model == 0 else n_model)
+        count = 0
+        for e in entries:
+            if not e["content"]:
+                continue
+            old = by_content.get(e["content"])
+            if old is not None and all(old.get(k) == v for k, v in e.items()):
+                continue
+            count += 1
+            if old is not None:
+                tid = int(old["id"])
+            elif e["content"] in self._model_vocab:
+                tid = self._model_vocab[e["content"]]
+            else:
+                tid, nxt = nxt, nxt + 1
+            e = {"id": tid, **e}
+            if old is not None:
+                added[added.index(old)] = e
+            else:
+                added.append(e)
+            by_content[e["content"]] = e
+        if count:
+            obj["added_tokens"] = added
+            self.__init__(obj, self._source)
+        return count
 
     def num_special_tokens_to_add(self, is_pair: bool) -> int:
         return num_special_tokens_to_add(self._processor, bool(is_pair))
@@ -440,6 +585,17 @@ class Tokenizer:
     @property
     def padding(self) -> Optional[dict]:
         return dict(self._padding) if self._padding is not None else None
+
+    @property
+    def encode_special_tokens(self) -> bool:
+        """Always False: special-token text in the input is matched as the special token."""
+        return False
+
+    @encode_special_tokens.setter
+    def encode_special_tokens(self, value: bool) -> None:
+        if value:
+            raise TypeError("encode_special_tokens=True (special-token text encoded as ordinary text) is not "
+                            "supported by fstok.Tokenizer")
 
     @property
     def post_processor(self) -> Optional[PostProcessor]:
@@ -510,6 +666,15 @@ class Tokenizer:
                           p["pad_token"])
         return out
 
+    def post_process(self, encoding: Encoding, pair: Optional[Encoding] = None,
+                     add_special_tokens: bool = True) -> Encoding:
+        """Truncation, the post-processor and padding applied to encodings of `encode` (HF's
+        `Tokenizer.post_process`); the inputs are left unchanged."""
+        if not isinstance(encoding, Encoding) or (pair is not None and not isinstance(pair, Encoding)):
+            raise TypeError("post_process expects fstok Encoding objects (from this tokenizer's encode)")
+        return finish(self._processor, encoding.copy(), None if pair is None else pair.copy(), add_special_tokens,
+                      self._truncation, self._padding)
+
     def encode_batch_fast(self, input: Sequence, is_pretokenized: bool = False, add_special_tokens: bool = True):  # noqa: A002
         return self.encode_batch(input, is_pretokenized, add_special_tokens)
 
@@ -530,7 +695,9 @@ class Tokenizer:
         toks = []
         for i in ids:
             i = int(i)
-            t = self.id_to_token(i)
+            t = self._decode_forms.get(i) if self._decode_forms else None
+            if t is None:
+                t = self.id_to_token(i)
             if t is None:
                 continue  # HF skips ids it does not know
             if skip_special_tokens and i in self._special_ids:

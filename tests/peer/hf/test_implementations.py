@@ -123,3 +123,34 @@ class TestByteLevelBPE:
             "Ġlazy",
             "Ġdog",
         ]
+
+
+def _encode_in_forked_child(tokenizer):
+    """upstream's utils.multiprocessing_with_parallelism, the half that applies to fstok: after the parent has
+    encoded, a forked child encodes too and exits within the second (upstream also asserts that HF's thread
+    pool deadlocks the child when TOKENIZERS_PARALLELISM=true; fstok has no such state to inherit)."""
+    import multiprocessing as mp
+
+    tokenizer.encode("Hi")
+    tokenizer.encode_batch(["hi", "there"])
+
+    def encode(tokenizer):
+        tokenizer.encode("Hi")
+        tokenizer.encode_batch(["hi", "there"])
+
+    ctx = mp.get_context("fork")
+    p = ctx.Process(target=encode, args=(tokenizer,))
+    p.start()
+    p.join(timeout=10)
+    alive = p.is_alive()
+    if alive:
+        p.terminate()
+    assert not alive and p.exitcode == 0
+
+
+def test_multiprocessing_bert_wordpiece():
+    _encode_in_forked_child(bert_tokenizer())
+
+
+def test_multiprocessing_byte_level_bpe():
+    _encode_in_forked_child(byte_level_tokenizer())
