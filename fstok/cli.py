@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Encode text with a bundled encoding name, an artifact, or a source file.")
     e.add_argument("--model", "-m", required=True, help="bundled name (e.g. bert-base-uncased), artifact path or source path")
     e.add_argument("file", nargs="?", help="input file (default: stdin)")
-    e.add_argument("--lines", action="store_true", help="encode each line separately (batch, threads)")
+    e.add_argument("--lines", action="store_true", help="encode each line separately, without its newline: one output line per input line (batch, threads)")
     e.add_argument("--threads", type=int, default=None,
                    help="threads for --lines (default: all cores), and for one long text (>= 256k characters; default: 1)")
     e.add_argument("--tokens", action="store_true", help="print token strings instead of ids")

@@ -210,6 +210,8 @@ def test_export_tokenizer_json_patterns(tmp_path, pattern):
     hf = tokenizers.Tokenizer.from_file(str(p))
     probe = text + "unseen 12345678 Wörter\t\tend  "
     assert hf.encode(probe, add_special_tokens=False).ids == tok.encode(probe) == tok.encode_py(probe)
+    back = fstok.compile(str(p))  # the exported file compiles back to the same tokenizer
+    assert back.encode(probe) == tok.encode(probe)
 
 
 def test_hf_pattern_translation():
@@ -217,7 +219,8 @@ def test_hf_pattern_translation():
 
     assert hf_pattern(r"\p{N}{1,3}+|a") == r"(?>\p{N}{1,3})|a"
     assert hf_pattern(r"[a\]]{2}+") == r"(?>[a\]]{2})"
-    assert hf_pattern(r"\s++$") == r"\s++$"
+    assert hf_pattern(r"\s++$") == r"\s++\z"  # Oniguruma's $ also matches before a newline
+    assert hf_pattern(r"[$]|\$|a$") == r"[$]|\$|a\z"
     with pytest.raises(ValueError):
         hf_pattern(r"(ab){1,2}+")
 

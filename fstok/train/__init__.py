@@ -19,10 +19,10 @@ train_bpe(files_or_iterable, vocab_size, pattern="r50k_base", special_tokens=("<
   num_threads        threads for pre-tokenization (the merge loop is sequential)
   backend            "auto" (native C loop when built), "native" or "python" (fstok.train.fast)
   tie_break          "bytes": among pairs with the same count the lexicographically greatest pair
-                     of byte strings (bytes(a), bytes(b)) is merged (the lecture's rule);
+                     of byte strings (bytes(a), bytes(b)) is merged;
                      "hf": HF BpeTrainer's order (smallest ids), for cross-checking only
 
-The algorithm is the lecture's optimized one (see fstok/train/fast.py and
+The algorithm is the incremental pair-count update (see fstok/train/fast.py and
 fstok/runtime/csrc/mod_train.c); fstok/train/naive.py is the recount-everything reference.
 """
 from __future__ import annotations

@@ -22,7 +22,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "train",
         help="train a byte-level BPE vocabulary from text files",
-        description="Train a byte-level BPE (the lecture's incremental merge algorithm) on UTF-8 text files.",
+        description="Train a byte-level BPE (incremental pair-count merge loop) on UTF-8 text files.",
     )
     p.add_argument("corpus", nargs="+", help="UTF-8 text files (streamed)")
     p.add_argument("-v", "--vocab-size", type=int, required=True,

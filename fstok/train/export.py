@@ -53,7 +53,40 @@ def hf_pattern(pattern: str) -> str:
     out = _POSSESSIVE_INTERVAL.sub(lambda m: f"(?>{m.group(1)}{{{m.group(2)}}})", pattern)
     if re.search(r"\)\{\d+(?:,\d*)?\}\+", out):
         raise ValueError("cannot translate a possessive counted repetition of a group for HF tokenizers")
-    return out
+    return _end_of_text(out)
+
+
+def _end_of_text(pattern: str) -> str:
+    """``$`` outside a character class rewritten as ``\\z``.
+
+    In tiktoken's (Rust `regex`, not multi-line) syntax ``$`` matches only at the end of the text; in
+    Oniguruma's Ruby syntax it also matches before every newline.  ``\\z`` means the end of the text in
+    both, so the exported file keeps the trained tokenizer's pre-tokenization on text with newlines."""
+    out, i, depth = [], 0, 0  # depth: nesting of character classes ([a[b]] nests in Rust's syntax)
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i:i + 2])
+            i += 2
+            continue
+        if c == "[":
+            out.append(c)
+            i += 1
+            if pattern.startswith("^", i):
+                out.append("^")
+                i += 1
+            if pattern.startswith("]", i):  # a ']' first in a class is a literal
+                out.append("]")
+                i += 1
+            depth += 1
+            continue
+        if c == "]" and depth:
+            depth -= 1
+        elif c == "$" and not depth:
+            c = "\\z"
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def tokenizer_json_obj(

@@ -1,4 +1,4 @@
-"""The lecture's optimized (incremental) BPE merge loop in pure Python.
+"""The incremental BPE merge loop in pure Python.
 
 Same algorithm and data layout as the native loop in fstok/runtime/csrc/mod_train.c (which is what
 `train_bpe` uses); this module is its readable twin, the fallback when the extension is not built,

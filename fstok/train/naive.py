@@ -1,11 +1,11 @@
-"""The lecture's naive BPE trainer: the reference every faster trainer is checked against.
+"""The naive BPE trainer: the reference every faster trainer is checked against.
 
 Every merge recounts every adjacent pair of every pre-token from scratch, picks the most frequent
 pair -- ties broken by the lexicographically greatest pair of byte strings, i.e.
 ``max(counts.items(), key=lambda kv: (kv[1], kv[0]))`` with ``kv[0] == (bytes_a, bytes_b)`` --
 and rewrites every pre-token, merging the pair left to right without overlap.  Like the optimized
-trainers it works on the distinct pre-tokens weighted by their frequency (the lecture's "check each
-complete word"); that changes no result, only the constant factor.
+trainers it works on the distinct pre-tokens weighted by their frequency ("check each
+complete word" once); that changes no result, only the constant factor.
 
 `train_naive_texts` is the whole reference pipeline on in-memory texts: special-token splitting and
 pre-tokenization with the `regex` module (no streaming, no compiled DFA, no native code).

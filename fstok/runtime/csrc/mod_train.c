@@ -1,6 +1,6 @@
 /* fstok.runtime._train: the incremental BPE merge loop.  Oracle: fstok/train/naive.py (the naive trainer).
  *
- * The lecture's optimized training algorithm over the *distinct* pre-tokens of a corpus, each
+ * The incremental training algorithm over the *distinct* pre-tokens of a corpus, each
  * weighted by its frequency (so memory is bounded by the distinct pre-tokens, not the corpus):
  *
  *   sym[i]      token id at symbol position i (-1 once merged away)
