@@ -238,7 +238,17 @@ _pattern_cache: dict[Any, "CompiledPattern"] = {}
 _table_digests: dict[str, str] = {}
 
 
+#: a dialect with this suffix reads its pattern over GPT-2 byte characters (an HF stage after ByteLevel);
+#: the DFA runs on the raw bytes (fstok/compile/regex_bytelevel.py)
+BYTELEVEL_SUFFIX = "+bytelevel"
+
+
+def base_dialect(dialect: str) -> str:
+    return dialect[: -len(BYTELEVEL_SUFFIX)] if dialect.endswith(BYTELEVEL_SUFFIX) else dialect
+
+
 def _table_digest(dialect: str) -> str:
+    dialect = base_dialect(dialect)
     d = _table_digests.get(dialect)
     if d is None:
         from .compile.unicode_props import tables
@@ -258,7 +268,7 @@ def _compiler_digest() -> str:
         here = os.path.dirname(os.path.abspath(__file__))
         h = hashlib.sha256(COMPILER_VERSION.encode())
         for rel in ("compile/regex_parse.py", "compile/regex_nfa.py", "compile/regex_dfa.py",
-                    "compile/unicode_props.py", "pretokenize.py"):
+                    "compile/regex_bytelevel.py", "compile/unicode_props.py", "pretokenize.py"):
             try:
                 with open(os.path.join(here, rel), "rb") as f:
                     h.update(f.read())
@@ -273,8 +283,9 @@ def _check_dialect(dialect: Any) -> str:
 
     if not isinstance(dialect, str):
         raise TypeError(f"dialect must be a str, got {type(dialect).__name__}")
-    if dialect not in DIALECTS:
-        raise ValueError(f"unknown regex dialect {dialect!r}; known: {', '.join(DIALECTS)}")
+    if base_dialect(dialect) not in DIALECTS:
+        raise ValueError(f"unknown regex dialect {dialect!r}; known: {', '.join(DIALECTS)} (each optionally "
+                         f"with {BYTELEVEL_SUFFIX!r})")
     return dialect
 
 
@@ -289,8 +300,14 @@ def compile_tables(pattern: str, dialect: str = "rust-regex", **limits: int) -> 
     if not isinstance(pattern, str):
         raise TypeError(f"regex pattern must be a str, got {type(pattern).__name__}")
     _check_dialect(dialect)
-    bd, k, g = add_boundary_states(compile_dfa(build_nfa(parse(pattern, dialect)), **limits))
-    return DFATables.from_byte_dfa(bd, k, pattern, dialect, unicode_version(dialect), g)
+    base = base_dialect(dialect)
+    bd = compile_dfa(build_nfa(parse(pattern, base)), **limits)
+    if base != dialect:
+        from .compile.regex_bytelevel import bytelevel_dfa
+
+        bd = bytelevel_dfa(bd)
+    bd, k, g = add_boundary_states(bd)
+    return DFATables.from_byte_dfa(bd, k, pattern, dialect, unicode_version(base), g)
 
 
 def _cache_path(pattern: str, dialect: str) -> str:

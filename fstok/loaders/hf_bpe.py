@@ -127,8 +127,9 @@ def load_tokenizer_json(path: str | os.PathLike, name: str | None = None) -> BPE
     return source_from_obj(obj, p, name)
 
 
-def source_from_obj(obj: Any, p: str, name: str | None = None) -> BPESource:
-    """The BPESource of a parsed tokenizer.json (p: its path, for messages and the source identity)."""
+def source_from_obj(obj: Any, p: str, name: str | None = None, check: bool = True) -> BPESource:
+    """The BPESource of a parsed tokenizer.json (p: its path, for messages and the source identity).
+    check=False leaves `src.check()` to the caller (which may first complete the source)."""
     if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
         raise _fail(p, "not a tokenizer.json (no 'model' object)")
     model = obj["model"]
@@ -218,5 +219,6 @@ def source_from_obj(obj: Any, p: str, name: str | None = None) -> BPESource:
         source_files=[p],
         semantics="hf",
     )
-    src.check()
+    if check:
+        src.check()
     return src

@@ -28,6 +28,7 @@ from . import models as _models
 from . import normalizers as _norm
 from . import pretokenizers as _pre
 from .added import AddedToken, AddedVocabulary
+from .guards import byte_guard, missing_byte_ranges
 
 _BUILD_LOCK = threading.RLock()
 
@@ -149,11 +150,10 @@ class PipelineTokenizer:
             return None
         from ..bpe import BPETokenizer
         from ..loaders.bpe_source import AddedToken as _SrcAdded
-        from ..loaders.hf_bpe import source_from_obj
 
         try:
-            src = source_from_obj(dict(obj, added_tokens=[], normalizer=None), where, self.name)
-            if src.add_prefix_space or src.normalizer is not None:
+            src = self._byte_level_source(obj, where)
+            if src is None or src.add_prefix_space or src.normalizer is not None:
                 return None
             # every added token with HF's id; the raw (normalized=false) ones are matched in the first pass,
             # the others in the second, as HF's two tries do (without a normalizer the second sees raw text)
@@ -170,20 +170,52 @@ class PipelineTokenizer:
             return None
         return inner
 
+    def _byte_level_source(self, obj: dict, where: str):
+        """The BPESource of the file without its added tokens and normalizer: the byte-level BPE loader's
+        own reading, else the pre-tokenizer as a compiled split pipeline (fstok.pipeline.native).  Bytes
+        the vocabulary lacks get stand-in tokens the tables never emit: a text holding a character with
+        such a byte takes the stages (`_byte_guard`), where HF drops the byte before merging."""
+        from ..loaders.hf_bpe import source_from_obj
+        from .native import NotNative, compile_stages, native_stages
+
+        bare = dict(obj, added_tokens=[], normalizer=None)
+        try:
+            src = source_from_obj(bare, where, self.name, check=False)
+        except ValueError:
+            try:
+                stages = compile_stages(native_stages(obj.get("pre_tokenizer")))
+            except NotNative:
+                return None
+            src = source_from_obj(dict(bare, pre_tokenizer={"type": "ByteLevel", "add_prefix_space": False,
+                                                            "use_regex": False}), where, self.name, check=False)
+            src.stages = stages
+        missing = [b for b in range(256) if bytes([b]) not in src.tokens]
+        if missing:
+            nxt = max([*src.tokens.values(), *src.extra_decode, *self.added.by_id, len(self.model.vocab)]) + 1
+            for k, b in enumerate(missing):
+                src.tokens[bytes([b])] = nxt + k
+        self._missing_ranges = missing_byte_ranges(missing)
+        src.source_files = []  # identified by its tokens and merges (the stand-ins included), not a file
+        return src
+
     def _set_inner(self, inner) -> None:
         import numpy as np
 
         self._inner = inner
         self._guards: tuple[str, ...] = ()
         self._lens = None
+        self._byte_guard = None
         if inner is None:
             return
         self._guards = tuple(t.content for t in self.added.tokens if t.lstrip or t.rstrip or t.single_word)
+        self._byte_guard = byte_guard(self.__dict__.get("_missing_ranges") or [])
         self._lens = np.diff(inner._tables["dec_off"].astype(np.int64))
 
     def _native_ok(self, text: str) -> bool:
         """The compiled tables encode this whole text (no added token that needs the stages occurs in it)."""
         if self._inner is None:
+            return False
+        if self._byte_guard is not None and self._byte_guard.search(text):
             return False
         for g in self._guards:
             if g in text:

@@ -1,0 +1,125 @@
+"""A tokenizer.json pre-tokenizer as the compiled split pipeline of the C byte-level BPE (one pass in C).
+
+    stages = native_stages(obj["pre_tokenizer"])   # [PreTokStage, ...], or raises NotNative(reason)
+
+The C pipeline (`fstok_dfa_split_isolated`) applies regex DFAs level after level, each splitting every
+piece of the previous level into its matches and the gaps between them (HF `Split(behavior=Isolated)`).
+Stages that compute exactly that:
+
+  Split(pattern, Isolated, invert)     the pattern (invert swaps matches and gaps: both are kept anyway)
+  Punctuation / Digits (behavior)      a character class P as a regex: Isolated `P`, Contiguous `P+`,
+                                       MergedWithPrevious `[^P]*P|[^P]+`, MergedWithNext `P[^P]*|[^P]+`
+  ByteLevel(add_prefix_space=false)    the GPT-2 regex (use_regex) and, for the stages after it, the
+                                       byte-character reading of their patterns (dialect "...+bytelevel")
+
+Everything else (stages that remove text: Removed, Whitespace, WhitespaceSplit, CharDelimiterSplit; Split
+with another behavior; a prefix space; Metaspace, ...) raises NotNative naming it, and the file runs its
+stages in Python (fstok.pipeline.pretokenizers, the oracle of this module).  The class P is HF's set
+(`fstok.pipeline.unicode`), written out as code point ranges, so the DFA tests exactly HF's predicate.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ..loaders.bpe_source import PreTokStage
+from ..pretokenize import BYTELEVEL_SUFFIX, HF_BYTELEVEL_PAT
+
+
+class NotNative(ValueError):
+    """The pre-tokenizer has a stage the compiled split pipeline does not compute."""
+
+
+def char_class(chars: Iterable[str], negate: bool = False) -> str:
+    """A regex character class of exactly these code points, as \\x{..} ranges."""
+    cps = sorted({ord(c) for c in chars})
+    parts = []
+    i = 0
+    while i < len(cps):
+        j = i
+        while j + 1 < len(cps) and cps[j + 1] == cps[j] + 1:
+            j += 1
+        parts.append(f"\\x{{{cps[i]:X}}}" if i == j else f"\\x{{{cps[i]:X}}}-\\x{{{cps[j]:X}}}")
+        i = j + 1
+    if not parts:
+        raise NotNative("an empty character class")
+    return "[" + ("^" if negate else "") + "".join(parts) + "]"
+
+
+def predicate_regex(chars: Iterable[str], behavior: str) -> str:
+    chars = list(chars)
+    p, q = char_class(chars), char_class(chars, negate=True)
+    if behavior == "isolated":
+        return p
+    if behavior == "contiguous":
+        return p + "+"
+    if behavior == "mergedwithprevious":
+        return f"{q}*{p}|{q}+"
+    if behavior == "mergedwithnext":
+        return f"{p}{q}*|{q}+"
+    raise NotNative(f"behavior {behavior!r} removes text")
+
+
+def native_stages(cfg: Any) -> list[PreTokStage]:
+    from . import unicode as _u
+    from ..pretokenize import hf_split_regex
+
+    items = (cfg.get("pretokenizers") or []) if isinstance(cfg, dict) and cfg.get("type") == "Sequence" else [cfg]
+    stages: list[PreTokStage] = []
+    after = False  # after ByteLevel: patterns read byte characters
+    seen_bytelevel = False
+
+    def add(pattern: str) -> None:
+        stages.append(PreTokStage(pattern, keep_gaps=True, dialect="oniguruma" + (BYTELEVEL_SUFFIX if after else "")))
+
+    for it in items:
+        if not isinstance(it, dict):
+            raise NotNative(f"pre-tokenizer {it!r}")
+        t = it.get("type")
+        b = str(it.get("behavior", "")).lower()
+        if t == "Split":
+            if b != "isolated":
+                raise NotNative(f"Split behavior {it.get('behavior')!r}")
+            try:
+                add(hf_split_regex(dict(it, invert=False)))
+            except ValueError as e:
+                raise NotNative(str(e)) from None
+        elif t == "Punctuation":
+            add(predicate_regex(sorted(_u.facts().punct), b or "isolated"))
+        elif t == "Digits":
+            from .unicode import _pipeline_sets
+
+            add(predicate_regex(sorted(_pipeline_sets()[1]), "isolated" if it.get("individual_digits") else "contiguous"))
+        elif t == "ByteLevel":
+            if seen_bytelevel:
+                raise NotNative("a second ByteLevel")
+            if it.get("add_prefix_space", True):
+                raise NotNative("ByteLevel add_prefix_space")
+            if it.get("use_regex", True):
+                add(HF_BYTELEVEL_PAT)
+            after = seen_bytelevel = True
+        else:
+            raise NotNative(f"pre-tokenizer {t!r}")
+    if not seen_bytelevel:
+        raise NotNative("no ByteLevel pre-tokenizer (not a byte-level BPE)")
+    return stages
+
+
+def compile_stages(stages: list[PreTokStage]) -> list[PreTokStage]:
+    """The stages whose DFA compiles; a byte-level stage that can never match (its pattern needs characters
+    no byte character is, e.g. `\\s`) splits nothing and is left out."""
+    from ..compile.regex_bytelevel import NeverMatches
+    from ..compile.regex_parse import RegexUnsupported
+    from ..pretokenize import CompiledPattern
+
+    out = []
+    for st in stages:
+        try:
+            cp = CompiledPattern.compile(st.pattern, st.dialect, "find")
+        except NeverMatches:
+            continue
+        except (RegexUnsupported, ValueError) as e:
+            raise NotNative(f"Split regex {st.pattern[:80]!r}: {e}") from None
+        if cp.levels[0].match(b"", 0) >= 0:
+            raise NotNative(f"regex {st.pattern[:80]!r} can match the empty string")
+        out.append(st)
+    return out

@@ -1,0 +1,159 @@
+"""The compiled pre-tokenizer pipeline (fstok.pipeline.native, one pass in C) against the Python stages (its
+oracle) and HF `tokenizers`, on small byte-level BPE tokenizer.json files built from each stage's definition;
+the byte-character reading of a regex (fstok.compile.regex_bytelevel) against the same regex run over the
+byte-character image of the text."""
+from __future__ import annotations
+
+import functools
+import json
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fstok.loaders.bpe_source import BYTE_TO_CHAR
+from fstok.pipeline.tokenizer import PipelineTokenizer
+
+tokenizers = pytest.importorskip("tokenizers")
+
+ALPHA = st.text(st.sampled_from(list(" \t\n'.,!?-_0123456789aAzZéÉòü²³½日本😀\u0301\u00a0٣<>|$+")), max_size=24)
+ANY = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+def _vocab_and_merges() -> tuple[dict, list]:
+    vocab = {BYTE_TO_CHAR[b]: b for b in range(256)}
+    merges = []
+    for a, b in [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("1", "2"), ("12", "3"), ("Ã", "©"), ("a", "a"), ("Ġ", "Ġ"),
+                 (".", "."), ("Â", "²"), ("Ã", "²")]:
+        vocab.setdefault(a + b, len(vocab))
+        merges.append(f"{a} {b}")
+    return vocab, merges
+
+
+def _bl(**kw) -> dict:
+    return {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True, **kw}
+
+
+PIPELINES = {
+    "falcon": {"type": "Sequence", "pretokenizers": [
+        {"type": "Punctuation", "behavior": "Contiguous"}, _bl(), {"type": "Digits", "individual_digits": False},
+        {"type": "Split", "pattern": {"Regex": "[0-9][0-9][0-9]"}, "behavior": "Isolated", "invert": False}]},
+    "punct-prev": {"type": "Sequence", "pretokenizers": [{"type": "Punctuation", "behavior": "MergedWithPrevious"}, _bl()]},
+    "punct-next-after": {"type": "Sequence", "pretokenizers": [_bl(use_regex=False),
+                                                               {"type": "Punctuation", "behavior": "MergedWithNext"}]},
+    "digits-single": {"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _bl()]},
+    "split-after": {"type": "Sequence", "pretokenizers": [
+        _bl(use_regex=False), {"type": "Split", "pattern": {"Regex": "Ġ+(?!\\w)|\\d+|Ã."}, "behavior": "Isolated",
+                               "invert": True}]},
+    "split-string-after": {"type": "Sequence", "pretokenizers": [
+        _bl(), {"type": "Split", "pattern": {"String": "Ġ"}, "behavior": "Isolated", "invert": False}]},
+    "never-matching-after": {"type": "Sequence", "pretokenizers": [
+        _bl(), {"type": "Split", "pattern": {"Regex": "\\s+"}, "behavior": "Isolated", "invert": False}]},
+}
+
+
+def _obj(pre: dict, vocab_drop: tuple = ()) -> dict:
+    vocab, merges = _vocab_and_merges()
+    for b in vocab_drop:
+        del vocab[BYTE_TO_CHAR[b]]
+    return {"version": "1.0", "truncation": None, "padding": None, "normalizer": None, "pre_tokenizer": pre,
+            "post_processor": None, "decoder": _bl(),
+            "added_tokens": [{"id": 999, "content": "<x>", "special": True, "normalized": False, "lstrip": False,
+                              "rstrip": False, "single_word": False}],
+            "model": {"type": "BPE", "vocab": vocab, "merges": merges}}
+
+
+@functools.lru_cache(maxsize=None)
+def _trio(name: str, drop: tuple = ()):
+    obj = _obj(PIPELINES[name], drop)
+    fast = PipelineTokenizer(obj, f"{name}.json")
+    slow = PipelineTokenizer(obj, f"{name}.json", compiled=False)
+    hf = tokenizers.Tokenizer.from_str(json.dumps(obj))
+    return fast, slow, hf
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+@settings(max_examples=60, deadline=None)
+@given(s=st.one_of(ALPHA, ANY))
+def test_native_pipeline_matches_stages_and_hf(name, s):
+    fast, slow, hf = _trio(name)
+    assert fast._inner is not None, name
+    for t in (s, f"{s}<x>{s[::-1]}"):
+        assert fast._native_ok(t)
+        got = fast.encode_with_offsets(t)
+        assert got == slow.encode_with_offsets(t), t
+        e = hf.encode(t, add_special_tokens=False)
+        assert got == (e.ids, [tuple(o) for o in e.offsets]), t
+        assert fast.encode(t) == e.ids
+
+
+@settings(max_examples=60, deadline=None)
+@given(s=st.one_of(ALPHA, ANY, st.sampled_from(["a\x03b", "x\U00080000y", "é\x04", "\x05"])))
+def test_missing_bytes_take_the_stages(s):
+    """A vocabulary without some single bytes (GPT-NeoX style): HF drops the byte before merging; texts that
+    hold one go to the stages, the rest to the tables."""
+    fast, slow, hf = _trio("falcon", (0x03, 0x04, 0x05, 0xF2))
+    assert fast._inner is not None
+    assert fast._native_ok(s) == (not any(c in s for c in "\x03\x04\x05") and not any(0x80000 <= ord(c) < 0xC0000 for c in s))
+    e = hf.encode(s, add_special_tokens=False)
+    assert fast.encode_with_offsets(s) == (e.ids, [tuple(o) for o in e.offsets]) == slow.encode_with_offsets(s)
+
+
+def test_refused_stages_fall_back_to_python():
+    """Stages that remove text have no compiled form: the file runs its stages (still exact)."""
+    for pre in [{"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, _bl()]},
+                {"type": "Sequence", "pretokenizers": [{"type": "Punctuation", "behavior": "Removed"}, _bl()]},
+                _bl(add_prefix_space=True)]:
+        tok = PipelineTokenizer(_obj(pre), "x.json")
+        hf = tokenizers.Tokenizer.from_str(json.dumps(_obj(pre)))
+        assert tok._inner is None
+        for s in ["a b. c", " x!!y 12 ", ""]:
+            assert tok.encode(s) == hf.encode(s, add_special_tokens=False).ids
+
+
+def reference_bytelevel_spans(pattern: str, dialect: str, data: bytes) -> list[tuple[int, int]]:
+    """Oracle: the pattern's own (code point) DFA over the byte-character image of `data` (one character per
+    byte, so its character spans are raw byte spans)."""
+    from fstok.pretokenize import CompiledPattern
+
+    img = "".join(BYTE_TO_CHAR[x] for x in data)
+    return [tuple(s) for s in CompiledPattern.compile(pattern, dialect, "find").reference_spans(img)]
+
+
+def test_byte_table_is_gpt2s():
+    from fstok.compile.regex_bytelevel import gpt2_byte_chars
+
+    assert gpt2_byte_chars() == [BYTE_TO_CHAR[b] for b in range(256)]
+
+
+PATTERNS = ["[0-9][0-9][0-9]", "[0-9²³¹¼½¾]+", "(?:Ġ|Ċ)+(?!ĉ)|ĉ", "Ġ+(?!\\w)|\\d+", "Ġ\\w+|[^\\w]+", "ÃĤ|Ã|ĠĠ+",
+            "'s|'t| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"]
+
+
+@pytest.mark.parametrize("pattern", PATTERNS)
+def test_bytelevel_dfa_matches_the_byte_character_image(pattern):
+    from fstok.pretokenize import CompiledPattern
+
+    t = CompiledPattern.compile(pattern, "oniguruma+bytelevel", "find").levels[0]
+    rng = random.Random(7)
+    alpha = list("ab 0123 \n\t'") + ["é", "ò", "ü", "²", "日", "😀", "\u0100", "Ã", "Ġ", "\x85"]
+    for _ in range(400):
+        d = "".join(rng.choice(alpha) for _ in range(rng.randint(0, 12))).encode()
+        got, pos = [], 0
+        while pos < len(d):  # finditer over raw bytes (matches may start inside a character)
+            e = t.match(d, pos)
+            if e > pos:
+                got.append((pos, e))
+                pos = e
+            else:
+                pos += 1
+        assert got == reference_bytelevel_spans(pattern, "oniguruma", d), d
+
+
+def test_never_matching_bytelevel_pattern_is_reported():
+    from fstok.compile.regex_bytelevel import NeverMatches
+    from fstok.pretokenize import CompiledPattern
+
+    with pytest.raises(NeverMatches):
+        CompiledPattern.compile("\\s+", "oniguruma+bytelevel", "find")
