@@ -215,7 +215,7 @@ def _mini(**over) -> dict:
 
 @pytest.mark.parametrize("over,needle", [
     ({"normalizer": {"type": "Precompiled", "precompiled_charsmap": ""}}, "normalizer 'Precompiled'"),
-    ({"pre_tokenizer": {"type": "UnicodeScripts"}}, "pre-tokenizer 'UnicodeScripts'"),
+    ({"pre_tokenizer": {"type": "Whitespacey"}}, "pre-tokenizer 'Whitespacey'"),
     ({"decoder": {"type": "Nope"}}, "decoder 'Nope'"),
     ({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": "a*"}, "behavior": "Isolated", "invert": False}},
      "empty string"),

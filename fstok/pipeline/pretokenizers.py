@@ -12,6 +12,11 @@ Components (HF `tokenizers` 0.23.3, `pre_tokenizers/*.rs`, `NormalizedString::sp
   WhitespaceSplit                    removes `char::is_whitespace` chars
   CharDelimiterSplit(delimiter)      removes the delimiter
   ByteLevel(add_prefix_space, use_regex)   prefix space per piece, GPT-2 regex split, byte characters
+  BertPreTokenizer                   whitespace removed, then punctuation isolated
+  UnicodeScripts                     splits where the script changes (HF's script classes, probed from HF:
+                                     fstok/data/hf_scripts.npz, tools/gen_hf_scripts.py)
+  FixedLength(length)                pieces of `length` characters
+  Metaspace(replacement, prepend_scheme, split)   spaces -> replacement, prefix, split before each one
   Sequence                           in order
 Anything else raises UnsupportedComponent naming it.
 """
@@ -132,6 +137,75 @@ class ByteLevel(PreTokenizer):
         return [byte_level_transform(p) for p in mid]
 
 
+class UnicodeScripts(PreTokenizer):
+    """A piece ends where the script changes between two characters of a script; class-0 characters (' ',
+    characters outside every script) join the piece before them, and those before the first script
+    character of a piece are dropped (HF's `UnicodeScripts`)."""
+
+    def __init__(self):
+        self._cache: dict[str, int] = {}
+
+    def _cls(self, c: str) -> int:
+        k = self._cache.get(c)
+        if k is None:
+            k = self._cache[c] = _u.script_class(c)
+        return k
+
+    def split(self, pieces: list[Piece]) -> list[Piece]:
+        out: list[Piece] = []
+        for p in pieces:
+            cuts: list[int] = []
+            last = None
+            for i, c in enumerate(p.text):
+                k = self._cls(c)
+                if k != 0 and last != 0 and last != k:
+                    cuts.append(i)
+                if k != 0:
+                    last = k
+            cuts.append(len(p.text))
+            for a, b in zip(cuts, cuts[1:]):
+                out.append(p.slice(a, b))
+        return out
+
+
+class Metaspace(PreTokenizer):
+    """Spaces become `replacement`; the replacement is prepended to a piece that does not start with it
+    (prepend_scheme always, or first: only the piece at the start of the text), taking its first
+    character's span; with split, each replacement starts a new piece (MergedWithNext)."""
+
+    def __init__(self, replacement: str, prepend_scheme: str, split: bool):
+        self.repl, self.scheme, self.do_split = replacement, prepend_scheme, split
+
+    def split(self, pieces: list[Piece]) -> list[Piece]:
+        out: list[Piece] = []
+        r = self.repl
+        for p in pieces:
+            q = Piece(p.text.replace(" ", r), p.starts, p.ends, p.base)
+            if q.text and not q.text.startswith(r) and (
+                    self.scheme == "always" or (self.scheme == "first" and q.starts[0] == 0)):
+                q = Piece(r + q.text, [q.starts[0], *q.starts], [q.ends[0], *q.ends], q.base)
+            if self.do_split:
+                _split_piece(q, char_matches(lambda c: c == r, q.text), "mergedwithnext", out)
+            elif q.text:
+                out.append(q)
+        return out
+
+
+class FixedLength(PreTokenizer):
+    """Pieces of `length` characters (the last one shorter)."""
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def split(self, pieces: list[Piece]) -> list[Piece]:
+        out: list[Piece] = []
+        n = self.length
+        for p in pieces:
+            for a in range(0, len(p.text), n):
+                out.append(p.slice(a, min(a + n, len(p.text))))
+        return out
+
+
 class Sequence(PreTokenizer):
     def __init__(self, items: list[PreTokenizer]):
         self.items = items
@@ -171,6 +245,31 @@ def from_config(cfg: Any, where: str = "tokenizer.json") -> Optional[PreTokenize
         return CharSplit(lambda c, d=d: c == d, "removed")
     if t == "ByteLevel":
         return ByteLevel(bool(cfg.get("add_prefix_space", True)), bool(cfg.get("use_regex", True)))
+    if t == "BertPreTokenizer":
+        # whitespace removed, then each punctuation character isolated (HF `BertPreTokenizer`)
+        return Sequence([CharSplit(_u.is_whitespace, "removed"), CharSplit(_u.is_punc, "isolated")])
+    if t == "UnicodeScripts":
+        return UnicodeScripts()
+    if t == "Metaspace":
+        from .decoders import metaspace_prepend_scheme
+
+        r = cfg.get("replacement")
+        if not isinstance(r, str) or len(r) != 1:
+            raise UnsupportedComponent(f"{where}: Metaspace replacement {r!r} is not one character")
+        try:
+            scheme = metaspace_prepend_scheme(cfg)
+        except UnsupportedComponent as e:
+            raise UnsupportedComponent(f"{where}: {e}") from None
+        if cfg.get("add_prefix_space") is False and scheme != "never":
+            raise UnsupportedComponent(f"{where}: Metaspace add_prefix_space=false contradicts prepend_scheme "
+                                       f"{scheme!r} (HF refuses the file)")
+        return Metaspace(r, scheme, bool(cfg.get("split", True)))
+    if t == "FixedLength":
+        n = cfg.get("length", 5)
+        if type(n) is not int or n <= 0:
+            raise UnsupportedComponent(f"{where}: FixedLength length {n!r} is not a positive integer")
+        return FixedLength(n)
     raise UnsupportedComponent(f"{where}: pre-tokenizer {t!r} is not supported by fstok's tokenizer.json pipeline "
                                "(supported: Split, Punctuation, Digits, Whitespace, WhitespaceSplit, "
-                               "CharDelimiterSplit, ByteLevel, Sequence)")
+                               "CharDelimiterSplit, ByteLevel, BertPreTokenizer, UnicodeScripts, FixedLength, Metaspace, "
+                               "Sequence)")

@@ -87,6 +87,24 @@ def is_numeric(c: str) -> bool:
     return c in _pipeline_sets()[1]
 
 
+_SCRIPTS_DATA = os.path.join(os.path.dirname(_DATA), "hf_scripts.npz")
+
+
+@functools.lru_cache(maxsize=1)
+def _scripts() -> tuple[list[int], list[int]]:
+    with np.load(_SCRIPTS_DATA) as z:
+        return z["starts"].tolist(), z["classes"].tolist()
+
+
+def script_class(c: str) -> int:
+    """HF's UnicodeScripts class of c: 0 joins either neighbour (' ' and characters outside every script);
+    equal numbers are one script (Hiragana and Katakana count as Han, as HF counts them)."""
+    import bisect
+
+    starts, classes = _scripts()
+    return classes[bisect.bisect_right(starts, ord(c)) - 1]
+
+
 def is_combining_mark(c: str) -> bool:
     """What HF's StripAccents normalizer removes."""
     return c in _pipeline_sets()[0]
