@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 from typing import Any
 
 from . import artifact as _art
@@ -69,12 +70,16 @@ def _is_sentencepiece(path: str) -> bool:
     return looks_like_model(head)
 
 
+_VERSIONED = re.compile(r"tekken[\w.-]*\.json|tokenizer\.model\.v\w+|[\w.-]+\.model")
+
+
 def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name from the spec
     """Compile a tokenizer source into an in-memory tokenizer (save it with `.save(path)`).
 
-    Sources: a BERT `vocab.txt` (WordPiece), an HF `tokenizer.json` (WordPiece or byte-level BPE),
-    a `.tiktoken` / tiktoken-format `tokenizer.model` file (BPE, needs `pattern=`), or a GPT-2
-    `vocab.json` (BPE, with `merges.txt` next to it).
+    Sources, recognised by content: a BERT `vocab.txt` (WordPiece), an HF `tokenizer.json` (every model
+    and pipeline stage fstok implements), a SentencePiece `.model` (BPE or Unigram), a Mistral `tekken.json`,
+    a `.tiktoken` / tiktoken-format `tokenizer.model` file (BPE, needs `pattern=`), a GPT-2 `vocab.json`
+    (BPE, with `merges.txt` next to it), or a directory holding one of these.
     """
     if not isinstance(src, (str, os.PathLike)):
         raise TypeError(f"fstok.compile expects a path, got {type(src).__name__}")
@@ -85,6 +90,16 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
         for cand in ("tokenizer.json", "tokenizer.model", "tekken.json", "vocab.txt"):
             if os.path.exists(os.path.join(path, cand)):
                 return compile(os.path.join(path, cand), **options)
+        # the versioned names model repositories also ship (tekken_240718.json, tokenizer.model.v3, ...)
+        found = sorted(n for n in os.listdir(path) if _VERSIONED.fullmatch(n))
+        if not found:  # any other name: a SentencePiece model recognised by its content
+            found = sorted(n for n in os.listdir(path)
+                           if os.path.isfile(os.path.join(path, n)) and _is_sentencepiece(os.path.join(path, n)))
+        if len(found) == 1:
+            return compile(os.path.join(path, found[0]), **options)
+        if found:
+            raise ValueError(f"{path}: directory has several tokenizer files ({', '.join(found)}); "
+                             f"pass the one to compile")
         raise ValueError(f"{path}: directory has no tokenizer.json, tokenizer.model, tekken.json or vocab.txt")
     base = os.path.basename(path).lower()
     if base.endswith(".json") and base != "vocab.json":
