@@ -63,11 +63,13 @@ class HFSentencePieceTokenizer:
             raise _art.ArtifactError(f"{where}: grapheme tables disagree in length")
         self._graphemes = GraphemeTable(a["g_start"].tolist(), a["g_end"].tolist(), a["g_bits"].tolist())
         charsmaps = []
+        charsmaps_raw = []
         for k in range(n_cm):
             units, norm = arr(f"cm{k}_units", "<u4"), arr(f"cm{k}_norm", "|u1")
             if len(units) and (len(norm) == 0 or norm[-1] != 0):
                 raise _art.ArtifactError(f"{where}: charsmap {k} does not end with NUL")
             charsmaps.append((units, norm.tobytes()))
+            charsmaps_raw.append((units, norm))
         self._norm = build_normalizer(self._pipe["normalizer"], where, self._graphemes, charsmaps)
         self._pre = build_pretokenizer(self._pipe["pre_tokenizer"], where)
         self._dec = build_decoder(self._pipe["decoder"], where)
@@ -83,35 +85,83 @@ class HFSentencePieceTokenizer:
         self._added_by_content = {t["content"]: i for i, t in sorted(self._added.items())}
         self._raw_rx = self._added_regex([t for t in self._added.values() if not t.get("normalized", not t.get("special"))])
         self._norm_rx = self._added_regex([t for t in self._added.values() if t.get("normalized", not t.get("special"))])
-        if self.model_type == "unigram":
+        self._h = None
+        if self.model_type == "unigram" or self.model_type == "bpe":
             self._h = _native().make(
                 (a["p_first"], a["p_label"], a["p_target"], a["p_value"], a["p_value2"], None, None,
                  None, None, None, None),
                 a["score64"], 1, a["ptype"], np.ascontiguousarray(a["byte_id"]), self._flags,
                 self.unk_id, float.fromhex(meta["min_score"]), 0.0)
-            self._bpe = None
-        else:
-            from .reference.unigram import HFBPE
-
-            ma, mb = arr("merge_a", "<i4"), arr("merge_b", "<i4")
-            if len(ma) != len(mb) or (len(ma) and (ma.min() < 0 or ma.max() >= n or mb.min() < 0 or mb.max() >= n)):
+        self._bpe_model = None
+        self._merges = None
+        if self.model_type == "bpe":
+            ma, mb, mn = arr("merge_a", "<i4"), arr("merge_b", "<i4"), arr("merge_new", "<i4")
+            if len(ma) != len(mb) or len(ma) != len(mn) or (len(ma) and (
+                    min(ma.min(), mb.min(), mn.min()) < 0 or max(ma.max(), mb.max(), mn.max()) >= n)):
                 raise _art.ArtifactError(f"{where}: merge table out of range")
-            vocab = self._token_ids_model()
-            pieces = self._vocab()
-            bp = meta.get("bpe") or {}
-            self._bpe = HFBPE(vocab, [(pieces[x], pieces[y]) for x, y in zip(ma.tolist(), mb.tolist())],
-                              None if self.unk_id < 0 else pieces[self.unk_id],
-                              bool(self._flags & SPF_BYTE_FALLBACK), bool(self._flags & SPF_FUSE_UNK),
-                              bp.get("continuing_subword_prefix"), bp.get("end_of_word_suffix"),
-                              bool(bp.get("ignore_merges")))
-            self._h = None
+            self._merges = (ma, mb, mn)
         self._byte_fallback = bool(self._flags & SPF_BYTE_FALLBACK)
+        self._hf = self._native_pipeline(a, charsmaps_raw, meta)
         from .postprocess import PostProcessor
 
         self._pp = PostProcessor.from_json(self._pipe.get("post_processor"))
         # the string path needs every pre-tokenizer but the first to see whole pieces only (Metaspace's
         # "first" scheme reads the piece's original start): one pre-tokenizer at most
         self._fast_ok = len(self._pre) <= 1
+
+    @property
+    def _bpe(self):
+        """The pure-Python BPE model (the offsets path and the oracle of the native one), built on first use."""
+        if self.model_type != "bpe":
+            return None
+        if self._bpe_model is None:
+            from .reference.unigram import HFBPE
+
+            ma, mb, _ = self._merges
+            vocab = self._token_ids_model()
+            pieces = self._vocab()
+            bp = self._art.meta.get("bpe") or {}
+            self._bpe_model = HFBPE(vocab, [(pieces[x], pieces[y]) for x, y in zip(ma.tolist(), mb.tolist())],
+                                    None if self.unk_id < 0 else pieces[self.unk_id],
+                                    bool(self._flags & SPF_BYTE_FALLBACK), bool(self._flags & SPF_FUSE_UNK),
+                                    bp.get("continuing_subword_prefix"), bp.get("end_of_word_suffix"),
+                                    bool(bp.get("ignore_merges")))
+        return self._bpe_model
+
+    def _native_pipeline(self, a: dict, charsmaps: list, meta: dict):
+        """The native handle of the whole string path (normalizer steps, pre-tokenizer, model), or None
+        where a stage has no native form (the Python string path then runs it)."""
+        ops = _native_norm_ops(self._pipe["normalizer"], list(charsmaps))
+        if ops is None or self._norm_rx is not None:
+            return None
+        pre = self._pipe["pre_tokenizer"]
+        while pre is not None and pre.get("type") == "Sequence" and len(pre.get("pretokenizers") or []) == 1:
+            pre = pre["pretokenizers"][0]
+        rep, scheme, split, kind = b"", 0, 1, 0
+        if pre is None or (pre.get("type") == "Sequence" and not pre.get("pretokenizers")):
+            kind = 0
+        elif pre.get("type") == "Metaspace":
+            ms = self._pre[0]
+            kind, rep, split = 1, ms.rep.encode("utf-8"), int(bool(ms.split))
+            scheme = {"always": 0, "first": 1, "never": 2}[ms.scheme]
+        elif pre.get("type") == "WhitespaceSplit":
+            kind = 2
+        else:
+            return None
+        bp = meta.get("bpe") or {}
+        if bp.get("continuing_subword_prefix") or bp.get("end_of_word_suffix"):
+            return None
+        if meta.get("byte_fallback_complete"):
+            byte_tok = np.ascontiguousarray(a["byte_id"], dtype=np.int32)
+        else:
+            tid = self._token_ids_model()
+            byte_tok = np.array([tid.get(f"<0x{c:02X}>", -1) for c in range(256)], dtype=np.int32)
+        is_bpe = self.model_type == "bpe"
+        ma, mb, mn = self._merges if is_bpe else (None, None, None)
+        word_sep = str(meta.get("bpe_word_split") or "").encode("utf-8") if is_bpe and kind == 0 else b""
+        return _native().hf_make(self._h, ops, kind, scheme, split, rep, word_sep, a["g_start"], a["g_end"], a["g_bits"],
+                                 ma, mb, mn, byte_tok, int(is_bpe), int(bool(self._flags & SPF_BYTE_FALLBACK)),
+                                 int(bool(self._flags & SPF_FUSE_UNK)), int(bool(bp.get("ignore_merges"))))
 
     # -- vocabulary ---------------------------------------------------------------------------
     def _vocab(self) -> list[str]:
@@ -362,12 +412,28 @@ class HFSentencePieceTokenizer:
                     ids.extend(got)
         return ids
 
+    def _ids_native(self, text: str) -> list[int]:
+        """The ids alone, each segment between added tokens in one native call."""
+        hf_encode = _native().hf_encode
+        ids: list[int] = []
+        for tid, a, b in self._find_added(text, self._raw_rx):
+            if tid is not None:
+                ids.append(tid)
+                continue
+            got = hf_encode(self._hf, text[a:b].encode("utf-8"), a == 0)
+            if got is None:  # an unknown piece without an unk id: the Python path raises tokenizers' error
+                return self._ids_fast(text)
+            ids.extend(got)
+        return ids
+
     def encode(self, text: str, *, add_special_tokens: bool = False, allowed_special: Any = "all") -> list[int]:
         """tokenizers' `encode(text, add_special_tokens=...)`.ids.  Added tokens in the text are always
         recognised (as in tokenizers); `allowed_special` is accepted for API symmetry."""
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}")
-        if self._fast_ok:
+        if self._hf is not None:
+            ids = self._ids_native(text)
+        elif self._fast_ok:
             ids = self._ids_fast(text)
         else:
             ids, _ = self._encode(text, False)
@@ -418,3 +484,53 @@ def _leftmost_longest(rx, s: str):
     first alternative that matches at the leftmost position is the longest)."""
     for m in rx.finditer(s):
         yield m.start(), m.end()
+
+
+def _run_regex(pat: str):
+    """(character, k, k_max) when the Regex pattern is one literal character repeated -- c+, c{k,} or
+    c{k} -- else None."""
+    m = re.fullmatch(r"(\\[\\\[\](){}|.^$*+?\-/ ]|[^\\\[\](){}|.^$*+?])(\+|\{(\d+),\}|\{(\d+)\})", pat)
+    if not m:
+        return None
+    c = m.group(1)[-1]
+    if m.group(2) == "+":
+        return c, 1, 0
+    if m.group(3) is not None:
+        k = int(m.group(3))
+        return (c, k, 0) if k >= 1 else None
+    k = int(m.group(4))
+    return (c, k, k) if k >= 1 else None
+
+
+def _native_norm_ops(spec, charsmaps: list):
+    """The normalizer as native steps (kind, a, b, k, k_max, units, norm), or None when a step has none."""
+    if spec is None:
+        return []
+    t = spec.get("type")
+    if t == "Sequence":
+        out = []
+        for s in spec.get("normalizers") or []:
+            sub = _native_norm_ops(s, charsmaps)
+            if sub is None:
+                return None
+            out += sub
+        return out
+    if t == "Precompiled":
+        units, norm = charsmaps.pop(0)
+        return [(1, b"", b"", 0, 0, units, norm)] if len(units) else []
+    if t == "Prepend":
+        return [(4, spec["prepend"].encode("utf-8"), b"", 0, 0, None, None)]
+    if t == "Replace":
+        pat, content = spec["pattern"], spec["content"].encode("utf-8")
+        if "String" in pat:
+            return [(2, pat["String"].encode("utf-8"), content, 0, 0, None, None)]
+        rx = pat.get("Regex")
+        if isinstance(rx, str):
+            if re.fullmatch(r"[^\\\[\](){}|.^$*+?]+", rx):
+                return [(2, rx.encode("utf-8"), content, 0, 0, None, None)]
+            run = _run_regex(rx)
+            if run is not None:
+                c, k, k_max = run
+                return [(3, c.encode("utf-8"), content, k, k_max, None, None)]
+        return None
+    return None

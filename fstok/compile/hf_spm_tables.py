@@ -79,6 +79,16 @@ def grapheme_ranges() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return starts[keep].astype(np.uint32), ends[keep].astype(np.uint32), vals[keep].astype(np.uint8)
 
 
+def _spans_sep(tok: str, sep: str) -> bool:
+    """The separator right after another character somewhere in tok."""
+    i = tok.find(sep, 1)
+    while i > 0:
+        if tok[i - 1] != sep:
+            return True
+        i = tok.find(sep, i + 1)
+    return False
+
+
 def _check_stages(obj: dict, where: str, model: str) -> None:
     for key, sub, ok, what in (("normalizer", "normalizers", _SUPPORTED_NORM, "normalizer"),
                                ("pre_tokenizer", "pretokenizers", _SUPPORTED_PRE, "pre-tokenizer"),
@@ -185,6 +195,12 @@ def hf_tables(obj: dict, where: str) -> tuple[dict, dict]:
             a_ids.append(vocab[a])
             b_ids.append(vocab[b])
             new_ids.append(vocab[a + b])
+        # a text may be cut before each "▁" that follows another character and the parts merged
+        # apart when no merge makes a token with such a "▁" inside (so none crosses the cut) and
+        # "▁" is a token of its own (so each part starts with it, never with its bytes)
+        sep = "\u2581"
+        word_split = sep in vocab and not m.get("ignore_merges") and not any(
+            _spans_sep(a + b, sep) for a, b in merges)
         sections["merge_a"] = np.array(a_ids, dtype=np.int32)
         sections["merge_b"] = np.array(b_ids, dtype=np.int32)
         sections["merge_new"] = np.array(new_ids, dtype=np.int32)
@@ -199,6 +215,7 @@ def hf_tables(obj: dict, where: str) -> tuple[dict, dict]:
         "min_score": float(min_score).hex(),
         "max_score": float(0.0).hex(),
         "byte_fallback_complete": have_bytes,
+        "bpe_word_split": "\u2581" if merges is not None and word_split else "",
         "bpe": {k: m.get(k) for k in ("continuing_subword_prefix", "end_of_word_suffix", "ignore_merges")} if merges is not None else None,
         "pipeline": json.dumps({k: obj.get(k) for k in ("normalizer", "pre_tokenizer", "decoder", "added_tokens",
                                                       "post_processor")}),

@@ -45,28 +45,7 @@ void spm_trie_free(spm_trie *t) {
     t->dense_of = t->rows = NULL;
 }
 
-HOT uint32_t trie_step(const spm_trie *t, uint32_t node, uint8_t c) {
-    if (node == 0) return t->root[c];
-    if (t->dense_of) {
-        const uint32_t r = t->dense_of[node];
-        if (r != SPM_NONE) return t->rows[(size_t)r * 256 + c];
-    }
-    uint32_t lo = t->first[node], hi = t->first[node + 1];
-    const uint8_t *L = t->label;
-    if (hi - lo <= 8) {
-        for (; lo < hi; lo++)
-            if (L[lo] == c) return t->target[lo];
-        return SPM_NONE;
-    }
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) >> 1;
-        if (L[mid] < c)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return (lo < t->first[node + 1] && L[lo] == c) ? t->target[lo] : SPM_NONE;
-}
+#define trie_step spm_trie_step
 
 /* node of the whole key, or SPM_NONE */
 HOT uint32_t trie_find(const spm_trie *t, const uint8_t *k, size_t n) {

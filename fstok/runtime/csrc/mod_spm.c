@@ -1,4 +1,4 @@
-/* fstok-lib: spm */
+/* fstok-lib: spm spm_hf */
 /* fstok SentencePiece-family runtime glue: Python <-> spm.h (lib_spm.c).
  *
  * make(arrays, ints, floats) builds a model handle (a capsule) over arrays that fstok/spm.py has
@@ -289,9 +289,190 @@ static PyObject *py_model_ids(PyObject *self, PyObject *args) {
     return r;
 }
 
+
+/* ------------------------------------------------------------------------------------------ */
+/* HF pipelines: hf_make(model handle, ops, pre, graphemes, merges, byte_tok, flags) -> handle;
+ * hf_encode(handle, utf8, at_start) -> ids, or None when tokenizers would raise */
+
+#define HF_MAX_BUF (2 * SPM_HF_MAX_OPS + 8)
+
+typedef struct {
+    spm_hf h;
+    PyObject *model; /* the model capsule, kept alive */
+    PyObject *keep;  /* the argument tuple (the bytes the ops point into) */
+    Py_buffer buf[HF_MAX_BUF];
+    int nbuf;
+} hf_handle;
+
+static void hf_handle_free(PyObject *cap) {
+    hf_handle *x = (hf_handle *)PyCapsule_GetPointer(cap, "fstok.spm_hf");
+    if (!x) return;
+    for (int i = 0; i < x->nbuf; i++) PyBuffer_Release(&x->buf[i]);
+    spm_hf_free(&x->h);
+    Py_XDECREF(x->model);
+    Py_XDECREF(x->keep);
+    free(x);
+}
+
+static const void *hf_buf(hf_handle *x, PyObject *o, Py_ssize_t *len) {
+    if (o == Py_None) {
+        *len = 0;
+        return NULL;
+    }
+    if (x->nbuf >= HF_MAX_BUF) {
+        PyErr_SetString(PyExc_ValueError, "too many arrays");
+        return (const void *)-1;
+    }
+    if (PyObject_GetBuffer(o, &x->buf[x->nbuf], PyBUF_SIMPLE) < 0) return (const void *)-1;
+    *len = x->buf[x->nbuf].len;
+    return x->buf[x->nbuf++].buf;
+}
+
+static PyObject *py_hf_make(PyObject *self, PyObject *args) {
+    PyObject *model, *ops, *rep, *wsep, *gs, *ge, *gb, *ma, *mb, *mn, *byte_tok;
+    int pre, scheme, split, is_bpe, byte_fallback, fuse_unk, ignore_merges;
+    if (!PyArg_ParseTuple(args, "OO!iiiSSOOOOOOOiiii", &model, &PyList_Type, &ops, &pre, &scheme, &split, &rep, &wsep, &gs,
+                          &ge, &gb, &ma, &mb, &mn, &byte_tok, &is_bpe, &byte_fallback, &fuse_unk, &ignore_merges))
+        return NULL;
+    if (!get_model(model)) return NULL;
+    if (PyList_GET_SIZE(ops) > SPM_HF_MAX_OPS) return PyErr_Format(PyExc_ValueError, "too many normalizer steps");
+    if (PyBytes_GET_SIZE(rep) > 4 || PyBytes_GET_SIZE(wsep) > 4)
+        return PyErr_Format(PyExc_ValueError, "replacement or separator longer than 4 bytes");
+    hf_handle *x = (hf_handle *)calloc(1, sizeof(hf_handle));
+    if (!x) return PyErr_NoMemory();
+    Py_INCREF(model);
+    x->model = model;
+    Py_INCREF(args);
+    x->keep = args;
+    spm_hf *h = &x->h;
+    Py_ssize_t len;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(ops); i++) {
+        PyObject *t = PyList_GET_ITEM(ops, i), *a, *b, *units, *norm;
+        spm_hf_op *op = &h->ops[h->n_ops];
+        unsigned int k, k_max;
+        if (!PyArg_ParseTuple(t, "iSSIIOO", &op->kind, &a, &b, &k, &k_max, &units, &norm)) goto fail;
+        op->a = (const uint8_t *)PyBytes_AS_STRING(a);
+        op->na = (size_t)PyBytes_GET_SIZE(a);
+        op->b = (const uint8_t *)PyBytes_AS_STRING(b);
+        op->nb = (size_t)PyBytes_GET_SIZE(b);
+        op->k = k;
+        op->k_max = k_max;
+        if ((op->units = hf_buf(x, units, &len)) == (const void *)-1) goto fail;
+        op->n_units = (uint32_t)(len / 4);
+        if ((op->norm = hf_buf(x, norm, &len)) == (const void *)-1) goto fail;
+        op->n_norm = (uint32_t)len;
+        if (op->kind == HFN_PRECOMPILED && (!op->n_units || !op->n_norm || op->norm[op->n_norm - 1] != 0)) {
+            PyErr_SetString(PyExc_ValueError, "a charsmap without units or a NUL-terminated replacement table");
+            goto fail;
+        }
+        if ((op->kind == HFN_REPLACE_RUN && (!op->na || !op->k)) || op->kind < 1 || op->kind > 4) {
+            PyErr_SetString(PyExc_ValueError, "a normalizer step is malformed");
+            goto fail;
+        }
+        h->n_ops++;
+    }
+    h->pre = pre;
+    h->scheme = scheme;
+    h->split = split;
+    memcpy(h->rep, PyBytes_AS_STRING(rep), (size_t)PyBytes_GET_SIZE(rep));
+    h->nrep = (size_t)PyBytes_GET_SIZE(rep);
+    memcpy(h->wsep, PyBytes_AS_STRING(wsep), (size_t)PyBytes_GET_SIZE(wsep));
+    h->nwsep = (size_t)PyBytes_GET_SIZE(wsep);
+    if (pre == HFP_METASPACE && !h->nrep) {
+        PyErr_SetString(PyExc_ValueError, "Metaspace needs a replacement");
+        goto fail;
+    }
+    Py_ssize_t l1, l2, l3;
+    if ((h->g_start = hf_buf(x, gs, &l1)) == (const void *)-1) goto fail;
+    if ((h->g_end = hf_buf(x, ge, &l2)) == (const void *)-1) goto fail;
+    if ((h->g_bits = hf_buf(x, gb, &l3)) == (const void *)-1) goto fail;
+    if (l1 != l2 || l1 / 4 != l3) {
+        PyErr_SetString(PyExc_ValueError, "grapheme tables disagree in length");
+        goto fail;
+    }
+    h->n_g = (uint32_t)l3;
+    if (spm_hf_tables_init(h)) goto nomem;
+    h->model_bpe = is_bpe;
+    h->byte_fallback = byte_fallback;
+    h->fuse_unk = fuse_unk;
+    h->ignore_merges = ignore_merges;
+    {
+        Py_buffer bt;
+        if (PyObject_GetBuffer(byte_tok, &bt, PyBUF_SIMPLE) < 0) goto fail;
+        if (bt.len != 256 * 4) {
+            PyBuffer_Release(&bt);
+            PyErr_SetString(PyExc_ValueError, "byte_tok must hold 256 int32");
+            goto fail;
+        }
+        memcpy(h->byte_tok, bt.buf, 256 * 4);
+        PyBuffer_Release(&bt);
+    }
+    if (is_bpe) {
+        Py_buffer A, B, N;
+        if (PyObject_GetBuffer(ma, &A, PyBUF_SIMPLE) < 0) goto fail;
+        if (PyObject_GetBuffer(mb, &B, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&A);
+            goto fail;
+        }
+        if (PyObject_GetBuffer(mn, &N, PyBUF_SIMPLE) < 0) {
+            PyBuffer_Release(&A);
+            PyBuffer_Release(&B);
+            goto fail;
+        }
+        int rc = A.len != B.len || A.len != N.len ? -2
+                                                  : spm_hf_merges_init(h, A.buf, B.buf, N.buf, (size_t)(A.len / 4));
+        PyBuffer_Release(&A);
+        PyBuffer_Release(&B);
+        PyBuffer_Release(&N);
+        if (rc == -2) {
+            PyErr_SetString(PyExc_ValueError, "merge arrays disagree in length");
+            goto fail;
+        }
+        if (rc) goto nomem;
+    }
+    if (spm_hf_cache_init(h)) goto nomem;
+    return PyCapsule_New(x, "fstok.spm_hf", hf_handle_free);
+nomem:
+    PyErr_NoMemory();
+fail:
+    for (int i = 0; i < x->nbuf; i++) PyBuffer_Release(&x->buf[i]);
+    spm_hf_free(&x->h);
+    Py_XDECREF(x->model);
+    Py_XDECREF(x->keep);
+    free(x);
+    return NULL;
+}
+
+static PyObject *py_hf_encode(PyObject *self, PyObject *args) {
+    PyObject *cap;
+    Py_buffer in;
+    int at_start;
+    if (!PyArg_ParseTuple(args, "Oy*p", &cap, &in, &at_start)) return NULL;
+    hf_handle *x = (hf_handle *)PyCapsule_GetPointer(cap, "fstok.spm_hf");
+    spm_model *m = x ? get_model(x->model) : NULL;
+    if (!m) {
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    spm_ints ids = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = spm_hf_encode(m, &x->h, in.buf, (size_t)in.len, at_start, &ids);
+    Py_END_ALLOW_THREADS PyBuffer_Release(&in);
+    if (rc) {
+        spm_ints_free(&ids);
+        if (rc == 1) Py_RETURN_NONE;
+        return PyErr_NoMemory();
+    }
+    PyObject *r = ids_list(&ids, 1);
+    spm_ints_free(&ids);
+    return r;
+}
+
 static PyMethodDef methods[] = {
     {"model_ids", py_model_ids, METH_VARARGS, "model_ids(handle, normalized utf8, unk_id) -> ids or None"},
     {"make", py_make, METH_VARARGS, "build a model handle over validated arrays"},
+    {"hf_make", py_hf_make, METH_VARARGS, "build a tokenizer.json pipeline handle over a model handle"},
+    {"hf_encode", py_hf_encode, METH_VARARGS, "hf_encode(handle, utf8, at_start) -> ids or None"},
     {"encode", py_encode, METH_VARARGS, "encode(handle, utf8, mode=0)"},
     {"encode_batch", py_encode_batch, METH_VARARGS, "encode_batch(handle, [utf8, ...])"},
     {"normalize", py_normalize, METH_VARARGS, "normalize(handle, utf8) -> (bytes, n2o int32 bytes)"},

@@ -5,6 +5,7 @@
 #ifndef FSTOK_SPM_H
 #define FSTOK_SPM_H
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #define SPM_NONE 0xFFFFFFFFu
@@ -24,6 +25,30 @@ typedef struct {
     uint32_t *dense_of;
     uint32_t *rows;
 } spm_trie;
+
+/* one edge of the trie from `node` on byte c, or SPM_NONE */
+static inline __attribute__((always_inline)) uint32_t spm_trie_step(const spm_trie *t, uint32_t node, uint8_t c) {
+    if (node == 0) return t->root[c];
+    if (t->dense_of) {
+        const uint32_t r = t->dense_of[node];
+        if (r != SPM_NONE) return t->rows[(size_t)r * 256 + c];
+    }
+    uint32_t lo = t->first[node], hi = t->first[node + 1];
+    const uint8_t *L = t->label;
+    if (hi - lo <= 8) {
+        for (; lo < hi; lo++)
+            if (L[lo] == c) return t->target[lo];
+        return SPM_NONE;
+    }
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) >> 1;
+        if (L[mid] < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (lo < t->first[node + 1] && L[lo] == c) ? t->target[lo] : SPM_NONE;
+}
 
 /* piece types (sentencepiece_model.proto) */
 #define SPT_NORMAL 1
@@ -97,5 +122,66 @@ int spm_finish(const spm_model *m, const uint8_t *s, const spm_ints *tri, spm_in
 
 /* Whole .model pipeline: normalize, model, finish.  With n2o, begin/end are original byte offsets. */
 int spm_encode(const spm_model *m, const uint8_t *in, size_t n, spm_ints *ids, int want_offsets);
+
+/* ------------------------------------------------------------------------------------------ */
+/* HF tokenizer.json pipelines (lib_spm_hf.c): normalizer steps, pre-tokenizer and model in one pass */
+
+#define HFN_PRECOMPILED 1 /* units/norm: a charsmap, applied per grapheme cluster as tokenizers does */
+#define HFN_REPLACE 2     /* literal a -> b */
+#define HFN_REPLACE_RUN 3 /* runs of the character a: c{k,} (k_max 0) or c{k} (k_max k) -> b */
+#define HFN_PREPEND 4     /* a before a non-empty text */
+#define HFP_NONE 0
+#define HFP_METASPACE 1
+#define HFP_WHITESPACE_SPLIT 2
+#define HFM_ALWAYS 0
+#define HFM_FIRST 1
+#define HFM_NEVER 2
+#define SPM_HF_MAX_OPS 16
+
+typedef struct {
+    int kind;
+    const uint8_t *a, *b;
+    size_t na, nb;
+    uint32_t k, k_max;
+    const uint32_t *units;
+    const uint8_t *norm;
+    uint32_t n_units, n_norm;
+} spm_hf_op;
+
+typedef struct {
+    uint64_t key;
+    uint32_t rank;
+    int32_t new_id; /* -1: empty slot */
+} spm_hf_merge;
+
+typedef struct spm_hf {
+    spm_hf_op ops[SPM_HF_MAX_OPS];
+    int n_ops;
+    int pre, scheme, split;
+    uint8_t rep[4];
+    size_t nrep;
+    /* no pre-tokenizer: the BPE text is cut before each wsep that follows another character (the
+     * compiler checked that no merge crosses such a cut); nwsep 0: one piece */
+    uint8_t wsep[4];
+    size_t nwsep;
+    const uint32_t *g_start, *g_end;
+    const uint8_t *g_bits;
+    uint32_t n_g;
+    uint8_t *gbmp; /* class bits of the BMP (built at load) */
+    int model_bpe, byte_fallback, fuse_unk, ignore_merges;
+    int32_t byte_tok[256]; /* the <0xXX> token of each byte, -1: none */
+    spm_hf_merge *mtab;
+    size_t mmask;
+    struct spm_hf_cache_slot *cache;
+    pthread_mutex_t mu;
+} spm_hf;
+
+int spm_hf_tables_init(spm_hf *h);
+int spm_hf_merges_init(spm_hf *h, const int32_t *a, const int32_t *b, const int32_t *nw, size_t n);
+int spm_hf_cache_init(spm_hf *h);
+void spm_hf_free(spm_hf *h);
+/* ids of one text segment (no added tokens in it); at_start: the segment starts the text.  0, -1 (out
+ * of memory) or 1 (an unknown piece and no unk id: tokenizers raises) */
+int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, int at_start, spm_ints *ids);
 
 #endif

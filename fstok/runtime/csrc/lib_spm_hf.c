@@ -1,0 +1,666 @@
+/* HF tokenizer.json pipelines of the SentencePiece family in one native pass (see spm.h, spm_hf):
+ * the normalizer steps (Precompiled over grapheme clusters, Replace, Prepend), the Metaspace or
+ * WhitespaceSplit pre-tokenizer and the model (Unigram with f64 scores, or BPE with a merge list),
+ * with tokenizers' unknown-token handling.  Each step is a pure function of its input bytes; the
+ * oracle is fstok.hf_norm / fstok.reference.unigram (the Python string path of fstok.hf_spm). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "spm.h"
+
+#define HOT static inline __attribute__((always_inline))
+
+static int buf_reserve(spm_bytes *b, size_t need) {
+    if (need <= b->cap) return 0;
+    size_t c = b->cap ? b->cap : 256;
+    while (c < need) c *= 2;
+    uint8_t *q = (uint8_t *)realloc(b->p, c);
+    if (!q) return -1;
+    b->p = q;
+    b->cap = c;
+    return 0;
+}
+
+HOT int buf_put(spm_bytes *b, const uint8_t *s, size_t n) {
+    if (b->n + n > b->cap && buf_reserve(b, b->n + n)) return -1;
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+HOT int ids_put(spm_ints *v, int32_t x) {
+    if (v->n + 1 > v->cap) {
+        size_t c = v->cap ? v->cap * 2 : 256;
+        int32_t *q = (int32_t *)realloc(v->p, c * 4);
+        if (!q) return -1;
+        v->p = q;
+        v->cap = c;
+    }
+    v->p[v->n++] = x;
+    return 0;
+}
+
+HOT size_t u8len(uint8_t b) { return (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[b >> 4]; }
+
+/* the code point at s (the text is valid UTF-8: it comes from a Python str) */
+HOT uint32_t u8cp(const uint8_t *s, size_t l) {
+    switch (l) {
+    case 1: return s[0];
+    case 2: return ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
+    case 3: return ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
+    default:
+        return ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) |
+               (s[3] & 0x3F);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Grapheme clusters (UAX #29 as fstok.hf_norm.GraphemeTable.clusters) */
+
+enum { G_OTHER, G_CR, G_LF, G_CONTROL, G_EXTEND, G_ZWJ, G_RI, G_PREPEND, G_SPACINGMARK, G_L, G_V, G_T, G_LV, G_LVT };
+#define G_EXTPICT 16
+#define G_INCB_CONSONANT 32
+#define G_INCB_EXTEND 64
+#define G_INCB_LINKER 128
+
+HOT uint8_t gbits(const spm_hf *h, uint32_t cp) {
+    if (cp < 0x10000) return h->gbmp[cp];
+    uint32_t lo = 0, hi = h->n_g;
+    while (lo < hi) { /* last range starting at or below cp */
+        const uint32_t mid = (lo + hi) >> 1;
+        if (h->g_start[mid] <= cp)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo && cp <= h->g_end[lo - 1] ? h->g_bits[lo - 1] : 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Precompiled: the replacement of the shortest charsmap key that prefixes the chunk */
+
+#define DA_OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
+
+static const uint8_t *cm_transform(const spm_hf_op *op, const uint8_t *k, size_t n, size_t *olen) {
+    const uint32_t *U = op->units;
+    const uint32_t nu = op->n_units;
+    uint32_t node = DA_OFFSET(U[0]);
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t c = k[i];
+        if (c == 0) break;
+        node ^= c;
+        if (node >= nu) break;
+        const uint32_t u = U[node];
+        if ((u & 0x800000FFu) != c) break;
+        node ^= DA_OFFSET(u);
+        if ((u >> 8) & 1) {
+            if (node >= nu) break;
+            const uint32_t v = U[node] & 0x7FFFFFFFu;
+            if (v >= op->n_norm) return NULL;
+            const uint8_t *r = op->norm + v;
+            *olen = strlen((const char *)r); /* the replacements end with NUL (checked at load) */
+            return r;
+        }
+    }
+    return NULL;
+}
+
+static int precompiled(const spm_hf *h, const spm_hf_op *op, const uint8_t *s, size_t n, spm_bytes *out) {
+    size_t i = 0;
+    while (i < n) {
+        /* one grapheme cluster [i, j) */
+        size_t l = u8len(s[i]);
+        uint8_t cur = gbits(h, u8cp(s + i, l));
+        uint8_t pc = cur & 15;
+        int ri = pc == G_RI, emo = (cur & G_EXTPICT) != 0, zwj_emo = 0;
+        int incb = (cur & G_INCB_CONSONANT) ? 1 : 0;
+        size_t j = i + l;
+        while (j < n) {
+            const size_t lj = u8len(s[j]);
+            cur = gbits(h, u8cp(s + j, lj));
+            const uint8_t cc = cur & 15;
+            int brk;
+            if (pc == G_CR && cc == G_LF)
+                brk = 0;
+            else if (pc == G_CONTROL || pc == G_CR || pc == G_LF || cc == G_CONTROL || cc == G_CR || cc == G_LF)
+                brk = 1;
+            else if (pc == G_L && (cc == G_L || cc == G_V || cc == G_LV || cc == G_LVT))
+                brk = 0;
+            else if ((pc == G_LV || pc == G_V) && (cc == G_V || cc == G_T))
+                brk = 0;
+            else if ((pc == G_LVT || pc == G_T) && cc == G_T)
+                brk = 0;
+            else if (cc == G_EXTEND || cc == G_ZWJ || cc == G_SPACINGMARK || pc == G_PREPEND)
+                brk = 0;
+            else if (incb == 2 && (cur & G_INCB_CONSONANT))
+                brk = 0;
+            else if (zwj_emo && (cur & G_EXTPICT))
+                brk = 0;
+            else if (pc == G_RI && cc == G_RI && (ri & 1))
+                brk = 0;
+            else
+                brk = 1;
+            if (brk) break;
+            ri = cc == G_RI ? ri + 1 : 0;
+            zwj_emo = cc == G_ZWJ && emo;
+            emo = (cur & G_EXTPICT) || (cc == G_EXTEND && emo);
+            if (cur & G_INCB_CONSONANT)
+                incb = 1;
+            else if (incb && (cur & G_INCB_LINKER))
+                incb = 2;
+            else if (!(incb && (cur & G_INCB_EXTEND)))
+                incb = 0;
+            pc = cc;
+            j += lj;
+        }
+        const uint8_t *r;
+        size_t rl;
+        if (j - i < 6 && (r = cm_transform(op, s + i, j - i, &rl))) {
+            if (buf_put(out, r, rl)) return -1;
+        } else {
+            for (size_t k = i; k < j;) {
+                const size_t lk = u8len(s[k]);
+                r = cm_transform(op, s + k, lk, &rl);
+                if (r ? buf_put(out, r, rl) : buf_put(out, s + k, lk)) return -1;
+                k += lk;
+            }
+        }
+        i = j;
+    }
+    return 0;
+}
+
+/* Replace: non-overlapping leftmost matches of the literal pattern (a) by b */
+static int replace_lit(const spm_hf_op *op, const uint8_t *s, size_t n, spm_bytes *out) {
+    const size_t na = op->na;
+    size_t i = 0, last = 0;
+    if (!na) return buf_put(out, s, n);
+    while (i + na <= n) {
+        const uint8_t *q = (const uint8_t *)memchr(s + i, op->a[0], n - i - na + 1);
+        if (!q) break;
+        i = (size_t)(q - s);
+        if (memcmp(s + i, op->a, na) == 0) {
+            if (buf_put(out, s + last, i - last) || buf_put(out, op->b, op->nb)) return -1;
+            i += na;
+            last = i;
+        } else {
+            i++;
+        }
+    }
+    return buf_put(out, s + last, n - last);
+}
+
+/* Replace with the regex `c{k,}` (k_max 0) or `c{k}` (k_max k): runs of the character (a) */
+static int replace_run(const spm_hf_op *op, const uint8_t *s, size_t n, spm_bytes *out) {
+    const size_t na = op->na;
+    size_t i = 0, last = 0;
+    while (i + na <= n) {
+        const uint8_t *q = (const uint8_t *)memchr(s + i, op->a[0], n - i - na + 1);
+        if (!q) break;
+        i = (size_t)(q - s);
+        if (memcmp(s + i, op->a, na) != 0) {
+            i++;
+            continue;
+        }
+        size_t j = i, cnt = 0;
+        while (j + na <= n && memcmp(s + j, op->a, na) == 0) {
+            j += na;
+            cnt++;
+        }
+        if (cnt >= op->k) {
+            if (buf_put(out, s + last, i - last)) return -1;
+            size_t reps = op->k_max ? cnt / op->k : 1;
+            for (size_t r = 0; r < reps; r++)
+                if (buf_put(out, op->b, op->nb)) return -1;
+            last = op->k_max ? i + reps * op->k * na : j;
+        }
+        i = j;
+    }
+    return buf_put(out, s + last, n - last);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Models on one pre-tokenized piece */
+
+HOT int32_t vocab_get(const spm_model *m, const uint8_t *k, size_t n) {
+    const spm_trie *t = &m->pieces;
+    uint32_t node = 0;
+    for (size_t i = 0; i < n; i++) {
+        node = spm_trie_step(t, node, k[i]);
+        if (node == SPM_NONE) return -1;
+    }
+    return t->value[node];
+}
+
+/* Unigram::encode_optimized then tokenizers' unknown handling: runs of unknown pieces fused, the fused
+ * string looked up, else its bytes (byte_fallback, when every byte has a piece), else the unknown id.
+ * 1: an unknown piece without an unk id (the caller raises as tokenizers does). */
+static int hf_unigram(const spm_model *m, const spm_hf *h, const uint8_t *s, size_t n, spm_ints *tri, spm_ints *ids) {
+    tri->n = 0;
+    if (spm_unigram(m, s, n, tri)) return -1;
+    const int32_t unk = m->unk_id;
+    for (size_t k = 0; k < tri->n;) {
+        const int32_t id = tri->p[k];
+        if (id < 0) return 1;
+        if (id != unk) {
+            if (ids_put(ids, id)) return -1;
+            k += 3;
+            continue;
+        }
+        const int32_t b = tri->p[k + 1];
+        int32_t e = tri->p[k + 2];
+        k += 3;
+        while (k < tri->n && tri->p[k] == unk) {
+            e = tri->p[k + 2];
+            k += 3;
+        }
+        const int32_t got = vocab_get(m, s + b, (size_t)(e - b));
+        if (got >= 0) {
+            if (ids_put(ids, got)) return -1;
+            continue;
+        }
+        int all = (m->flags & SPF_BYTE_FALLBACK) != 0;
+        for (int32_t q = b; all && q < e; q++) all = h->byte_tok[s[q]] >= 0;
+        if (all) {
+            for (int32_t q = b; q < e; q++)
+                if (ids_put(ids, h->byte_tok[s[q]])) return -1;
+        } else if (ids_put(ids, unk)) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+HOT uint64_t pair_key(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32) | (uint32_t)b; }
+
+HOT uint64_t mix64(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* (rank, new id) of the merge of ids a b; 0 when there is none */
+HOT int merge_get(const spm_hf *h, int32_t a, int32_t b, uint32_t *rank, int32_t *nid) {
+    const uint64_t key = pair_key(a, b);
+    for (size_t i = mix64(key) & h->mmask;; i = (i + 1) & h->mmask) {
+        const spm_hf_merge *e = &h->mtab[i];
+        if (e->new_id < 0) return 0;
+        if (e->key == key) {
+            *rank = e->rank;
+            *nid = e->new_id;
+            return 1;
+        }
+    }
+}
+
+int spm_hf_merges_init(spm_hf *h, const int32_t *a, const int32_t *b, const int32_t *nw, size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n + 16) cap *= 2;
+    h->mtab = (spm_hf_merge *)malloc(cap * sizeof(spm_hf_merge));
+    if (!h->mtab) return -1;
+    for (size_t i = 0; i < cap; i++) h->mtab[i].new_id = -1;
+    h->mmask = cap - 1;
+    for (size_t r = 0; r < n; r++) { /* a pair listed twice keeps its last rank (tokenizers' map) */
+        const uint64_t key = pair_key(a[r], b[r]);
+        for (size_t i = mix64(key) & h->mmask;; i = (i + 1) & h->mmask) {
+            spm_hf_merge *e = &h->mtab[i];
+            if (e->new_id < 0 || e->key == key) {
+                e->key = key;
+                e->rank = (uint32_t)r;
+                e->new_id = nw[r];
+                break;
+            }
+        }
+    }
+    return 0;
+}
+
+typedef struct {
+    uint32_t rank;
+    uint32_t pos;
+    int32_t new_id;
+} hf_merge_item;
+
+HOT int item_before(const hf_merge_item *x, const hf_merge_item *y) {
+    return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos);
+}
+
+typedef struct {
+    int32_t id, prev, next;
+    uint32_t len;
+} hf_sym;
+
+typedef struct {
+    hf_sym *sym;
+    size_t ns, cap_s;
+    hf_merge_item *q;
+    size_t nq, cap_q;
+} hf_bpe_work;
+
+static int q_push(hf_bpe_work *w, hf_merge_item it) {
+    if (w->nq + 1 > w->cap_q) {
+        size_t c = w->cap_q ? w->cap_q * 2 : 64;
+        hf_merge_item *q = (hf_merge_item *)realloc(w->q, c * sizeof *q);
+        if (!q) return -1;
+        w->q = q;
+        w->cap_q = c;
+    }
+    size_t i = w->nq++;
+    while (i > 0) {
+        const size_t p = (i - 1) >> 1;
+        if (!item_before(&it, &w->q[p])) break;
+        w->q[i] = w->q[p];
+        i = p;
+    }
+    w->q[i] = it;
+    return 0;
+}
+
+static hf_merge_item q_pop(hf_bpe_work *w) {
+    const hf_merge_item top = w->q[0], last = w->q[--w->nq];
+    size_t i = 0;
+    const size_t n = w->nq;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= n) break;
+        if (c + 1 < n && item_before(&w->q[c + 1], &w->q[c])) c++;
+        if (!item_before(&w->q[c], &last)) break;
+        w->q[i] = w->q[c];
+        i = c;
+    }
+    if (n) w->q[i] = last;
+    return top;
+}
+
+static int sym_add(hf_bpe_work *w, int32_t id, uint32_t len) {
+    if (w->ns + 1 > w->cap_s) {
+        size_t c = w->cap_s ? w->cap_s * 2 : 64;
+        hf_sym *q = (hf_sym *)realloc(w->sym, c * sizeof *q);
+        if (!q) return -1;
+        w->sym = q;
+        w->cap_s = c;
+    }
+    hf_sym *y = &w->sym[w->ns];
+    y->id = id;
+    y->len = len;
+    y->prev = (int32_t)w->ns - 1;
+    y->next = (int32_t)w->ns + 1;
+    w->ns++;
+    return 0;
+}
+
+/* tokenizers' BPE::merge_word and Word::merge_all (no continuing_subword_prefix / end_of_word_suffix) */
+static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uint8_t *s, size_t n, spm_ints *ids) {
+    if (h->ignore_merges) {
+        const int32_t id = vocab_get(m, s, n);
+        if (id >= 0) return ids_put(ids, id);
+    }
+    w->ns = 0;
+    w->nq = 0;
+    int32_t unk_id = -1;
+    uint32_t unk_len = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t l = u8len(s[i]);
+        const int32_t id = vocab_get(m, s + i, l);
+        if (id >= 0) {
+            if (unk_id >= 0 && sym_add(w, unk_id, unk_len)) return -1;
+            unk_id = -1;
+            if (sym_add(w, id, (uint32_t)l)) return -1;
+        } else {
+            int all = h->byte_fallback;
+            for (size_t q = i; all && q < i + l; q++) all = h->byte_tok[s[q]] >= 0;
+            if (all) {
+                for (size_t q = i; q < i + l; q++)
+                    if (sym_add(w, h->byte_tok[s[q]], 1)) return -1;
+            } else if (m->unk_id >= 0) {
+                if (unk_id >= 0 && h->fuse_unk) {
+                    unk_len += (uint32_t)l;
+                } else {
+                    if (unk_id >= 0 && sym_add(w, unk_id, unk_len)) return -1;
+                    unk_id = m->unk_id;
+                    unk_len = (uint32_t)l;
+                }
+            }
+        }
+        i += l;
+    }
+    if (unk_id >= 0 && sym_add(w, unk_id, unk_len)) return -1;
+    if (!w->ns) return 0;
+    w->sym[w->ns - 1].next = -1;
+    for (size_t k = 0; k + 1 < w->ns; k++) {
+        hf_merge_item it;
+        if (merge_get(h, w->sym[k].id, w->sym[k + 1].id, &it.rank, &it.new_id)) {
+            it.pos = (uint32_t)k;
+            if (q_push(w, it)) return -1;
+        }
+    }
+    while (w->nq) {
+        const hf_merge_item top = q_pop(w);
+        hf_sym *a = &w->sym[top.pos];
+        if (!a->len || a->next < 0) continue;
+        hf_sym *b = &w->sym[a->next];
+        uint32_t r;
+        int32_t nid;
+        if (!merge_get(h, a->id, b->id, &r, &nid) || nid != top.new_id) continue;
+        a->id = top.new_id;
+        a->len += b->len;
+        b->len = 0;
+        a->next = b->next;
+        if (a->next >= 0) w->sym[a->next].prev = (int32_t)top.pos;
+        hf_merge_item it;
+        if (a->prev >= 0 && merge_get(h, w->sym[a->prev].id, a->id, &it.rank, &it.new_id)) {
+            it.pos = (uint32_t)a->prev;
+            if (q_push(w, it)) return -1;
+        }
+        if (a->next >= 0 && merge_get(h, a->id, w->sym[a->next].id, &it.rank, &it.new_id)) {
+            it.pos = top.pos;
+            if (q_push(w, it)) return -1;
+        }
+    }
+    for (int32_t k = 0; k >= 0; k = w->sym[k].next)
+        if (ids_put(ids, w->sym[k].id)) return -1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Piece cache: piece bytes -> ids, shared by calls (direct-mapped, two candidate slots) */
+
+#define PC_SLOTS (1u << 14)
+#define PC_MAXB 40
+#define PC_MAXT 12
+
+struct spm_hf_cache_slot {
+    uint32_t hash;
+    uint8_t len, nt;
+    uint8_t key[PC_MAXB];
+    int32_t id[PC_MAXT];
+};
+
+HOT uint32_t fnv(const uint8_t *s, size_t n) {
+    uint32_t x = 2166136261u;
+    for (size_t i = 0; i < n; i++) x = (x ^ s[i]) * 16777619u;
+    return x | 1u;
+}
+
+typedef struct {
+    spm_ints tri;
+    hf_bpe_work w;
+} hf_scratch;
+
+static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_t *s, size_t n, spm_ints *ids) {
+    if (!n) return 0;
+    struct spm_hf_cache_slot *sl = NULL;
+    uint32_t hs = 0;
+    if (n <= PC_MAXB && h->cache) {
+        hs = fnv(s, n);
+        struct spm_hf_cache_slot *s1 = &h->cache[hs & (PC_SLOTS - 1)];
+        struct spm_hf_cache_slot *s2 = &h->cache[(hs >> 14 ^ hs >> 3) & (PC_SLOTS - 1)];
+        pthread_mutex_lock(&h->mu);
+        if (s1->hash == hs && s1->len == n && memcmp(s1->key, s, n) == 0)
+            sl = s1;
+        else if (s2->hash == hs && s2->len == n && memcmp(s2->key, s, n) == 0)
+            sl = s2;
+        if (sl) {
+            int rc = 0;
+            for (int k = 0; k < sl->nt && !rc; k++) rc = ids_put(ids, sl->id[k]);
+            pthread_mutex_unlock(&h->mu);
+            return rc;
+        }
+        sl = s1->hash == 0 ? s1 : s2;
+        pthread_mutex_unlock(&h->mu);
+    }
+    const size_t base = ids->n;
+    const int rc = h->model_bpe ? hf_bpe(m, h, &sc->w, s, n, ids) : hf_unigram(m, h, s, n, &sc->tri, ids);
+    if (rc) return rc;
+    const size_t nt = ids->n - base;
+    if (sl && nt <= PC_MAXT) {
+        pthread_mutex_lock(&h->mu);
+        sl->hash = hs;
+        sl->len = (uint8_t)n;
+        sl->nt = (uint8_t)nt;
+        memcpy(sl->key, s, n);
+        memcpy(sl->id, ids->p + base, nt * 4);
+        pthread_mutex_unlock(&h->mu);
+    }
+    return 0;
+}
+
+int spm_hf_cache_init(spm_hf *h) {
+    h->cache = (struct spm_hf_cache_slot *)calloc(PC_SLOTS, sizeof(struct spm_hf_cache_slot));
+    if (!h->cache) return -1;
+    pthread_mutex_init(&h->mu, NULL);
+    return 0;
+}
+
+void spm_hf_free(spm_hf *h) {
+    if (h->cache) pthread_mutex_destroy(&h->mu);
+    free(h->cache);
+    free(h->mtab);
+    free(h->gbmp);
+    h->cache = NULL;
+    h->mtab = NULL;
+    h->gbmp = NULL;
+}
+
+int spm_hf_tables_init(spm_hf *h) {
+    h->gbmp = (uint8_t *)calloc(0x10000, 1);
+    if (!h->gbmp) return -1;
+    for (uint32_t r = 0; r < h->n_g; r++)
+        for (uint32_t c = h->g_start[r]; c <= h->g_end[r] && c < 0x10000; c++) h->gbmp[c] = h->g_bits[r];
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+/* White_Space (what Rust's char::is_whitespace reads) */
+HOT int is_white(uint32_t c) {
+    if (c < 0x80) return c == ' ' || (c >= 9 && c <= 13);
+    return c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, int at_start, spm_ints *ids) {
+    spm_bytes a = {0}, b = {0};
+    hf_scratch sc;
+    memset(&sc, 0, sizeof sc);
+    int rc = -1;
+    const uint8_t *cur = in;
+    size_t cn = n;
+    for (int k = 0; k < h->n_ops; k++) {
+        const spm_hf_op *op = &h->ops[k];
+        spm_bytes *dst = (cur == a.p) ? &b : &a;
+        dst->n = 0;
+        if (buf_reserve(dst, cn + 16)) goto done;
+        int r = 0;
+        switch (op->kind) {
+        case HFN_PRECOMPILED: r = precompiled(h, op, cur, cn, dst); break;
+        case HFN_REPLACE: r = replace_lit(op, cur, cn, dst); break;
+        case HFN_REPLACE_RUN: r = replace_run(op, cur, cn, dst); break;
+        case HFN_PREPEND:
+            if (cn) r = buf_put(dst, op->a, op->na) || buf_put(dst, cur, cn);
+            break;
+        default: r = -1;
+        }
+        if (r) goto done;
+        cur = dst->p;
+        cn = dst->n;
+    }
+    if (h->pre == HFP_METASPACE) {
+        /* spaces become the replacement; it is prepended (scheme always, or first at the text's start)
+         * unless the text starts with it; pieces split before each replacement */
+        spm_bytes *dst = (cur == a.p) ? &b : &a;
+        dst->n = 0;
+        if (cn) {
+            if (buf_reserve(dst, cn * 3 + 8)) goto done;
+            const int pre = h->scheme == HFM_ALWAYS || (h->scheme == HFM_FIRST && at_start);
+            const int starts_rep = cur[0] == ' ' || (cn >= h->nrep && memcmp(cur, h->rep, h->nrep) == 0);
+            if (pre && !starts_rep && buf_put(dst, h->rep, h->nrep)) goto done;
+            size_t last = 0;
+            for (size_t i = 0; i < cn; i++) {
+                if (cur[i] != ' ') continue;
+                if (buf_put(dst, cur + last, i - last) || buf_put(dst, h->rep, h->nrep)) goto done;
+                last = i + 1;
+            }
+            if (buf_put(dst, cur + last, cn - last)) goto done;
+        }
+        cur = dst->p;
+        cn = dst->n;
+        if (!h->split) {
+            rc = run_piece(m, h, &sc, cur, cn, ids);
+            goto done;
+        }
+        size_t st = 0;
+        for (size_t i = 0; i + h->nrep <= cn;) {
+            if (memcmp(cur + i, h->rep, h->nrep) == 0) {
+                if (i > st && (rc = run_piece(m, h, &sc, cur + st, i - st, ids))) goto done;
+                st = i;
+                i += h->nrep;
+            } else {
+                i += u8len(cur[i]);
+            }
+        }
+        rc = run_piece(m, h, &sc, cur + st, cn - st, ids);
+        goto done;
+    }
+    if (h->pre == HFP_WHITESPACE_SPLIT) {
+        size_t st = 0;
+        int in_word = 0;
+        for (size_t i = 0; i < cn;) {
+            const size_t l = u8len(cur[i]);
+            const int w = is_white(u8cp(cur + i, l));
+            if (w && in_word) {
+                if ((rc = run_piece(m, h, &sc, cur + st, i - st, ids))) goto done;
+                in_word = 0;
+            } else if (!w && !in_word) {
+                st = i;
+                in_word = 1;
+            }
+            i += l;
+        }
+        rc = in_word ? run_piece(m, h, &sc, cur + st, cn - st, ids) : 0;
+        goto done;
+    }
+    if (h->nwsep) {
+        const size_t ns = h->nwsep;
+        size_t st = 0;
+        int prev_sep = 1;
+        for (size_t i = 0; i < cn;) {
+            const int sep = i + ns <= cn && memcmp(cur + i, h->wsep, ns) == 0;
+            if (sep && !prev_sep && (rc = run_piece(m, h, &sc, cur + st, i - st, ids))) goto done;
+            if (sep && !prev_sep) st = i;
+            prev_sep = sep;
+            i += sep ? ns : u8len(cur[i]);
+        }
+        rc = run_piece(m, h, &sc, cur + st, cn - st, ids);
+        goto done;
+    }
+    rc = run_piece(m, h, &sc, cur, cn, ids);
+done:
+    spm_bytes_free(&a);
+    spm_bytes_free(&b);
+    spm_ints_free(&sc.tri);
+    free(sc.w.sym);
+    free(sc.w.q);
+    return rc;
+}
