@@ -1,0 +1,146 @@
+"""The native string path of SentencePiece-family tokenizer.json pipelines (fstok.runtime._spm
+hf_encode): its ids equal `tokenizers` and the pure-Python string path (HFSentencePieceTokenizer._ids_fast,
+the oracle) on the shared files and on variants of their pipelines (normalizer steps, pre-tokenizer
+schemes, unknown handling), and a stage without a native form falls back to the Python path."""
+import copy
+import json
+import os
+
+import pytest
+
+import fstok
+from conftest import VOCAB, needs_shared, read_corpus
+
+tokenizers = pytest.importorskip("tokenizers")
+
+MODELS = os.path.join(VOCAB, "models")
+E5 = os.path.join(MODELS, "unigram/multilingual-e5-small/tokenizer.json")
+PHI3 = os.path.join(MODELS, "spm-bpe/phi-3-mini/tokenizer.json")
+TRICKY = [
+    "", " ", "  ", "   a    b  ", "\t\n x", "Hello world", "\u3000全角ｈｅｌｌｏ", "e\u0301 Ａ\u0301 a\u0308\u0301",
+    "\r\n\r\n", "\x00a\x00", "😀👍🏽👨‍👩‍👧 🇫🇷🇩🇪🇫", "<s>x</s> <pad><mask><unk>", "<|user|> hi <|end|>  x\n<|assistant|>",
+    "▁ ▁▁x ▁", "ﬁ ① ㌀ ǅ", "\u0600a \u0915\u094d\u0937 \u1100\u1161\u11a8", "a" * 300, "\ufffd\ufeff\u200b",
+    "1234 3.14", "xx xxx xxxxx aaa", "\U0001f600\u200d\U0001f600", "ȷ̈ ᄀᄀᄀ각 \u0e01\u0e33",
+]
+
+
+def _lines(n=40):
+    out = []
+    for name in ("multilingual", "stress", "code", "chinese_long", "english"):
+        ls = read_corpus(name).split("\n")
+        out += ls[:n] + ls[-5:]
+    return out + TRICKY + [read_corpus("multilingual")[:30000]]
+
+
+def _check(tok, hf, lines, label):
+    assert tok._hf is not None, label
+    for x in lines:
+        want = hf.encode(x, add_special_tokens=False).ids
+        assert tok.encode(x) == want, (label, x[:80])
+        assert tok._ids_fast(x) == want, (label, x[:80])
+
+
+@pytest.fixture(scope="module")
+def phi3_obj():
+    if not os.path.exists(PHI3):
+        pytest.skip(f"{PHI3} not present")
+    return json.load(open(PHI3, encoding="utf-8"))
+
+
+def _compile(obj, tmp_path, name):
+    p = tmp_path / f"{name}.json"
+    p.write_text(json.dumps(obj), encoding="utf-8")
+    return fstok.compile(str(p)), tokenizers.Tokenizer.from_file(str(p))
+
+
+@needs_shared
+@pytest.mark.parametrize("path", [E5, PHI3], ids=["e5", "phi-3"])
+def test_shared_files_native_equal_tokenizers(path):
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not present")
+    tok, hf = fstok.compile(path), tokenizers.Tokenizer.from_file(path)
+    _check(tok, hf, _lines(), os.path.basename(os.path.dirname(path)))
+    # the compiled artifact loads with the native path
+    tok2 = fstok.load_bytes(tok.to_bytes()) if hasattr(fstok, "load_bytes") else type(tok)._from_bytes(tok.to_bytes())
+    assert tok2._hf is not None and tok2.encode(TRICKY[10]) == tok.encode(TRICKY[10])
+
+
+NORMALIZERS = {
+    "replace-runs": {"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
+        {"type": "Replace", "pattern": {"Regex": "x{2}"}, "content": "Y"},
+        {"type": "Replace", "pattern": {"Regex": "a+"}, "content": "b"},
+        {"type": "Replace", "pattern": {"Regex": "\\.{3,}"}, "content": "…"},
+        {"type": "Prepend", "prepend": "▁"},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+    "literal-regex": {"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"Regex": "ab"}, "content": "<>"},
+        {"type": "Replace", "pattern": {"String": "\n"}, "content": ""},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]},
+}
+PRETOKENIZERS = {
+    "metaspace-first": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": True},
+    "metaspace-never-nosplit": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": False},
+    "whitespace-split": {"type": "WhitespaceSplit"},
+}
+
+
+@needs_shared
+@pytest.mark.parametrize("norm", sorted(NORMALIZERS))
+def test_bpe_normalizer_variants(phi3_obj, tmp_path, norm):
+    obj = copy.deepcopy(phi3_obj)
+    obj["normalizer"] = NORMALIZERS[norm]
+    tok, hf = _compile(obj, tmp_path, norm)
+    _check(tok, hf, _lines(15), norm)
+
+
+@needs_shared
+@pytest.mark.parametrize("pre", sorted(PRETOKENIZERS))
+def test_bpe_pretokenizer_variants(phi3_obj, tmp_path, pre):
+    obj = copy.deepcopy(phi3_obj)
+    obj["normalizer"] = None
+    obj["pre_tokenizer"] = PRETOKENIZERS[pre]
+    tok, hf = _compile(obj, tmp_path, pre)
+    _check(tok, hf, _lines(15), pre)
+
+
+@needs_shared
+@pytest.mark.parametrize("opts", [{"byte_fallback": False, "fuse_unk": True}, {"byte_fallback": False, "fuse_unk": False},
+                                  {"ignore_merges": True}], ids=["unk-fused", "unk-apart", "ignore-merges"])
+def test_bpe_model_options(phi3_obj, tmp_path, opts):
+    obj = copy.deepcopy(phi3_obj)
+    obj["model"].update(opts)
+    tok, hf = _compile(obj, tmp_path, "opts")
+    _check(tok, hf, _lines(15), str(opts))
+
+
+@needs_shared
+def test_bpe_merge_crossing_the_separator_is_not_cut(phi3_obj, tmp_path):
+    # a merge that makes a token with "▁" after another character: the text is merged whole
+    obj = copy.deepcopy(phi3_obj)
+    v = obj["model"]["vocab"]
+    m0 = obj["model"]["merges"]
+    used = set()
+    for mg in m0:
+        a, b = mg.split(" ") if isinstance(mg, str) else mg
+        used.update((a, b, a + b))
+    # give the id of a token no merge touches to "e▁" (so the added tokens keep their ids)
+    free = max(t for t in v if t not in used and not t.startswith("<"))
+    v["e▁"] = v.pop(free)
+    obj["model"]["merges"] = [("e ▁" if isinstance(m0[0], str) else ["e", "▁"])] + list(m0)
+    tok, hf = _compile(obj, tmp_path, "cross")
+    assert tok._art.meta["bpe_word_split"] == ""
+    _check(tok, hf, ["the quick brown fox ate the rest", "e e  e"] + _lines(5), "cross")
+
+
+def test_regex_without_native_form_falls_back(tmp_path):
+    if not os.path.exists(PHI3):
+        pytest.skip(f"{PHI3} not present")
+    obj = json.load(open(PHI3, encoding="utf-8"))
+    obj["normalizer"] = {"type": "Sequence", "normalizers": [
+        {"type": "Replace", "pattern": {"Regex": "[ab]+"}, "content": "c"},
+        {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}
+    tok, hf = _compile(obj, tmp_path, "fallback")
+    assert tok._hf is None
+    for x in ["abba cab", "Hello world"]:
+        assert tok.encode(x) == hf.encode(x, add_special_tokens=False).ids
