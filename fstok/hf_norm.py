@@ -30,8 +30,27 @@ WHITE_SPACE = frozenset(
 class GraphemeTable:
     """Code point -> class bits, from sorted (start, end, bits) ranges (end inclusive)."""
 
-    def __init__(self, starts: list[int], ends: list[int], bits: list[int]):
-        self.starts, self.ends, self.bits = starts, ends, bits
+    def __init__(self, starts, ends, bits):
+        self._arrays = (starts, ends, bits)
+        self._lists = None
+
+    def _ranges(self):
+        # lists on first use (a load of the artifact does not pay for them)
+        if self._lists is None:
+            self._lists = tuple(x.tolist() if hasattr(x, "tolist") else list(x) for x in self._arrays)
+        return self._lists
+
+    @property
+    def starts(self) -> list[int]:
+        return self._ranges()[0]
+
+    @property
+    def ends(self) -> list[int]:
+        return self._ranges()[1]
+
+    @property
+    def bits(self) -> list[int]:
+        return self._ranges()[2]
 
     def get(self, cp: int) -> int:
         i = bisect.bisect_right(self.starts, cp) - 1

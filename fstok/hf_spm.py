@@ -22,7 +22,7 @@ import numpy as np
 
 from . import artifact as _art
 from .hf_norm import (WHITE_SPACE, GraphemeTable, NString, build_decoder, build_normalizer, build_pretokenizer)
-from .spm_layout import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, _check_trie, _native
+from .spm_layout import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, _native, make_model
 
 
 class HFSentencePieceTokenizer:
@@ -58,10 +58,9 @@ class HFSentencePieceTokenizer:
         po = a["piece_off"]
         if po[0] != 0 or po[-1] != len(a["pieces"]) or np.any(np.diff(po.astype(np.int64)) < 0):
             raise _art.ArtifactError(f"{where}: piece offsets are inconsistent")
-        _check_trie(a, "p", n, where, values2=True)
         if not (len(a["g_start"]) == len(a["g_end"]) == len(a["g_bits"])):
             raise _art.ArtifactError(f"{where}: grapheme tables disagree in length")
-        self._graphemes = GraphemeTable(a["g_start"].tolist(), a["g_end"].tolist(), a["g_bits"].tolist())
+        self._graphemes = GraphemeTable(a["g_start"], a["g_end"], a["g_bits"])
         charsmaps = []
         charsmaps_raw = []
         for k in range(n_cm):
@@ -74,7 +73,7 @@ class HFSentencePieceTokenizer:
         self._pre = build_pretokenizer(self._pipe["pre_tokenizer"], where)
         self._dec = build_decoder(self._pipe["decoder"], where)
         self._blob = a["pieces"].tobytes()
-        self._po = po.tolist()
+        self._po = po
         self._vocab_list: list[str] | None = None
         self._tok_id: dict[str, int] | None = None
         # added tokens
@@ -87,8 +86,8 @@ class HFSentencePieceTokenizer:
         self._norm_rx = self._added_regex([t for t in self._added.values() if t.get("normalized", not t.get("special"))])
         self._h = None
         if self.model_type == "unigram" or self.model_type == "bpe":
-            self._h = _native().make(
-                (a["p_first"], a["p_label"], a["p_target"], a["p_value"], a["p_value2"], None, None,
+            self._h = make_model(
+                where, (a["p_first"], a["p_label"], a["p_target"], a["p_value"], a["p_value2"], None, None,
                  None, None, None, None),
                 a["score64"], 1, a["ptype"], np.ascontiguousarray(a["byte_id"]), self._flags,
                 self.unk_id, float.fromhex(meta["min_score"]), 0.0)
@@ -151,7 +150,13 @@ class HFSentencePieceTokenizer:
         bp = meta.get("bpe") or {}
         if bp.get("continuing_subword_prefix") or bp.get("end_of_word_suffix"):
             return None
-        if meta.get("byte_fallback_complete"):
+        if self._art.has("byte_tok"):
+            byte_tok = self._art.array("byte_tok")
+            if (self._art.sections["byte_tok"].dtype != "<i4" or len(byte_tok) != 256 or byte_tok.min() < -1
+                    or byte_tok.max() >= self._n):
+                raise _art.ArtifactError(f"{self._art.path or '<artifact>'}: section 'byte_tok': not 256 token ids")
+            byte_tok = np.ascontiguousarray(byte_tok)
+        elif meta.get("byte_fallback_complete"):
             byte_tok = np.ascontiguousarray(a["byte_id"], dtype=np.int32)
         else:
             tid = self._token_ids_model()
@@ -166,7 +171,7 @@ class HFSentencePieceTokenizer:
     # -- vocabulary ---------------------------------------------------------------------------
     def _vocab(self) -> list[str]:
         if self._vocab_list is None:
-            b, po = self._blob, self._po
+            b, po = self._blob, self._po.tolist()
             self._vocab_list = [b[po[i] : po[i + 1]].decode("utf-8") for i in range(self._n)]
         return self._vocab_list
 

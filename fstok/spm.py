@@ -20,7 +20,7 @@ from . import artifact as _art
 
 from .spm_layout import (_SECTIONS, _SPACE, KIND_SPM, SPF_ADD_DUMMY, SPF_BPE, SPF_BYTE_FALLBACK,  # noqa: F401
                          SPF_ESCAPE_WS, SPF_FUSE_UNK, SPF_HF, SPF_REMOVE_WS, SPF_WS_SUFFIX, SPT_BYTE, SPT_CONTROL,
-                         SPT_NORMAL, SPT_UNKNOWN, SPT_UNUSED, SPT_USER, _check_trie, _native)
+                         SPT_NORMAL, SPT_UNKNOWN, SPT_UNUSED, SPT_USER, _native, make_model)
 
 
 class SentencePieceError(ValueError):
@@ -68,15 +68,13 @@ class SentencePieceTokenizer:
         po = a["piece_off"]
         if po[0] != 0 or po[-1] != len(a["pieces"]) or np.any(np.diff(po.astype(np.int64)) < 0):
             raise _art.ArtifactError(f"{where}: piece_off: piece offsets are inconsistent")
-        _check_trie(a, "p", n, where, values2=True)
         if len(a["cm_units"]) and (len(a["cm_norm"]) == 0 or a["cm_norm"][-1] != 0):
             raise _art.ArtifactError(f"{where}: cm_norm: the charsmap's replacements do not end with NUL")
-        _check_trie(a, "u", 1, where)
         none = None
         arrays = tuple(a[k] if len(a[k]) else none for k in (
             "p_first", "p_label", "p_target", "p_value", "p_value2",
             "cm_units", "cm_norm", "u_first", "u_label", "u_target", "u_value"))
-        self._h = _native().make(arrays, score, int(is64), a["ptype"], np.ascontiguousarray(a["byte_id"]),
+        self._h = make_model(where, arrays, score, int(is64), a["ptype"], np.ascontiguousarray(a["byte_id"]),
                                  self._flags, self.unk_id, self._min_score, self._max_score)
         self._n = n
         self._ptype = a["ptype"]

@@ -27,6 +27,19 @@ def _native():
     return _spm
 
 
+def make_model(where: str, arrays: tuple, *args):
+    """The native model handle; the C side checks the tries' layout in one pass (`_check_trie` is its
+    pure-Python oracle) and a failure becomes an ArtifactError naming the trie's sections."""
+    try:
+        return _native().make(arrays, *args)
+    except ValueError as e:
+        p, _, msg = str(e).partition(": ")
+        if p not in ("p", "u"):
+            raise _art.ArtifactError(f"{where}: {e}") from None
+        raise _art.ArtifactError(f"{where}: trie {p!r} (sections {p}_first, {p}_label, {p}_target, {p}_value): "
+                                 f"{msg}") from None
+
+
 def _check_trie(a: dict, p: str, n_values: int, where: str, values2: bool = False) -> None:
     first, label, target, value = a[f"{p}_first"], a[f"{p}_label"], a[f"{p}_target"], a[f"{p}_value"]
     n = len(value)

@@ -175,3 +175,37 @@ def test_runtime_equals_oracle_past_a_score_rebase():
     want = spm.SentencePieceProcessor(model_file=path).encode(x)
     assert ref.encode(x) == want
     assert fstok.compile(path).encode(x) == want
+
+
+@needs_shared
+@pytest.mark.parametrize("damage", ["target-backwards", "labels-unsorted", "value-range", "first-short"])
+def test_corrupt_trie_is_refused_natively_and_by_the_oracle(damage):
+    # the trie layout is checked in C at load; spm_layout._check_trie is its oracle: both refuse
+    import numpy as np
+
+    from fstok import artifact as art
+    from fstok.compile.spm_tables import model_tables
+    from fstok.spm import SentencePieceTokenizer
+    from fstok.spm_layout import KIND_SPM, _check_trie
+
+    path = os.path.join(MODELS, MODEL_FILES["llama-2"])
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not present")
+    meta, sec = model_tables(read_model(path), path)
+    sec = {k: np.array(v, copy=True) for k, v in sec.items()}
+    if damage == "target-backwards":
+        sec["p_target"][5] = 0
+    elif damage == "labels-unsorted":
+        f = sec["p_first"]
+        v = int(np.nonzero(np.diff(f.astype(np.int64)) >= 2)[0][0])
+        e = int(f[v])
+        sec["p_label"][e], sec["p_label"][e + 1] = sec["p_label"][e + 1], sec["p_label"][e]
+    elif damage == "value-range":
+        sec["p_value"][3] = meta["n_pieces"]
+    else:
+        sec["p_first"] = sec["p_first"][:-1]
+    with pytest.raises(ValueError, match="trie 'p'"):
+        _check_trie(sec, "p", meta["n_pieces"], "x", values2=True)
+    blob = art.write_artifact(None, KIND_SPM, meta, sec, "n/a", art.source_hash(b"spm-model", b"x"))
+    with pytest.raises(art.ArtifactError, match="trie 'p'"):
+        SentencePieceTokenizer(art.parse_artifact(blob, where="x", expect_kind=KIND_SPM))

@@ -172,6 +172,8 @@ def hf_tables(obj: dict, where: str) -> tuple[dict, dict]:
     for c in range(256):
         byte_id[c] = tok_id.get(f"<0x{c:02X}>", max(unk_id, 0))
     sections["byte_id"] = byte_id
+    # the <0xXX> token of each byte, -1 where the vocabulary has none (byte fallback needs every byte)
+    sections["byte_tok"] = np.array([tok_id.get(f"<0x{c:02X}>", -1) for c in range(256)], dtype=np.int32)
     sections["pieces"], sections["piece_off"] = piece_bytes(toks)
     # normalizer charsmaps, in the order the normalizer lists them
     cms = [s for s in _walk(obj.get("normalizer"), "normalizers") if s.get("type") == "Precompiled"]

@@ -39,6 +39,29 @@ int spm_trie_init(spm_trie *t) {
     return 0;
 }
 
+const char *spm_trie_check(const uint32_t *first, size_t n_first, const uint8_t *label, size_t n_label,
+                           const uint32_t *target, size_t n_target, const int32_t *value, size_t n,
+                           const int32_t *value2, size_t n_value2, int64_t n_values) {
+    (void)label;
+    if (n == 0) return (n_first > 1 || n_label || n_target) ? "empty trie with edges" : NULL;
+    if (n_first != n + 1 || first[0] != 0 || first[n] != n_label || n_label != n_target)
+        return "edge ranges do not match the edge arrays";
+    for (size_t v = 0; v < n; v++) {
+        if (first[v + 1] < first[v]) return "edge ranges are not monotonic";
+        for (uint32_t e = first[v]; e < first[v + 1]; e++) {
+            if (target[e] <= v || target[e] >= n) return "an edge does not lead to a later node";
+            if (e > first[v] && label[e] <= label[e - 1]) return "labels are not strictly sorted within a node";
+        }
+        if (value[v] < -1 || value[v] >= n_values) return "a value is out of range";
+    }
+    if (value2) {
+        if (n_value2 != n) return "value2 is out of range";
+        for (size_t v = 0; v < n; v++)
+            if (value2[v] < -1 || value2[v] >= n_values) return "value2 is out of range";
+    }
+    return NULL;
+}
+
 void spm_trie_free(spm_trie *t) {
     free(t->dense_of);
     free(t->rows);

@@ -79,10 +79,6 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
     m->user.target = p[9];
     m->user.value = p[10];
     m->user.n_nodes = (uint32_t)(lens[10] / 4);
-    if (spm_trie_init(&m->pieces) || spm_trie_init(&m->user)) {
-        PyErr_NoMemory();
-        goto fail;
-    }
     if (PyObject_GetBuffer(score, &h->buf[h->nbuf], PyBUF_SIMPLE) < 0) goto fail;
     if (is64)
         m->score64 = h->buf[h->nbuf].buf;
@@ -90,6 +86,27 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
         m->score = h->buf[h->nbuf].buf;
     m->n_pieces = (uint32_t)(h->buf[h->nbuf].len / (is64 ? 8 : 4));
     h->nbuf++;
+    {
+        /* the tries' layout, checked here in one pass (ValueError "p: ..." / "u: ...") */
+        const char *bad = p[4] == NULL && lens[3] ? "value2 is out of range" : NULL;
+        if (!bad)
+            bad = spm_trie_check(p[0], (size_t)lens[0] / 4, p[1], (size_t)lens[1], p[2], (size_t)lens[2] / 4,
+                                         p[3], (size_t)lens[3] / 4, p[4], (size_t)lens[4] / 4, m->n_pieces);
+        if (bad) {
+            PyErr_Format(PyExc_ValueError, "p: %s", bad);
+            goto fail;
+        }
+        bad = spm_trie_check(p[7], (size_t)lens[7] / 4, p[8], (size_t)lens[8], p[9], (size_t)lens[9] / 4, p[10],
+                             (size_t)lens[10] / 4, NULL, 0, 1);
+        if (bad) {
+            PyErr_Format(PyExc_ValueError, "u: %s", bad);
+            goto fail;
+        }
+    }
+    if (spm_trie_init(&m->pieces) || spm_trie_init(&m->user)) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     if (PyObject_GetBuffer(ptype, &h->buf[h->nbuf], PyBUF_SIMPLE) < 0) goto fail;
     m->ptype = h->buf[h->nbuf++].buf;
     {

@@ -100,6 +100,10 @@ typedef struct {
 } spm_ints;
 
 int spm_trie_init(spm_trie *t); /* -1: out of memory */
+/* the layout spm_trie_init and the walks rely on (lengths in elements): NULL, or what is wrong */
+const char *spm_trie_check(const uint32_t *first, size_t n_first, const uint8_t *label, size_t n_label,
+                           const uint32_t *target, size_t n_target, const int32_t *value, size_t n,
+                           const int32_t *value2, size_t n_value2, int64_t n_values);
 void spm_trie_free(spm_trie *t);
 struct spm_cache *spm_cache_new(void);
 void spm_cache_free(struct spm_cache *c);
