@@ -83,7 +83,39 @@ typedef struct {
     /* Small-alphabet pair tables for the same encoder (win_alpha_get in lib_bpe.c, built on first use, freed by
      * bpe_model_release): the tokens made of one byte set only (digit runs), renumbered 0..1022. */
     void *win_alpha[8];
+    /* Non-monotone vocabularies (backtrack_ok false): the internal tokens whose canonical split has a part ranked
+     * after them, sorted by their first two bytes (bpe_model_prepare; nm_n = 0: none).  A span that contains none of
+     * their byte strings only ever forms tokens of the sub-vocabulary without them (a token is formed inside the
+     * span, so its bytes and those of every part of its merge tree occur in the span), and that sub-vocabulary is
+     * rank-monotone: there the backtracking and window encoders give BPE's result (bpe_nm_absent). */
+    uint32_t nm_n;
+    int nm_use;                 /* take the monotone encoders on spans without those tokens (0: tests force the heap) */
+    uint64_t *nm_first;         /* [1024] one bit per byte bigram that starts one of them */
+    uint32_t *nm_key;           /* [nm_n] their first two bytes (a << 8 | b), ascending */
+    uint32_t *nm_ext;           /* [nm_n] their external ids (bytes: dec_bytes) */
 } bpe_model;
+
+/* 1 when s[0:n) contains none of the non-monotone tokens' byte strings (see nm_n), 0 otherwise */
+static inline int bpe_nm_absent(const bpe_model *m, const uint8_t *s, size_t n) {
+    const uint64_t *f = m->nm_first;
+    uint32_t w = s[0];
+    for (size_t i = 1; i < n; i++) {
+        w = (w << 8 | s[i]) & 0xFFFFu;
+        if (__builtin_expect(!((f[w >> 6] >> (w & 63)) & 1), 1)) continue;
+        size_t lo = 0, hi = m->nm_n; /* the first entry with this bigram */
+        while (lo < hi) {
+            size_t mid = (lo + hi) >> 1;
+            if (m->nm_key[mid] < w) lo = mid + 1;
+            else hi = mid;
+        }
+        for (; lo < m->nm_n && m->nm_key[lo] == w; lo++) {
+            uint32_t e = m->nm_ext[lo];
+            size_t len = m->dec_off[e + 1] - m->dec_off[e];
+            if (len <= n - (i - 1) && memcmp(s + i - 1, m->dec_bytes + m->dec_off[e], len) == 0) return 0;
+        }
+    }
+    return 1;
+}
 
 #define BPE_SEG_IN 1u
 #define BPE_SEG_START 2u
@@ -248,6 +280,8 @@ static inline uint32_t bpe_span_get(const bpe_model *m, const uint8_t *s, size_t
     return bpe_span_get_w(m, s, n, bpe_head8(s, n));
 }
 
+/* long spans of a non-monotone vocabulary: [0] holding a non-monotone token (heap), [1] without (monotone encoders) */
+extern unsigned long bpe_nm_spans[2];
 /* times the backtracking encoder had to hand a span to the heap encoder (should stay 0) */
 extern unsigned long bpe_backtrack_fallbacks;
 

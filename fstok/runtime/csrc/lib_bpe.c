@@ -25,6 +25,49 @@ int bpe_vec_reserve(bpe_vec *v, size_t extra) {
 
 /* ---------------------------------------------------------------- segment tables (dead boundaries) */
 
+unsigned long bpe_nm_spans[2];
+
+static int cmp_nm(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* the non-monotone tokens (bpe.h nm_n), none for a monotone vocabulary */
+static int nm_prepare(bpe_model *m) {
+    if (m->backtrack_ok) return 0;
+    size_t k = 0;
+    for (uint32_t t = 0; t < m->n_int; t++)
+        k += BPE_SPLIT_L(m, t) != t && (BPE_SPLIT_L(m, t) > t || BPE_SPLIT_R(m, t) > t);
+    if (!k) return 0;
+    uint64_t *tmp = (uint64_t *)malloc(k * 8);
+    uint64_t *first = (uint64_t *)calloc(1024, 8);
+    uint32_t *key = (uint32_t *)malloc(k * 4), *ext = (uint32_t *)malloc(k * 4);
+    if (!tmp || !first || !key || !ext) {
+        free(tmp), free(first), free(key), free(ext);
+        return -1;
+    }
+    size_t j = 0;
+    for (uint32_t t = 0; t < m->n_int; t++) {
+        if (!(BPE_SPLIT_L(m, t) != t && (BPE_SPLIT_L(m, t) > t || BPE_SPLIT_R(m, t) > t))) continue;
+        uint32_t e = m->int_ext[t];
+        const uint8_t *p = m->dec_bytes + m->dec_off[e];
+        uint32_t w = (uint32_t)p[0] << 8 | p[1]; /* (a merged token has >= 2 bytes) */
+        tmp[j++] = (uint64_t)w << 32 | e;
+    }
+    qsort(tmp, k, 8, cmp_nm);
+    for (size_t i = 0; i < k; i++) {
+        key[i] = (uint32_t)(tmp[i] >> 32);
+        ext[i] = (uint32_t)tmp[i];
+        first[key[i] >> 6] |= 1ull << (key[i] & 63);
+    }
+    free(tmp);
+    m->nm_first = first;
+    m->nm_key = key;
+    m->nm_ext = ext;
+    m->nm_n = (uint32_t)k;
+    return 0;
+}
+
 int bpe_model_prepare(bpe_model *m) {
     bpe_model_release(m);
     size_t tri_words = ((size_t)1 << BPE_SEG_TRI_BITS) / 64;
@@ -50,7 +93,7 @@ int bpe_model_prepare(bpe_model *m) {
     m->seg_mem = mem;
     m->seg_big = big;
     m->seg_tri = tri;
-    return 0;
+    return nm_prepare(m);
 }
 
 void bpe_model_release(bpe_model *m) {
@@ -64,6 +107,10 @@ void bpe_model_release(bpe_model *m) {
     m->seg_mem = NULL;
     m->seg_big = NULL;
     m->seg_tri = NULL;
+    free(m->nm_first), free(m->nm_key), free(m->nm_ext);
+    m->nm_first = NULL;
+    m->nm_key = m->nm_ext = NULL;
+    m->nm_n = 0;
 }
 
 /* ---------------------------------------------------------------- short spans: O(n^2) sweep */
@@ -608,7 +655,12 @@ static inline int encode_plain(const bpe_model *m, const uint8_t *s, size_t n, b
     uint32_t lim = (s[n - 1] & 0x80) ? m->short_max_mb : m->short_max;
     if (n <= lim || (!m->backtrack_ok && n <= m->short_max)) return bpe_encode_short(m, s, n, out);
     else if (m->backtrack_ok) return encode_long(m, s, n, out);
-    else return bpe_encode_heap(m, s, n, out);
+    else if (m->nm_n && m->nm_use) {
+        int absent = bpe_nm_absent(m, s, n);
+        __atomic_fetch_add(&bpe_nm_spans[absent], 1, __ATOMIC_RELAXED);
+        return absent ? encode_long(m, s, n, out) : bpe_encode_heap(m, s, n, out);
+    } else
+        return bpe_encode_heap(m, s, n, out);
 }
 
 /* Segments of a span.  The search for the next dead boundary looks at most SEG_SCAN boundaries past the last one:

@@ -172,6 +172,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         }
     m->max_span_len = max_span_len;
     m->backtrack_ok = backtrack_ok;
+    m->nm_use = !backtrack_ok;
     self->r.bt_valid = backtrack_ok;
     m->trie_has_spans = trie_has_spans;
     m->short_max = short_max;
@@ -1365,7 +1366,7 @@ static PyObject *Model_self_check(ModelObject *self, PyObject *noargs) {
         const uint8_t *s = m->dec_bytes + m->dec_off[e];
         size_t n = m->dec_off[e + 1] - m->dec_off[e];
         for (int mode = 0; mode < 3; mode++) {
-            if (mode == 2 && !m->backtrack_ok) continue;
+            if (mode == 2 && !m->backtrack_ok && !(m->nm_n && m->nm_use && bpe_nm_absent(m, s, n))) continue;
             v.len = 0;
             int rc = mode == 0 ? bpe_encode_short(m, s, n, &v) : mode == 1 ? bpe_encode_heap(m, s, n, &v)
                                                                         : bpe_encode_backtrack(m, s, n, &v);
@@ -1449,6 +1450,7 @@ static PyObject *Model_tune(ModelObject *self, PyObject *args) {
     self->r.m.hash_max = hash_max;
     self->r.m.short_max_mb = short_max_mb == 0xFFFFFFFFu ? short_max : short_max_mb;
     self->r.m.backtrack_ok = bt && self->r.bt_valid; /* never enable it where the compiler found it invalid */
+    self->r.m.nm_use = bt && !self->r.bt_valid;      /* (non-monotone vocabularies: False forces the heap) */
     Py_RETURN_NONE;
 }
 
@@ -1488,8 +1490,15 @@ static PyObject *py_fallbacks(PyObject *self, PyObject *noargs) {
     return PyLong_FromUnsignedLong(__atomic_load_n(&bpe_backtrack_fallbacks, __ATOMIC_RELAXED));
 }
 
+static PyObject *py_nm_spans(PyObject *self, PyObject *noargs) {
+    return Py_BuildValue("(kk)", __atomic_load_n(&bpe_nm_spans[0], __ATOMIC_RELAXED),
+                         __atomic_load_n(&bpe_nm_spans[1], __ATOMIC_RELAXED));
+}
+
 static PyMethodDef module_methods[] = {
     {"backtrack_fallbacks", py_fallbacks, METH_NOARGS, "spans the backtracking encoder handed to the heap"},
+    {"nm_spans", py_nm_spans, METH_NOARGS,
+     "long spans of non-monotone vocabularies: (holding a non-monotone token: heap, without: monotone encoders)"},
     {"build_splits", py_build_splits, METH_VARARGS, "canonical merge of every token"},
     {"build_pair_table", py_build_pair_table, METH_VARARGS, "pair -> merged id hash"},
     {"build_span_table", py_build_span_table, METH_VARARGS, "bytes -> id hash"},
