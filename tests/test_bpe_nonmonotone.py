@@ -96,3 +96,19 @@ def test_hf_llama3_long_runs(text):
     f = BPETokenizer.compile_tokenizer_json(HF_PATH, name="llama3")
     hf = Tokenizer.from_file(HF_PATH)
     assert f.encode_ordinary(text) == hf.encode(text, add_special_tokens=False).ids
+
+
+def test_hf_llama3_random_text_direct_runs():
+    # random text takes the direct runs of the piece loop (internal ids mapped to external ones for HF models)
+    from tokenizers import Tokenizer
+
+    f = BPETokenizer.compile_tokenizer_json(HF_PATH, name="llama3")
+    hf = Tokenizer.from_file(HF_PATH)
+    rnd = random.Random(4)
+    texts = [bytes(rnd.randrange(256) for _ in range(60_000)).decode("latin-1"),
+             "".join(chr(rnd.randrange(0x20, 0x800)) for _ in range(30_000)),
+             "".join(rnd.choice("ab .:,9\n\u00e9") for _ in range(60_000))]
+    for t in texts:
+        f.clear_cache()
+        assert f.encode_ordinary(t) == hf.encode(t, add_special_tokens=False).ids
+        assert f.encode_ordinary(t) == hf.encode(t, add_special_tokens=False).ids  # warm

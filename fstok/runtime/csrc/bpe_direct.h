@@ -184,9 +184,13 @@ static inline void dir_flags(const uint32_t *sbp, const uint32_t *tri, const uin
     dir_flags_scalar(sbp, tri, p, x0, x1, IN, ST, EN, TR, pv);
 }
 
+static inline void dir_to_ext(const bpe_model *m, uint32_t *ids, size_t a, size_t b) {
+    for (size_t i = a; i < b; i++) ids[i] = m->int_ext[ids[i]];
+}
+
 /* One run: pieces back to back from base + r0, piece i ending at pe[i] (offsets from base; np >= 1,
  * pe[np - 1] - r0 <= DIRECT_MAX); `avail`: bytes readable from base + r0.
- * Adds to *cuts the dead boundaries inside pieces.  Needs m->int_is_ext.  0, or -1 when out of memory. */
+ * Adds to *cuts the dead boundaries inside pieces.  0, or -1 when out of memory. */
 __attribute__((noinline)) static int direct_run(const bpe_rt *self, bpe_memo *memo, const uint8_t *base, size_t r0, const size_t *pe,
                       size_t np, size_t avail, enc_state *st, size_t *cuts, size_t *longb) {
     const bpe_model *m = &self->m;
@@ -225,6 +229,8 @@ __attribute__((noinline)) static int direct_run(const bpe_rt *self, bpe_memo *me
     if (st->ids.cap - st->ids.len < R + 16 && bpe_vec_reserve(&st->ids, R + 16)) return -1;
     const uint32_t *bt = m->byte_tok;
     uint32_t *o = st->ids.ids + st->ids.len;
+    /* segments of <= 3 bytes write internal ids; ids.ids[conv, o) still need int_ext where it is not the identity */
+    size_t conv = st->ids.len;
     size_t sa = 0;
     for (size_t w = 0; w < nw; w++) {
         uint64_t bits = CUT[w];
@@ -253,16 +259,19 @@ __attribute__((noinline)) static int direct_run(const bpe_rt *self, bpe_memo *me
                         o += 2;
                     }
                 }
-            } else { /* a segment of >= 4 bytes: a pre-token of its own */
+            } else { /* a segment of >= 4 bytes: a pre-token of its own (external ids) */
                 *longb += len;
                 st->ids.len = (size_t)(o - st->ids.ids);
+                if (!m->int_is_ext) dir_to_ext(m, st->ids.ids, conv, st->ids.len);
                 if (bpe_encode_span_avail(m, memo, p + sa, len, avail - sa, &st->ids)) return -1;
                 o = st->ids.ids + st->ids.len;
+                conv = st->ids.len;
             }
             sa = c;
         }
     }
     st->ids.len = (size_t)(o - st->ids.ids);
+    if (!m->int_is_ext) dir_to_ext(m, st->ids.ids, conv, st->ids.len);
     return 0;
 }
 

@@ -46,7 +46,7 @@ static int encode_pieces_cached(const bpe_rt *self, const uint8_t *s, size_t a, 
     int direct = 0, hold = 0, hold_next = DIRECT_HOLD;
     size_t dchunk = DIRECT_PROBE; /* pieces of the next direct batch */
     size_t dbytes = 0, dlong = 0; /* bytes of direct batches, and of their segments of >= 4 bytes */
-    const int can_direct = self->seg_dir != NULL && m->int_is_ext; /* (direct runs write internal ids) */
+    const int can_direct = self->seg_dir != NULL;
     while (pos < n) {
         size_t from = pos, k = fstok_dfa_find_ends(d, base, n, &pos, ends + 1, direct ? dchunk : SPAN_CHUNK);
         if (k == 0) { /* no match starts at pos: skip to the next one.  find mode drops the text no match covers;
