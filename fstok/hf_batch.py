@@ -74,8 +74,24 @@ def _check_texts(xs, what: str) -> list[str]:
     return xs
 
 
+def offsets_untouched(processor) -> bool:
+    """The processor keeps the model's offsets (no byte-level trimming): the batch can place them as they are."""
+    from .postprocess import ByteLevelProcessing, RobertaProcessing, SequenceProcessing
+
+    if processor is None:
+        return True
+    if isinstance(processor, SequenceProcessing):
+        return all(offsets_untouched(p) for p in processor.processors)
+    if isinstance(processor, ByteLevelProcessing):
+        return not processor.trim_offsets
+    if isinstance(processor, RobertaProcessing):
+        return not processor.trim_offsets
+    return True
+
+
 def encode_batch_numpy(tok, texts: Sequence[str], pair: Optional[Sequence[str]] = None, add_special_tokens: bool = True,
-                       num_threads: Optional[int] = None, dtype=np.int64) -> dict[str, np.ndarray]:
+                       num_threads: Optional[int] = None, dtype=np.int64, return_offsets_mapping: bool = False,
+                       return_special_tokens_mask: bool = False) -> dict[str, np.ndarray]:
     texts = _check_texts(texts, "texts")
     if pair is not None:
         pair = _check_texts(pair, "pair")
@@ -84,10 +100,20 @@ def encode_batch_numpy(tok, texts: Sequence[str], pair: Optional[Sequence[str]] 
     if num_threads is None:
         num_threads = os.cpu_count() or 1
     B = len(texts)
-    fa, la = tok._core.ids_batch(texts, num_threads)
+    oa = ob = None
+    if return_offsets_mapping:
+        if not offsets_untouched(tok._processor):
+            raise NotImplementedError("encode_batch_numpy: offsets of a post-processor that trims them "
+                                      "(byte-level trim_offsets) come from encode_batch")
+        fa, la, oa = tok._core.offsets_batch(texts, num_threads)
+    else:
+        fa, la = tok._core.ids_batch(texts, num_threads)
     fb = lb = None
     if pair is not None:
-        fb, lb = tok._core.ids_batch(pair, num_threads)
+        if return_offsets_mapping:
+            fb, lb, ob = tok._core.offsets_batch(pair, num_threads)
+        else:
+            fb, lb = tok._core.ids_batch(pair, num_threads)
     lay = layout(tok._processor, pair is not None, add_special_tokens)
     n_added = sum(1 for p, _ in lay if p not in ("A", "B"))
     ka, kb = la, lb
@@ -118,6 +144,9 @@ def encode_batch_numpy(tok, texts: Sequence[str], pair: Optional[Sequence[str]] 
     ids = np.full((B, width), pad_id, dtype=dtype)
     types = np.full((B, width), pad_type, dtype=dtype)
     mask = np.zeros((B, width), dtype=dtype)
+    offs = np.zeros((B, width, 2), dtype=dtype) if return_offsets_mapping else None
+    # special tokens and pads are 1 (HF's pad marks its tokens special); the model's tokens 0
+    special = np.ones((B, width), dtype=dtype) if return_special_tokens_mask else None
     shift = (width - rows) if pad_left else np.zeros(B, dtype=np.int64)
     col = shift.copy()
     ar = np.arange(B)
@@ -132,8 +161,13 @@ def encode_batch_numpy(tok, texts: Sequence[str], pair: Optional[Sequence[str]] 
                 r = np.repeat(ar, kept)
                 within = np.arange(tot) - np.repeat(np.cumsum(kept) - kept, kept)
                 c = np.repeat(col, kept) + within
-                ids[r, c] = flat[np.repeat(starts, kept) + within]
+                src = np.repeat(starts, kept) + within
+                ids[r, c] = flat[src]
                 types[r, c] = type_id
+                if offs is not None:
+                    offs[r, c] = (oa if piece == "A" else ob)[src]
+                if special is not None:
+                    special[r, c] = 0
             col = col + kept
         else:
             if B:
@@ -143,4 +177,9 @@ def encode_batch_numpy(tok, texts: Sequence[str], pair: Optional[Sequence[str]] 
     if B:
         r = np.arange(width)
         mask[(r[None, :] >= shift[:, None]) & (r[None, :] < (shift + rows)[:, None])] = 1
-    return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    out = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    if special is not None:
+        out["special_tokens_mask"] = special
+    if offs is not None:
+        out["offset_mapping"] = offs
+    return out

@@ -154,6 +154,19 @@ class _Core:
         """(all ids as one uint32 array, int64 count per text), without Python objects per token."""
         raise NotImplementedError
 
+    def offsets_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """ids_batch plus the (N, 2) character offsets of every token."""
+        ids: list[int] = []
+        offs: list = []
+        lens = np.empty(len(texts), dtype=np.int64)
+        for k, t in enumerate(texts):
+            r = self.model_encode(t)
+            ids.extend(r[0])
+            offs.extend(r[1])
+            lens[k] = len(r[0])
+        return (np.asarray(ids, dtype=np.uint32), lens,
+                np.asarray(offs, dtype=np.int64).reshape(-1, 2))
+
 
 class _WordPieceCore(_Core):
     def __init__(self, tok, added: dict[str, int], id_to_token: list[Optional[str]]):
@@ -177,6 +190,17 @@ class _WordPieceCore(_Core):
         starts = ~self.cont[np.asarray(ids, dtype=np.int64)]
         words = (np.cumsum(starts) - 1).tolist()
         return ids, offs, words
+
+    def offsets_batch(self, texts, num_threads):
+        special = _texts_holding(texts, self.allowed) if self.allowed else []
+        if special:
+            return super().offsets_batch(texts, num_threads)
+        # one C batch: per text a bytes object of ids and one of offsets, nothing per token
+        res = self.tok._model.encode_batch(texts, num_threads, 3)
+        ids = np.frombuffer(b"".join([r[0] for r in res]), dtype=np.uint32)
+        lens = np.fromiter((len(r[0]) >> 2 for r in res), dtype=np.int64, count=len(res))
+        offs = np.frombuffer(b"".join([r[1] for r in res]), dtype=np.uint32).reshape(-1, 2).astype(np.int64)
+        return ids, lens, offs
 
     def ids_batch(self, texts, num_threads):
         special = _texts_holding(texts, self.allowed) if self.allowed else []
@@ -679,12 +703,15 @@ class Tokenizer:
         return self.encode_batch(input, is_pretokenized, add_special_tokens)
 
     def encode_batch_numpy(self, input: Sequence, pair: Optional[Sequence[str]] = None, add_special_tokens: bool = True,
-                           num_threads: Optional[int] = None, dtype=np.int64) -> dict[str, np.ndarray]:
+                           num_threads: Optional[int] = None, dtype=np.int64, return_offsets_mapping: bool = False,
+                           return_special_tokens_mask: bool = False) -> dict[str, np.ndarray]:
         """A padded batch as numpy arrays: input_ids, attention_mask, token_type_ids (rows as `encode_batch`
-        gives them, overflowing windows dropped), built without Python objects per token."""
+        gives them, overflowing windows dropped), and on request special_tokens_mask and offset_mapping
+        (B, L, 2), built without Python objects per token."""
         from .hf_batch import encode_batch_numpy
 
-        return encode_batch_numpy(self, input, pair, add_special_tokens, num_threads, dtype)
+        return encode_batch_numpy(self, input, pair, add_special_tokens, num_threads, dtype,
+                                  return_offsets_mapping, return_special_tokens_mask)
 
     # ------------------------------------------------------------------ decoding
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:

@@ -19,13 +19,16 @@ changed on it at run time: tokens added after loading, a new normalizer, pre-tok
 """
 from __future__ import annotations
 
+import inspect
 import json
 import warnings
+from collections.abc import Sequence
 from typing import Any, Optional
 
 __all__ = ["patch", "unpatch", "is_patched", "Backend"]
 
 _ORIG_INIT = None
+_ORIG_ENCODE_PLUS = None
 _DELEGATED = ("normalizer", "pre_tokenizer", "model", "decoder")
 
 
@@ -129,6 +132,119 @@ class Backend:
         return f"fstok.transformers.Backend({state})"
 
 
+class _LazyEncodings(Sequence):
+    """`BatchEncoding.encodings` of a batch made by the numpy path: the Encoding objects are built on first
+    access only, with the truncation / padding settings of the call that made the batch."""
+
+    def __init__(self, ours, inputs: list, add_special_tokens: bool):
+        self._ours, self._inputs, self._add = ours, inputs, add_special_tokens
+        self._trunc, self._pad = ours.truncation, ours.padding
+        self._encs: Optional[list] = None
+
+    def _get(self) -> list:
+        if self._encs is None:
+            # a shallow view with the call's settings (copy.copy would re-read the tokenizer.json: __reduce__)
+            t = object.__new__(type(self._ours))
+            t.__dict__.update(self._ours.__dict__)
+            t._truncation, t._padding = self._trunc, self._pad
+            self._encs = t.encode_batch(self._inputs, add_special_tokens=self._add)
+        return self._encs
+
+    def __getitem__(self, i):
+        return self._get()[i]
+
+    def __len__(self) -> int:
+        return len(self._inputs)
+
+
+# `_encode_plus`'s parameters (transformers 5) with their defaults
+_PLUS_ARGS = {"text": None, "text_pair": None, "add_special_tokens": True, "padding_strategy": None,
+              "truncation_strategy": None, "max_length": None, "stride": 0, "is_split_into_words": False,
+              "pad_to_multiple_of": None, "padding_side": None, "return_tensors": None,
+              "return_token_type_ids": None, "return_attention_mask": None, "return_overflowing_tokens": False,
+              "return_special_tokens_mask": False, "return_offsets_mapping": False, "return_length": False,
+              "verbose": True, "split_special_tokens": None}
+
+
+def _numpy_call(tok, text, text_pair, add_special_tokens, padding_strategy, truncation_strategy, max_length, stride,
+                is_split_into_words, pad_to_multiple_of, padding_side, return_tensors, return_token_type_ids,
+                return_attention_mask, return_overflowing_tokens, return_special_tokens_mask, return_offsets_mapping,
+                return_length, verbose, split_special_tokens, kwargs):
+    """transformers' `_encode_plus` for a batch of texts (and pairs) with padding and return_tensors="np",
+    straight from fstok's numpy batch; None when the call is of another shape (the regular path serves it)."""
+    from transformers.tokenization_utils_base import BatchEncoding
+    from transformers.utils import PaddingStrategy, TensorType
+
+    backend = tok.__dict__.get("_tokenizer")
+    if not isinstance(backend, Backend) or backend._use_hf():
+        return None
+    if return_tensors not in ("np", TensorType.NUMPY) or is_split_into_words or return_overflowing_tokens:
+        return None
+    if padding_strategy is None or truncation_strategy is None:
+        return None
+    if padding_strategy == PaddingStrategy.DO_NOT_PAD or kwargs.get("sanitize_control_tokens"):
+        return None
+    if (tok.split_special_tokens if split_special_tokens is None else split_special_tokens):
+        return None
+    if isinstance(text, str):
+        texts = [text]
+        pairs = [text_pair] if text_pair else None  # transformers drops an empty single pair too
+        if pairs is not None and not isinstance(text_pair, str):
+            return None
+    elif isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text):
+        texts = list(text)
+        if text_pair is None:
+            pairs = None
+        elif isinstance(text_pair, (list, tuple)) and len(text_pair) == len(texts) and \
+                all(isinstance(t, str) for t in text_pair):
+            pairs = list(text_pair)
+        else:
+            return None  # transformers raises its own errors for these
+    else:
+        return None
+    ours = backend._ours
+    if return_offsets_mapping:
+        from .hf_batch import offsets_untouched
+
+        if not offsets_untouched(ours._processor):
+            return None
+    tok.set_truncation_and_padding(padding_strategy=padding_strategy, truncation_strategy=truncation_strategy,
+                                   max_length=max_length, stride=stride, pad_to_multiple_of=pad_to_multiple_of,
+                                   padding_side=padding_side)
+    try:
+        out = ours.encode_batch_numpy(texts, pairs, add_special_tokens=add_special_tokens,
+                                      return_offsets_mapping=return_offsets_mapping,
+                                      return_special_tokens_mask=return_special_tokens_mask)
+    except (ValueError, NotImplementedError):
+        return None  # rows the numpy batch does not model (fixed padding below a row): the regular path
+    if return_token_type_ids is None:
+        return_token_type_ids = "token_type_ids" in tok.model_input_names
+    if return_attention_mask is None:
+        return_attention_mask = "attention_mask" in tok.model_input_names
+    data = {"input_ids": out["input_ids"]}
+    if return_token_type_ids:
+        data["token_type_ids"] = out["token_type_ids"]
+    if return_attention_mask:
+        data["attention_mask"] = out["attention_mask"]
+    if return_special_tokens_mask:
+        data["special_tokens_mask"] = out["special_tokens_mask"]
+    if return_offsets_mapping:
+        data["offset_mapping"] = out["offset_mapping"]
+    if return_length:
+        import numpy as np
+
+        data["length"] = np.full(len(texts), out["input_ids"].shape[1], dtype=np.int64)
+    if len(texts):
+        tok._eventual_warn_about_too_long_sequence(range(out["input_ids"].shape[1]), max_length, verbose)
+    inputs = texts if pairs is None else list(zip(texts, pairs))
+    n_seq = None
+    if texts:
+        first = ours.encode(texts[0], None if pairs is None else pairs[0], add_special_tokens=add_special_tokens)
+        n_seq = first.n_sequences
+    return BatchEncoding(data, _LazyEncodings(ours, inputs, add_special_tokens), tensor_type=return_tensors,
+                         n_sequences=n_seq)
+
+
 def wrap(hf) -> Optional[Backend]:
     """`Backend` over an HF `tokenizers.Tokenizer`, or None (with a warning naming why) when fstok cannot."""
     from .hf_tokenizer import Tokenizer
@@ -166,6 +282,33 @@ def patch() -> None:
     __init__.__wrapped__ = orig
     TokenizersBackend.__init__ = __init__
     _ORIG_INIT = orig
+
+    # the numpy path is installed once and stays: it serves tokenizers whose backend is fstok's (those made
+    # while patched keep it after unpatch()) and hands every other call to transformers unchanged
+    global _ORIG_ENCODE_PLUS
+    if _ORIG_ENCODE_PLUS is not None:
+        return
+    orig_plus = TokenizersBackend._encode_plus
+    params = list(inspect.signature(orig_plus).parameters)[1:]
+
+    def _encode_plus(self, *args, **kwargs):
+        if isinstance(self.__dict__.get("_tokenizer"), Backend):
+            bound = dict(zip(params, args))
+            bound.update(kwargs)
+            extra = {k: v for k, v in bound.items() if k not in _PLUS_ARGS}
+            try:
+                call = {k: bound.get(k, d) for k, d in _PLUS_ARGS.items()}
+            except Exception:  # pragma: no cover
+                call = None
+            if call is not None:
+                got = _numpy_call(self, **call, kwargs=extra)
+                if got is not None:
+                    return got
+        return orig_plus(self, *args, **kwargs)
+
+    _encode_plus.__wrapped__ = orig_plus
+    TokenizersBackend._encode_plus = _encode_plus
+    _ORIG_ENCODE_PLUS = orig_plus
 
 
 def unpatch() -> None:

@@ -124,3 +124,59 @@ def test_runtime_changes_hand_over_to_hf(pair):
     t.add_tokens(["qwertyuiopasdf"])
     assert "HF tokenizers" in repr(t._tokenizer)
     assert t("x qwertyuiopasdf y")["input_ids"] == t._tokenizer._hf.encode("x qwertyuiopasdf y").ids
+
+
+NUMPY_CALLS = [
+    dict(padding=True, truncation=True, max_length=48, return_offsets_mapping=True),
+    dict(padding="max_length", truncation=True, max_length=32, return_special_tokens_mask=True, return_length=True),
+    dict(padding=True, pad_to_multiple_of=8, truncation="only_first", max_length=64, padding_side="left"),
+]
+
+
+@pytest.mark.parametrize("kw", NUMPY_CALLS, ids=range(len(NUMPY_CALLS)))
+def test_numpy_path_identical(pair, kw):
+    """return_tensors="np" with padding comes straight from fstok's numpy batch (no Encoding per text): the
+    same keys in the same order, dtypes, values, n_sequences, and the Encodings built on first access."""
+    plain, patched = pair
+    for tp in (None, LINES[::-1]):
+        try:
+            want = plain(LINES, text_pair=tp, return_tensors="np", **kw)
+        except Exception as e:  # HF's truncation error: the patched tokenizer raises one too
+            with pytest.raises(type(e) if isinstance(e, ValueError) else Exception):
+                patched(LINES, text_pair=tp, return_tensors="np", **kw)
+            continue
+        got = patched(LINES, text_pair=tp, return_tensors="np", **kw)
+        assert isinstance(got.encodings, ftr._LazyEncodings)  # the numpy path served it
+        assert list(got.keys()) == list(want.keys())
+        for k in want:
+            assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
+            assert np.array_equal(got[k], want[k]), k
+        assert got.n_sequences == want.n_sequences
+        for i in (0, 7, len(LINES) - 1):
+            assert got.word_ids(i) == want.word_ids(i)
+            assert got.sequence_ids(i) == want.sequence_ids(i)
+            assert got.tokens(i) == want.tokens(i)
+    one = patched(LINES[5], LINES[6], padding="max_length", max_length=64, truncation=True, return_tensors="np")
+    ref = plain(LINES[5], LINES[6], padding="max_length", max_length=64, truncation=True, return_tensors="np")
+    assert all(np.array_equal(one[k], ref[k]) for k in ref) and one.char_to_token(0, 3) == ref.char_to_token(0, 3)
+
+
+def test_numpy_path_falls_back_for_trimmed_offsets(tmp_path):
+    """A byte-level post-processor that trims offsets: the Encoding path serves return_offsets_mapping, same
+    result."""
+    shutil.copy(f"{DATA}/vocab/models/bytelevel-bpe/roberta-base/tokenizer.json", tmp_path / "tokenizer.json")
+    plain = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    ftr.patch()
+    try:
+        patched = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    finally:
+        ftr.unpatch()
+    plain.pad_token = patched.pad_token = "<pad>"
+    kw = dict(padding=True, truncation=True, max_length=40, return_tensors="np", return_offsets_mapping=True)
+    got, want = patched(LINES[:20], **kw), plain(LINES[:20], **kw)
+    assert not isinstance(got.encodings, ftr._LazyEncodings)
+    assert list(got.keys()) == list(want.keys()) and all(np.array_equal(got[k], want[k]) for k in want)
+    kw.pop("return_offsets_mapping")
+    got, want = patched(LINES[:20], **kw), plain(LINES[:20], **kw)
+    assert isinstance(got.encodings, ftr._LazyEncodings)
+    assert all(np.array_equal(got[k], want[k]) for k in want)
