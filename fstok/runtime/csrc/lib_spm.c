@@ -474,11 +474,13 @@ typedef struct {
     float score;
     int32_t left, right;
     uint32_t size;
+    uint32_t node; /* trie node of the merged bytes */
 } bpe_pair;
 
 typedef struct {
     uint32_t start, len;
     int32_t prev, next;
+    uint32_t node; /* trie node of the symbol's bytes (SPM_NONE: not a key prefix) */
     uint8_t freeze;
 } bpe_sym;
 
@@ -545,12 +547,15 @@ typedef struct {
 static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return 0;
     const bpe_sym *a = &c->sym[left], *b = &c->sym[right];
-    if (a->freeze || b->freeze) return 0;
-    const uint32_t node = trie_find(&c->m->pieces, c->s + a->start, (size_t)a->len + b->len);
+    if (a->freeze || b->freeze || a->node == SPM_NONE) return 0;
+    /* the concatenation's node: from the left symbol's node over the right symbol's bytes */
+    uint32_t node = a->node;
+    const uint8_t *q = c->s + b->start;
+    for (uint32_t i = 0; i < b->len && node != SPM_NONE; i++) node = trie_step(&c->m->pieces, node, q[i]);
     if (node == SPM_NONE) return 0;
     const int32_t id = c->m->pieces.value[node];
     if (id < 0) return 0;
-    bpe_pair p = {c->m->score[id], left, right, a->len + b->len};
+    bpe_pair p = {c->m->score[id], left, right, a->len + b->len, node};
     if (heap_push(&c->q, p)) return -1;
     if (c->m->ptype[id] == SPT_UNUSED) {
         if (!c->rev_left) {
@@ -565,9 +570,9 @@ static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
 /* Resegmentation of a final symbol (bpe_model.cc): a normal or user-defined piece is itself; an unused
  * piece splits into the pair that last formed it; anything else is the unknown piece.  Past a depth of
  * 100 the symbol is emitted as it is (the library's guard against deep merge chains). */
-static int reseg(bpe_ctx *c, uint32_t start, uint32_t len, spm_ints *out, int depth) {
+static int reseg(bpe_ctx *c, uint32_t start, uint32_t len, spm_ints *out, int depth, uint32_t known) {
     const spm_model *m = c->m;
-    const uint32_t node = trie_find(&m->pieces, c->s + start, len);
+    const uint32_t node = known != SPM_NONE ? known : trie_find(&m->pieces, c->s + start, len);
     const int32_t v = node == SPM_NONE ? -1 : m->pieces.value[node];
     if (depth > 100) {
         const int32_t any = node == SPM_NONE || m->pieces.value2[node] < 0 ? m->unk_id : m->pieces.value2[node];
@@ -577,8 +582,8 @@ static int reseg(bpe_ctx *c, uint32_t start, uint32_t len, spm_ints *out, int de
     if (v >= 0 && m->ptype[v] == SPT_UNUSED) {
         const uint32_t l = c->rev_left ? c->rev_left[v] : 0;
         if (l && l < len) {
-            if (reseg(c, start, l, out, depth + 1)) return -1;
-            return reseg(c, start + l, len - l, out, depth + 1);
+            if (reseg(c, start, l, out, depth + 1, SPM_NONE)) return -1;
+            return reseg(c, start + l, len - l, out, depth + 1, SPM_NONE);
         }
         id = m->unk_id;
     }
@@ -604,6 +609,7 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         y->prev = (int32_t)ns - 1;
         y->next = (int32_t)ns + 1;
         y->freeze = (uint8_t)found;
+        y->node = trie_find(&m->pieces, s + i, l);
         ns++;
         i += l;
     }
@@ -615,6 +621,7 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         bpe_sym *a = &c.sym[top.left], *b = &c.sym[top.right];
         if (!a->len || !b->len || a->len + b->len != top.size) continue;
         a->len += b->len;
+        a->node = top.node;
         a->next = b->next;
         if (b->next >= 0) c.sym[b->next].prev = top.left;
         b->len = 0;
@@ -622,7 +629,7 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         if (maybe_add(&c, top.left, a->next)) goto done;
     }
     for (int32_t k = 0; k != -1; k = c.sym[k].next)
-        if (reseg(&c, c.sym[k].start, c.sym[k].len, out, 0)) goto done;
+        if (reseg(&c, c.sym[k].start, c.sym[k].len, out, 0, c.sym[k].node)) goto done;
     rc = 0;
 done:
     free(c.sym);

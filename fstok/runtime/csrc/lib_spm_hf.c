@@ -320,6 +320,7 @@ typedef struct {
     uint32_t rank;
     uint32_t pos;
     int32_t new_id;
+    int32_t a, b; /* the pair's ids when queued: unchanged, the merge is still the queued one */
 } hf_merge_item;
 
 HOT int item_before(const hf_merge_item *x, const hf_merge_item *y) {
@@ -432,6 +433,8 @@ static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uin
         hf_merge_item it;
         if (merge_get(h, w->sym[k].id, w->sym[k + 1].id, &it.rank, &it.new_id)) {
             it.pos = (uint32_t)k;
+            it.a = w->sym[k].id;
+            it.b = w->sym[k + 1].id;
             if (q_push(w, it)) return -1;
         }
     }
@@ -442,7 +445,10 @@ static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uin
         hf_sym *b = &w->sym[a->next];
         uint32_t r;
         int32_t nid;
-        if (!merge_get(h, a->id, b->id, &r, &nid) || nid != top.new_id) continue;
+        /* tokenizers re-reads the merge of the current pair and skips the entry unless it makes the
+         * queued id; a pair with the ids it was queued with makes it without a lookup */
+        if ((a->id != top.a || b->id != top.b) && (!merge_get(h, a->id, b->id, &r, &nid) || nid != top.new_id))
+            continue;
         a->id = top.new_id;
         a->len += b->len;
         b->len = 0;
@@ -451,10 +457,14 @@ static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uin
         hf_merge_item it;
         if (a->prev >= 0 && merge_get(h, w->sym[a->prev].id, a->id, &it.rank, &it.new_id)) {
             it.pos = (uint32_t)a->prev;
+            it.a = w->sym[a->prev].id;
+            it.b = a->id;
             if (q_push(w, it)) return -1;
         }
         if (a->next >= 0 && merge_get(h, a->id, w->sym[a->next].id, &it.rank, &it.new_id)) {
             it.pos = top.pos;
+            it.a = a->id;
+            it.b = w->sym[a->next].id;
             if (q_push(w, it)) return -1;
         }
     }
@@ -466,16 +476,17 @@ static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uin
 /* ------------------------------------------------------------------------------------------ */
 /* Piece cache: piece bytes -> ids, shared by calls (direct-mapped, two candidate slots) */
 
-#define PC_SLOTS (1u << 14)
-#define PC_MAXB 40
-#define PC_MAXT 12
+/* one 64-byte line per slot: pieces of up to 26 bytes with up to 8 tokens */
+#define PC_SLOTS (1u << 16)
+#define PC_MAXB 26
+#define PC_MAXT 8
 
 struct spm_hf_cache_slot {
     uint32_t hash;
     uint8_t len, nt;
     uint8_t key[PC_MAXB];
     int32_t id[PC_MAXT];
-};
+} __attribute__((aligned(64)));
 
 HOT uint32_t fnv(const uint8_t *s, size_t n) {
     uint32_t x = 2166136261u;
@@ -495,7 +506,7 @@ static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_
     if (n <= PC_MAXB && h->cache) {
         hs = fnv(s, n);
         struct spm_hf_cache_slot *s1 = &h->cache[hs & (PC_SLOTS - 1)];
-        struct spm_hf_cache_slot *s2 = &h->cache[(hs >> 14 ^ hs >> 3) & (PC_SLOTS - 1)];
+        struct spm_hf_cache_slot *s2 = &h->cache[(hs >> 16 ^ hs >> 5) & (PC_SLOTS - 1)];
         pthread_mutex_lock(&h->mu);
         if (s1->hash == hs && s1->len == n && memcmp(s1->key, s, n) == 0)
             sl = s1;
@@ -527,8 +538,9 @@ static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_
 }
 
 int spm_hf_cache_init(spm_hf *h) {
-    h->cache = (struct spm_hf_cache_slot *)calloc(PC_SLOTS, sizeof(struct spm_hf_cache_slot));
+    h->cache = (struct spm_hf_cache_slot *)aligned_alloc(64, PC_SLOTS * sizeof(struct spm_hf_cache_slot));
     if (!h->cache) return -1;
+    memset(h->cache, 0, PC_SLOTS * sizeof(struct spm_hf_cache_slot));
     pthread_mutex_init(&h->mu, NULL);
     return 0;
 }
@@ -553,6 +565,10 @@ int spm_hf_tables_init(spm_hf *h) {
 
 /* ------------------------------------------------------------------------------------------ */
 
+HOT int seg_add(spm_ints *v, size_t st, size_t len) {
+    return ids_put(v, (int32_t)st) || ids_put(v, (int32_t)len);
+}
+
 /* White_Space (what Rust's char::is_whitespace reads) */
 HOT int is_white(uint32_t c) {
     if (c < 0x80) return c == ' ' || (c >= 9 && c <= 13);
@@ -562,6 +578,7 @@ HOT int is_white(uint32_t c) {
 
 int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, int at_start, spm_ints *ids) {
     spm_bytes a = {0}, b = {0};
+    spm_ints segs = {0}; /* (start, length) of each piece */
     hf_scratch sc;
     memset(&sc, 0, sizeof sc);
     int rc = -1;
@@ -607,21 +624,22 @@ int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, in
         cur = dst->p;
         cn = dst->n;
         if (!h->split) {
-            rc = run_piece(m, h, &sc, cur, cn, ids);
-            goto done;
+            if (seg_add(&segs, 0, cn)) goto done;
+            goto run;
         }
         size_t st = 0;
+        const uint8_t r0 = h->rep[0];
         for (size_t i = 0; i + h->nrep <= cn;) {
-            if (memcmp(cur + i, h->rep, h->nrep) == 0) {
-                if (i > st && (rc = run_piece(m, h, &sc, cur + st, i - st, ids))) goto done;
+            if (cur[i] == r0 && memcmp(cur + i, h->rep, h->nrep) == 0) {
+                if (i > st && seg_add(&segs, st, i - st)) goto done;
                 st = i;
                 i += h->nrep;
             } else {
                 i += u8len(cur[i]);
             }
         }
-        rc = run_piece(m, h, &sc, cur + st, cn - st, ids);
-        goto done;
+        if (seg_add(&segs, st, cn - st)) goto done;
+        goto run;
     }
     if (h->pre == HFP_WHITESPACE_SPLIT) {
         size_t st = 0;
@@ -630,7 +648,7 @@ int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, in
             const size_t l = u8len(cur[i]);
             const int w = is_white(u8cp(cur + i, l));
             if (w && in_word) {
-                if ((rc = run_piece(m, h, &sc, cur + st, i - st, ids))) goto done;
+                if (seg_add(&segs, st, i - st)) goto done;
                 in_word = 0;
             } else if (!w && !in_word) {
                 st = i;
@@ -638,27 +656,45 @@ int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, in
             }
             i += l;
         }
-        rc = in_word ? run_piece(m, h, &sc, cur + st, cn - st, ids) : 0;
-        goto done;
+        if (in_word && seg_add(&segs, st, cn - st)) goto done;
+        goto run;
     }
     if (h->nwsep) {
         const size_t ns = h->nwsep;
+        const uint8_t w0 = h->wsep[0];
         size_t st = 0;
         int prev_sep = 1;
         for (size_t i = 0; i < cn;) {
-            const int sep = i + ns <= cn && memcmp(cur + i, h->wsep, ns) == 0;
-            if (sep && !prev_sep && (rc = run_piece(m, h, &sc, cur + st, i - st, ids))) goto done;
-            if (sep && !prev_sep) st = i;
+            const int sep = cur[i] == w0 && i + ns <= cn && memcmp(cur + i, h->wsep, ns) == 0;
+            if (sep && !prev_sep) {
+                if (seg_add(&segs, st, i - st)) goto done;
+                st = i;
+            }
             prev_sep = sep;
             i += sep ? ns : u8len(cur[i]);
         }
-        rc = run_piece(m, h, &sc, cur + st, cn - st, ids);
-        goto done;
+        if (seg_add(&segs, st, cn - st)) goto done;
+        goto run;
     }
-    rc = run_piece(m, h, &sc, cur, cn, ids);
+    if (seg_add(&segs, 0, cn)) goto done;
+run:
+    /* the pieces in order; the cache slots of the pieces a few ahead are fetched meanwhile */
+    rc = 0;
+    for (size_t k = 0; k < segs.n && !rc; k += 2) {
+        if (h->cache && k + 16 < segs.n) {
+            const size_t ln = (size_t)segs.p[k + 17];
+            if (ln <= PC_MAXB) {
+                const uint32_t hs = fnv(cur + segs.p[k + 16], ln);
+                __builtin_prefetch(&h->cache[hs & (PC_SLOTS - 1)]);
+                __builtin_prefetch(&h->cache[(hs >> 16 ^ hs >> 5) & (PC_SLOTS - 1)]);
+            }
+        }
+        rc = run_piece(m, h, &sc, cur + segs.p[k], (size_t)segs.p[k + 1], ids);
+    }
 done:
     spm_bytes_free(&a);
     spm_bytes_free(&b);
+    spm_ints_free(&segs);
     spm_ints_free(&sc.tri);
     free(sc.w.sym);
     free(sc.w.q);
