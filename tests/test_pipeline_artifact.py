@@ -90,7 +90,7 @@ def _rewrite(data: bytes, meta_over=None, sections_over=None, kind=None) -> byte
     (None, {"tables": None}, "no 'tables'"),
     (None, {"tables": b"FSTOKART" + b"\0" * 200}, "tables"),
     ({"n_vocab": 3}, None, "n_vocab"),
-    ({"byte_guard": [[5, 2]]}, None, "byte_guard"),
+    ({"standin_lo": -3}, None, "standin_lo"),
 ])
 def test_pipeline_crafted_files_are_refused(meta_over, sections_over, needle):
     data = compiled(ROBERTA).to_bytes()

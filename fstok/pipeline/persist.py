@@ -3,7 +3,7 @@
     tok.save("falcon.fst"); fstok.load("falcon.fst")        # PipelineTokenizer / TekkenTokenizer
 
 Pipeline (docs/artifact-format.md): meta {pipeline_meta_version, name, where, n_vocab, has_pp, pp_ids,
-guards, byte_guard, has_tables}; section `tokenizer.json` (the file's JSON, UTF-8) and, when the compiled byte-level
+guards, standin_lo, has_tables}; section `tokenizer.json` (the file's JSON, UTF-8) and, when the compiled byte-level
 tables encode the file, section `tables` (a whole BPE artifact, kind 3, with its own checksums).
 Tekken: meta {tekken_meta_version, name, n_special, specials, bos_id, eos_id}; section `tables` (the
 BPE artifact of the ranks).  Every meta field is checked, the JSON parsed and the nested BPE artifact
@@ -52,7 +52,7 @@ def pipeline_artifact(tok) -> bytes:
         "n_vocab": int(tok.n_vocab), "has_pp": bool(tok._has_pp), "guards": list(tok._guards),
         "pp_ids": [list(map(int, wrap[0])), list(map(int, wrap[1]))] if wrap is not None else None,
         "has_tables": tok._inner is not None,
-        "byte_guard": [list(map(int, r)) for r in (tok.__dict__.get("_missing_ranges") or [])],
+        "standin_lo": tok._standin_lo,
     }
     sections: dict[str, Any] = {"tokenizer.json": raw}
     uv = "n/a"
@@ -63,8 +63,6 @@ def pipeline_artifact(tok) -> bytes:
 
 
 def load_pipeline(cls, art: _art.Artifact):
-    from .guards import byte_guard
-
     m = art.meta
     if m.get("pipeline_meta_version") != PIPELINE_META_VERSION:
         raise _bad(art, f"pipeline meta version {m.get('pipeline_meta_version')!r} is not {PIPELINE_META_VERSION}")
@@ -73,9 +71,7 @@ def load_pipeline(cls, art: _art.Artifact):
         "n_vocab": _int(m.get("n_vocab")), "has_pp": isinstance(m.get("has_pp"), bool),
         "has_tables": isinstance(m.get("has_tables"), bool),
         "guards": isinstance(m.get("guards"), list) and all(isinstance(g, str) and g for g in m["guards"]),
-        "byte_guard": isinstance(m.get("byte_guard"), list) and all(
-            isinstance(r, list) and len(r) == 2 and _int(r[0], 0, 0x110000) and _int(r[1], r[0] if _int(r[0]) else 0, 0x110000)
-            for r in m["byte_guard"]),
+        "standin_lo": m.get("standin_lo") is None or _int(m.get("standin_lo")),
         "pp_ids": m.get("pp_ids") is None or (isinstance(m["pp_ids"], list) and len(m["pp_ids"]) == 2
                                                 and all(_ids(x) for x in m["pp_ids"])),
     }
@@ -101,8 +97,7 @@ def load_pipeline(cls, art: _art.Artifact):
         tok.__dict__["_pp_ids"] = (list(m["pp_ids"][0]), list(m["pp_ids"][1]))
     tok._inner = inner
     tok._guards = tuple(m["guards"])
-    tok._missing_ranges = [list(r) for r in m["byte_guard"]]
-    tok._byte_guard = byte_guard(tok._missing_ranges) if inner is not None else None
+    tok._standin_lo = m["standin_lo"] if inner is not None else None
     tok._lens = None
     if inner is not None:
         import numpy as np

@@ -28,7 +28,6 @@ from . import models as _models
 from . import normalizers as _norm
 from . import pretokenizers as _pre
 from .added import AddedToken, AddedVocabulary
-from .guards import byte_guard, missing_byte_ranges
 
 _BUILD_LOCK = threading.RLock()
 
@@ -173,8 +172,9 @@ class PipelineTokenizer:
     def _byte_level_source(self, obj: dict, where: str):
         """The BPESource of the file without its added tokens and normalizer: the byte-level BPE loader's
         own reading, else the pre-tokenizer as a compiled split pipeline (fstok.pipeline.native).  Bytes
-        the vocabulary lacks get stand-in tokens the tables never emit: a text holding a character with
-        such a byte takes the stages (`_byte_guard`), where HF drops the byte before merging."""
+        the vocabulary lacks (GPT-NeoX style) get stand-in tokens with ids from `_standin_lo` on: no merge
+        uses them, so the tables emit one exactly when the text holds such a byte, and that text is encoded
+        again by the stages (HF drops the byte before merging)."""
         from ..loaders.hf_bpe import source_from_obj
         from .native import NotNative, compile_stages, native_stages
 
@@ -190,11 +190,12 @@ class PipelineTokenizer:
                                                             "use_regex": False}), where, self.name, check=False)
             src.stages = stages
         missing = [b for b in range(256) if bytes([b]) not in src.tokens]
+        self._standin_lo = None
         if missing:
-            nxt = max([*src.tokens.values(), *src.extra_decode, *self.added.by_id, len(self.model.vocab)]) + 1
+            nxt = max([*src.tokens.values(), *src.extra_decode, *self.added.by_id, len(self.model.vocab) - 1]) + 1
             for k, b in enumerate(missing):
                 src.tokens[bytes([b])] = nxt + k
-        self._missing_ranges = missing_byte_ranges(missing)
+            self._standin_lo = nxt
         src.source_files = []  # identified by its tokens and merges (the stand-ins included), not a file
         return src
 
@@ -204,18 +205,15 @@ class PipelineTokenizer:
         self._inner = inner
         self._guards: tuple[str, ...] = ()
         self._lens = None
-        self._byte_guard = None
         if inner is None:
+            self._standin_lo = None
             return
         self._guards = tuple(t.content for t in self.added.tokens if t.lstrip or t.rstrip or t.single_word)
-        self._byte_guard = byte_guard(self.__dict__.get("_missing_ranges") or [])
         self._lens = np.diff(inner._tables["dec_off"].astype(np.int64))
 
     def _native_ok(self, text: str) -> bool:
         """The compiled tables encode this whole text (no added token that needs the stages occurs in it)."""
         if self._inner is None:
-            return False
-        if self._byte_guard is not None and self._byte_guard.search(text):
             return False
         for g in self._guards:
             if g in text:
@@ -228,8 +226,13 @@ class PipelineTokenizer:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         if self._native_ok(text):
-            return self._inner.encode(text, disallowed_special=())
-        return self._tokens(text)[0]
+            lo = self._standin_lo
+            if lo is None:
+                return self._inner.encode(text, disallowed_special=())
+            a = self._inner.encode_to_numpy(text, disallowed_special=())
+            if not a.size or int(a.max()) < lo:
+                return a.tolist()
+        return self._stage_tokens(text)[0]
 
     def _tokens(self, text: str):
         """(ids, token strings, offsets, word indices) before post-processing (HF's Encoding of one text)."""
@@ -273,9 +276,10 @@ class PipelineTokenizer:
         (ids, starts), used = self._inner._run(text, frozenset(), 3)
         if not ids:
             return [], [], [], []
-        if used != text:  # the C path repaired lone surrogates: the stages see the text as given
-            return self._stage_tokens(text)
         a = np.asarray(ids, dtype=np.int64)
+        if used != text or (self._standin_lo is not None and int(a.max()) >= self._standin_lo):
+            # lone surrogates the C path repaired, or a byte the vocabulary lacks: the stages, as HF
+            return self._stage_tokens(text)
         st = np.frombuffer(starts, dtype=np.uint32).astype(np.int64)
         en = st + self._lens[a]
         if not text.isascii():
