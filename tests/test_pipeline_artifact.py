@@ -91,6 +91,9 @@ def _rewrite(data: bytes, meta_over=None, sections_over=None, kind=None) -> byte
     (None, {"tables": b"FSTOKART" + b"\0" * 200}, "tables"),
     ({"n_vocab": 3}, None, "n_vocab"),
     ({"standin_lo": -3}, None, "standin_lo"),
+    ({"mode": "fast"}, None, "mode"),
+    ({"cut": {"find": 1}}, None, "cut"),
+    ({"raw_guards": [""]}, None, "raw_guards"),
 ])
 def test_pipeline_crafted_files_are_refused(meta_over, sections_over, needle):
     data = compiled(ROBERTA).to_bytes()

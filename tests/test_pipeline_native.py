@@ -160,3 +160,91 @@ def test_never_matching_bytelevel_pattern_is_reported():
 
     with pytest.raises(NeverMatches):
         CompiledPattern.compile("\\s+", "oniguruma+bytelevel", "find")
+
+
+# ------------------------------------------------------------------ normalizers and end_of_word_suffix
+FAST_NORMALIZERS = [
+    {"type": "NFC"}, {"type": "NFKC"}, {"type": "NFD"}, {"type": "Lowercase"}, {"type": "StripAccents"},
+    {"type": "Strip", "strip_left": True, "strip_right": False}, {"type": "Prepend", "prepend": "\u2581"},
+    {"type": "Replace", "pattern": {"Regex": "\\s+"}, "content": " "},
+    {"type": "Replace", "pattern": {"String": "ab"}, "content": "X"},
+    {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace", "pattern": {"Regex": "\\s+"},
+                                                            "content": " "}, {"type": "Lowercase"}]},
+]
+
+
+@pytest.mark.parametrize("cfg", FAST_NORMALIZERS, ids=lambda c: json.dumps(c)[:50])
+@settings(max_examples=60, deadline=None)
+@given(s=st.one_of(ALPHA, ANY, st.sampled_from(["ΣΑΣ σ", "e\u0301", "ﬁ İ", " \u3000x\x1c "])))
+def test_fast_normalizer_equals_the_stage_normalizer(cfg, s):
+    from fstok.pipeline import normalizers as N
+    from fstok.pipeline.fastnorm import fast_normalizer
+
+    got = fast_normalizer(cfg)(s)
+    if got is not None:  # None: the stage normalizer runs instead
+        assert got == N.from_config(cfg).normalize_str(s)
+
+
+def _suffix_obj(pre: dict, normalizer=None) -> dict:
+    suf = "</w>"
+    vocab = {}
+    for b in range(256):
+        vocab[BYTE_TO_CHAR[b]] = len(vocab)
+        vocab[BYTE_TO_CHAR[b] + suf] = len(vocab)
+    merges = []
+    for a, b in [("h", "e"), ("l", "l"), ("he", "ll"), ("o", suf), ("hell", "o" + suf), ("Ġ", "t"), ("a", "b" + suf),
+                 ("1", "2"), ("t", "h"), ("th", "e" + suf), ("Ã", "©" + suf), ("a", "a")]:
+        if b == suf:
+            continue
+        vocab.setdefault(a + b, len(vocab))
+        merges.append(f"{a} {b}")
+    return {"version": "1.0", "truncation": None, "padding": None, "normalizer": normalizer, "pre_tokenizer": pre,
+            "post_processor": None, "decoder": {"type": "BPEDecoder", "suffix": suf},
+            "added_tokens": [{"id": len(vocab), "content": "<|end|>", "special": True, "normalized": False,
+                              "lstrip": False, "rstrip": False, "single_word": False}],
+            "model": {"type": "BPE", "vocab": vocab, "merges": merges, "end_of_word_suffix": suf,
+                      "unk_token": BYTE_TO_CHAR[0]}}
+
+
+SUFFIX_FILES = {
+    "clip-like": ({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "'s|'t|[\\p{L}]+|[\\p{N}]|[^\\s\\p{L}\\p{N}]+"}, "behavior": "Removed",
+         "invert": True}, {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True}]},
+        {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Replace", "pattern": {"Regex": "\\s+"},
+                                                                "content": " "}, {"type": "Lowercase"}]}),
+    "bytelevel-suffix": (_bl(), None),
+    "find-then-split": ({"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "\\S+"}, "behavior": "Removed", "invert": True},
+        _bl(), {"type": "Digits", "individual_digits": True}]}, None),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _suffix_trio(name: str):
+    pre, norm = SUFFIX_FILES[name]
+    obj = _suffix_obj(pre, norm)
+    return (PipelineTokenizer(obj, f"{name}.json"), PipelineTokenizer(obj, f"{name}.json", compiled=False),
+            tokenizers.Tokenizer.from_str(json.dumps(obj)))
+
+
+@pytest.mark.parametrize("name", sorted(SUFFIX_FILES))
+@settings(max_examples=60, deadline=None)
+@given(s=st.one_of(ALPHA, ANY, st.sampled_from(["hello the ab", "Hello   THE\tab 12", "x<|end|>y", "é É"])))
+def test_suffix_and_normalizer_files(name, s):
+    """end_of_word_suffix as a sentinel byte, a fast normalizer, a find stage before split stages: ids equal
+    to the stages' and HF's; offsets (the stages) equal HF's."""
+    fast, slow, hf = _suffix_trio(name)
+    assert fast._inner is not None and fast._mode == "guarded"
+    e = hf.encode(s, add_special_tokens=False)
+    assert fast.encode(s) == e.ids == slow.encode(s)
+    assert fast.encode_with_offsets(s) == (e.ids, [tuple(o) for o in e.offsets])
+
+
+def test_suffix_file_roundtrips_through_its_artifact():
+    import fstok
+
+    fast = _suffix_trio("clip-like")[0]
+    back = fstok.loads(fast.to_bytes())
+    assert back._pieces is not None and back._suffix and back._norm_fast is not None
+    for s in ["Hello   THE\tab 12", "naïve CAFÉ", "x<|end|>y", ""]:
+        assert back.encode(s) == fast.encode(s)

@@ -19,7 +19,7 @@ stages in Python (fstok.pipeline.pretokenizers, the oracle of this module).  The
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 from ..loaders.bpe_source import PreTokStage
 from ..pretokenize import BYTELEVEL_SUFFIX, HF_BYTELEVEL_PAT
@@ -59,11 +59,22 @@ def predicate_regex(chars: Iterable[str], behavior: str) -> str:
     raise NotNative(f"behavior {behavior!r} removes text")
 
 
-def native_stages(cfg: Any) -> list[PreTokStage]:
+def native_stages(cfg: Any) -> tuple[Optional[PreTokStage], list[PreTokStage]]:
+    """(find, stages): `find` is a leading Split(Removed, invert=true) -- only its matches are kept, as a
+    regex finditer -- or None; `stages` the split levels after it."""
     from . import unicode as _u
     from ..pretokenize import hf_split_regex
 
     items = (cfg.get("pretokenizers") or []) if isinstance(cfg, dict) and cfg.get("type") == "Sequence" else [cfg]
+    find: Optional[PreTokStage] = None
+    if items and isinstance(items[0], dict) and items[0].get("type") == "Split" and \
+            str(items[0].get("behavior", "")).lower() == "removed" and items[0].get("invert"):
+        try:
+            find = PreTokStage(hf_split_regex(dict(items[0], behavior="Isolated", invert=False)), keep_gaps=False,
+                               dialect="oniguruma")
+        except ValueError as e:
+            raise NotNative(str(e)) from None
+        items = items[1:]
     stages: list[PreTokStage] = []
     after = False  # after ByteLevel: patterns read byte characters
     seen_bytelevel = False
@@ -101,7 +112,7 @@ def native_stages(cfg: Any) -> list[PreTokStage]:
             raise NotNative(f"pre-tokenizer {t!r}")
     if not seen_bytelevel:
         raise NotNative("no ByteLevel pre-tokenizer (not a byte-level BPE)")
-    return stages
+    return find, stages
 
 
 def compile_stages(stages: list[PreTokStage]) -> list[PreTokStage]:
@@ -123,3 +134,60 @@ def compile_stages(stages: list[PreTokStage]) -> list[PreTokStage]:
             raise NotNative(f"regex {st.pattern[:80]!r} can match the empty string")
         out.append(st)
     return out
+
+
+class Cutter:
+    """Pieces cut before the tables run (files whose pieces the tables' own pre-tokenizer cannot cut: a
+    leading Split(Removed, invert=true) followed by more stages, or an end-of-word sentinel after each piece).
+
+    `split` is the split pipeline of every stage (the find pattern first when there is one): its pieces never
+    straddle a find match, and those outside every find match (HF removes them) are dropped."""
+
+    def __init__(self, find, split):
+        self.find, self.split = find, split  # CompiledPattern (mode find) / CompiledPattern (mode split), or None
+
+    @classmethod
+    def build(cls, find: Optional[PreTokStage], stages: list[PreTokStage]) -> "Cutter":
+        from ..pretokenize import CompiledPattern
+
+        levels = ([(find.pattern, find.dialect)] if find is not None else []) + [(s.pattern, s.dialect) for s in stages]
+        f = CompiledPattern.compile(find.pattern, find.dialect, "find") if find is not None else None
+        sp = CompiledPattern.pipeline(levels) if (stages or f is None) and levels else None
+        return cls(f, sp)
+
+    def spans(self, data: bytes):
+        """[k, 2] int64 byte spans of the pieces, in order."""
+        import numpy as np
+
+        if self.split is None:
+            return self.find.byte_spans(data) if self.find is not None else (
+                np.array([[0, len(data)]] if data else [], dtype=np.int64).reshape(-1, 2))
+        sp = self.split.byte_spans(data)
+        if self.find is None or not len(sp):
+            return sp
+        f = self.find.byte_spans(data)
+        if not len(f):
+            return sp[:0]
+        k = np.searchsorted(f[:, 0], sp[:, 0], side="right") - 1
+        keep = (k >= 0) & (sp[:, 0] < f[np.maximum(k, 0), 1])
+        return sp[keep]
+
+    def sections(self) -> dict:
+        out = {}
+        if self.find is not None:
+            out.update(self.find.sections("cut.find."))
+        if self.split is not None:
+            out.update(self.split.sections("cut.split."))
+        return out
+
+    @classmethod
+    def from_sections(cls, art, has_find: bool, has_split: bool) -> "Cutter":
+        from ..pretokenize import CompiledPattern
+
+        f = CompiledPattern.from_sections(art, "cut.find.") if has_find else None
+        sp = CompiledPattern.from_sections(art, "cut.split.") if has_split else None
+        if (f is not None and f.mode != "find") or (sp is not None and sp.mode != "split"):
+            from ..artifact import ArtifactError
+
+            raise ArtifactError(f"{art.path or '<bytes>'}: pipeline piece cutter has the wrong DFA modes")
+        return cls(f, sp)

@@ -3,7 +3,7 @@
     tok.save("falcon.fst"); fstok.load("falcon.fst")        # PipelineTokenizer / TekkenTokenizer
 
 Pipeline (docs/artifact-format.md): meta {pipeline_meta_version, name, where, n_vocab, has_pp, pp_ids,
-guards, standin_lo, has_tables}; section `tokenizer.json` (the file's JSON, UTF-8) and, when the compiled byte-level
+guards, standin_lo, mode, raw_guards, norm_guards, has_norm, suffix, cut, has_tables}; section `tokenizer.json` (the file's JSON, UTF-8) and, when the compiled byte-level
 tables encode the file, section `tables` (a whole BPE artifact, kind 3, with its own checksums).
 Tekken: meta {tekken_meta_version, name, n_special, specials, bos_id, eos_id}; section `tables` (the
 BPE artifact of the ranks).  Every meta field is checked, the JSON parsed and the nested BPE artifact
@@ -53,8 +53,14 @@ def pipeline_artifact(tok) -> bytes:
         "pp_ids": [list(map(int, wrap[0])), list(map(int, wrap[1]))] if wrap is not None else None,
         "has_tables": tok._inner is not None,
         "standin_lo": tok._standin_lo,
+        "mode": tok._mode, "raw_guards": list(tok._raw_guards), "norm_guards": list(tok._norm_guards),
+        "has_norm": tok._norm_fast is not None, "suffix": bool(tok._suffix),
+        "cut": None if tok._pieces is None else {"find": tok._pieces.find is not None,
+                                                 "split": tok._pieces.split is not None},
     }
     sections: dict[str, Any] = {"tokenizer.json": raw}
+    if tok._pieces is not None:
+        sections.update(tok._pieces.sections())
     uv = "n/a"
     if tok._inner is not None:
         sections["tables"] = tok._inner.to_bytes()
@@ -72,6 +78,12 @@ def load_pipeline(cls, art: _art.Artifact):
         "has_tables": isinstance(m.get("has_tables"), bool),
         "guards": isinstance(m.get("guards"), list) and all(isinstance(g, str) and g for g in m["guards"]),
         "standin_lo": m.get("standin_lo") is None or _int(m.get("standin_lo")),
+        "mode": m.get("mode") in ("direct", "guarded"),
+        "raw_guards": isinstance(m.get("raw_guards"), list) and all(isinstance(g, str) and g for g in m["raw_guards"]),
+        "norm_guards": isinstance(m.get("norm_guards"), list) and all(isinstance(g, str) for g in m["norm_guards"]),
+        "has_norm": isinstance(m.get("has_norm"), bool), "suffix": isinstance(m.get("suffix"), bool),
+        "cut": m.get("cut") is None or (isinstance(m["cut"], dict) and set(m["cut"]) == {"find", "split"}
+                                        and all(isinstance(v, bool) for v in m["cut"].values())),
         "pp_ids": m.get("pp_ids") is None or (isinstance(m["pp_ids"], list) and len(m["pp_ids"]) == 2
                                                 and all(_ids(x) for x in m["pp_ids"])),
     }
@@ -87,8 +99,22 @@ def load_pipeline(cls, art: _art.Artifact):
     if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
         raise _bad(art, "tokenizer.json section has no 'model' object")
     inner = _nested_bpe(art) if m["has_tables"] else None
-    if inner is not None and inner.n_vocab > m["n_vocab"] + 256:  # + stand-ins for bytes the vocabulary lacks
-        raise _bad(art, f"tables hold {inner.n_vocab} ids, more than the pipeline's n_vocab {m['n_vocab']} + 256")
+    if inner is not None and inner.n_vocab > m["n_vocab"] + 512:  # + stand-ins for missing bytes, the sentinel
+        raise _bad(art, f"tables hold {inner.n_vocab} ids, more than the pipeline's n_vocab {m['n_vocab']} + 512")
+    if m["suffix"] and m["cut"] is None:
+        raise _bad(art, "an end-of-word sentinel without a piece cutter")
+    cut = None
+    if m["cut"] is not None and inner is not None:
+        from .native import Cutter
+
+        cut = Cutter.from_sections(art, m["cut"]["find"], m["cut"]["split"])
+    norm_fast = None
+    if m["has_norm"] and inner is not None:
+        from .fastnorm import fast_normalizer
+
+        norm_fast = fast_normalizer(obj.get("normalizer"))
+        if norm_fast is None:
+            raise _bad(art, "the normalizer has no fast form, but the tables were compiled for one")
     tok = cls.__new__(cls)
     tok.where, tok.name, tok.n_vocab = m["where"], m["name"], m["n_vocab"]
     tok._obj = obj
@@ -98,6 +124,9 @@ def load_pipeline(cls, art: _art.Artifact):
     tok._inner = inner
     tok._guards = tuple(m["guards"])
     tok._standin_lo = m["standin_lo"] if inner is not None else None
+    tok._mode = m["mode"]
+    tok._raw_guards, tok._norm_guards = tuple(m["raw_guards"]), tuple(m["norm_guards"])
+    tok._norm_fast, tok._pieces, tok._suffix = norm_fast, cut, m["suffix"] and inner is not None
     tok._lens = None
     if inner is not None:
         import numpy as np

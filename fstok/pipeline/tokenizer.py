@@ -62,6 +62,16 @@ class PipelineTokenizer:
     """An HF tokenizer.json run stage by stage with HF's semantics (see the module docstring)."""
 
     _fstok_kind = "pipeline"
+    # the compiled path (set by _byte_level_tables / the artifact loader); these defaults: the stages only
+    _inner = None
+    _mode = "direct"
+    _norm_fast = None
+    _pieces = None
+    _suffix = False
+    _cut = None
+    _raw_guards: tuple = ()
+    _norm_guards: tuple = ()
+    _standin_lo = None
     # built from the tokenizer.json on first use when the tokenizer was loaded from an artifact (the compiled
     # tables encode without them; the stages, decode and the vocabulary need them)
     _LAZY = frozenset({"normalizer", "pre_tokenizer", "model", "decoder", "_pp_mod", "post_processor", "added",
@@ -137,37 +147,109 @@ class PipelineTokenizer:
         return cls(_load_json(p), p, name, compiled)
 
     def _byte_level_tables(self, obj: dict, where: str):
-        """The compiled byte-level BPE (C) for the whole text, added tokens included, where it computes exactly
-        what the stages compute: no normalizer, a pre-tokenizer the tables express without a prefix space, a
-        plain byte-level BPE with every single byte.  Added tokens with lstrip / rstrip / single_word are
-        left out of the tables: a text holding one of them takes the stage-by-stage path (`_guards`).
+        """The compiled byte-level BPE (C) for the whole text where it computes exactly what the stages compute:
+        a pre-tokenizer the tables express without a prefix space (fstok.pipeline.native), a byte-level BPE
+        (an `end_of_word_suffix` as a sentinel byte, see `_suffix_source`), a normalizer with a fast form
+        (fstok.pipeline.fastnorm) or none.
+
+        Without a normalizer or suffix ("direct"), the tables also match the added tokens (HF's two passes);
+        those with lstrip / rstrip / single_word are left out, and a text holding one takes the stages
+        (`_guards`).  With a normalizer or suffix ("guarded"), a text holding any added token takes the stages.
         None where the tables do not apply."""
-        if self.normalizer is not None or not isinstance(self.model, _models.BPE):
+        self._mode, self._norm_fast, self._pieces, self._suffix, self._cut = "direct", None, None, False, None
+        self._raw_guards: tuple[str, ...] = ()
+        self._norm_guards: tuple[str, ...] = ()
+        if not isinstance(self.model, _models.BPE) or self.model.prefix:
             return None
         m = self.model
-        if m.prefix or m.suffix or m.unk_token is not None:
-            return None
+        if self.normalizer is not None:
+            from .fastnorm import fast_normalizer
+
+            self._norm_fast = fast_normalizer(obj.get("normalizer"))
+            if self._norm_fast is None:
+                return None
         from ..bpe import BPETokenizer
         from ..loaders.bpe_source import AddedToken as _SrcAdded
 
         try:
-            src = self._byte_level_source(obj, where)
+            src = self._byte_level_source(self._suffix_source(obj) if m.suffix else obj, where)
             if src is None or src.add_prefix_space or src.normalizer is not None:
                 return None
-            # every added token with HF's id; the raw (normalized=false) ones are matched in the first pass,
-            # the others in the second, as HF's two tries do (without a normalizer the second sees raw text)
-            by_bytes = {b: i for b, i in src.tokens.items()}
-            for t in self.added.tokens:
-                if t.lstrip or t.rstrip or t.single_word:
-                    continue
-                src.added_tokens.append(_SrcAdded(t.content, t.id, special=False, normalized=t.normalized))
-                if by_bytes.get(t.content.encode("utf-8")) != t.id:
-                    src.extra_decode.setdefault(t.id, t.content.encode("utf-8"))
+            if m.suffix or self.normalizer is not None or self._cut is not None:
+                self._mode = "guarded"
+                self._raw_guards = tuple(t.content for t in self.added.tokens if not t.normalized)
+                self._norm_guards = tuple(self.added.id_to_token(t.id) for t in self.added.tokens if t.normalized)
+                if m.suffix or self._cut is not None:
+                    from .native import Cutter
+
+                    self._suffix = bool(m.suffix)
+                    if self._cut is not None:
+                        self._pieces = Cutter.build(*self._cut)
+                    else:
+                        st = src.stages
+                        find = st[0] if len(st) == 1 and not st[0].keep_gaps else None
+                        self._pieces = Cutter.build(find, [] if find is not None else list(st))
+                    src.stages = []  # the pieces are cut before the tables run
+            else:
+                # every added token with HF's id; the raw (normalized=false) ones are matched in the first pass,
+                # the others in the second, as HF's two tries do (without a normalizer the second sees raw text)
+                by_bytes = {b: i for b, i in src.tokens.items()}
+                for t in self.added.tokens:
+                    if t.lstrip or t.rstrip or t.single_word:
+                        continue
+                    src.added_tokens.append(_SrcAdded(t.content, t.id, special=False, normalized=t.normalized))
+                    if by_bytes.get(t.content.encode("utf-8")) != t.id:
+                        src.extra_decode.setdefault(t.id, t.content.encode("utf-8"))
             src.check()
             inner = BPETokenizer.from_source(src)
         except ValueError:
             return None
         return inner
+
+    #: the sentinel byte that stands for `end_of_word_suffix`: 0xFF never occurs in UTF-8 text
+    SENTINEL = 0xFF
+
+    def _suffix_source(self, obj: dict) -> dict:
+        """The file with `end_of_word_suffix` as a sentinel byte ending every piece: a token "x</w>" becomes
+        x + sentinel, a merge (a, "b</w>") becomes (a, b + sentinel), and merges (c, sentinel) -> "c</w>" for
+        every byte come first, so the first merges of a piece rebuild HF's initial symbols (the last one
+        carries the suffix) and the rest merges as HF does.  Tokens holding the byte 0xFF itself can never
+        match UTF-8 text and are left out.  Raises ValueError where this does not apply (a byte without its
+        suffixed token)."""
+        from ..loaders.bpe_source import BYTE_TO_CHAR
+
+        m = self.model
+        suf = m.suffix
+        sent = BYTE_TO_CHAR[self.SENTINEL]
+        vocab: dict[str, int] = {}
+        for tok, i in m.vocab.items():
+            if tok.endswith(suf) and len(tok) > len(suf):
+                base = tok[: -len(suf)]
+                if sent not in base:
+                    vocab[base + sent] = i
+            elif sent not in tok:
+                vocab[tok] = i
+        chars = [BYTE_TO_CHAR[b] for b in range(256) if b != self.SENTINEL]
+        if any(c + sent not in vocab for c in chars):
+            raise ValueError("a byte without its end-of-word token")
+        vocab[sent] = max(m.vocab.values()) + 1 + len(self.added.tokens)  # never emitted: always merged first
+        merges = [f"{c} {sent}" for c in chars]
+        if m.ignore_merges:
+            raise ValueError("ignore_merges with end_of_word_suffix")
+        raw = obj["model"].get("merges") or []
+        for k, mg in enumerate(raw):
+            a, b = mg.split(" ") if isinstance(mg, str) else mg
+            if sent in a or sent in b:
+                continue
+            if a.endswith(suf):
+                continue  # a suffixed token is always last: it never starts a pair
+            if b.endswith(suf):
+                b = b[: -len(suf)] + sent
+            elif (a + b).endswith(suf):
+                raise ValueError("a token that spells the suffix inside a word")  # one id, two roles
+            merges.append([a, b])
+        model = dict(obj["model"], vocab=vocab, merges=merges, end_of_word_suffix=None, unk_token=None)
+        return dict(obj, model=model)
 
     def _byte_level_source(self, obj: dict, where: str):
         """The BPESource of the file without its added tokens and normalizer: the byte-level BPE loader's
@@ -179,16 +261,25 @@ class PipelineTokenizer:
         from .native import NotNative, compile_stages, native_stages
 
         bare = dict(obj, added_tokens=[], normalizer=None)
+        self._cut = None
         try:
             src = source_from_obj(bare, where, self.name, check=False)
         except ValueError:
             try:
-                stages = compile_stages(native_stages(obj.get("pre_tokenizer")))
+                find, stages = native_stages(obj.get("pre_tokenizer"))
+                stages = compile_stages(stages)
+                if find is not None:
+                    compile_stages([dataclasses.replace(find, keep_gaps=True)])  # the empty-match check
             except NotNative:
                 return None
             src = source_from_obj(dict(bare, pre_tokenizer={"type": "ByteLevel", "add_prefix_space": False,
                                                             "use_regex": False}), where, self.name, check=False)
-            src.stages = stages
+            if find is None:
+                src.stages = stages
+            elif not stages:
+                src.stages = [find]
+            else:
+                self._cut = (find, stages)  # the tables cannot cut these pieces: `_cut_ids` does
         missing = [b for b in range(256) if bytes([b]) not in src.tokens]
         self._standin_lo = None
         if missing:
@@ -211,26 +302,73 @@ class PipelineTokenizer:
         self._guards = tuple(t.content for t in self.added.tokens if t.lstrip or t.rstrip or t.single_word)
         self._lens = np.diff(inner._tables["dec_off"].astype(np.int64))
 
-    def _native_ok(self, text: str) -> bool:
-        """The compiled tables encode this whole text (no added token that needs the stages occurs in it)."""
+    def _native_text(self, text: str) -> Optional[str]:
+        """The text the compiled tables encode for `text` (normalized where the file normalizes), or None
+        where the stages must run (an added token that needs them occurs; the normalizer has no fast form
+        for this text)."""
         if self._inner is None:
-            return False
-        for g in self._guards:
+            return None
+        if self._mode == "direct":
+            for g in self._guards:
+                if g in text:
+                    return None
+            return text
+        for g in self._raw_guards:
             if g in text:
-                return False
-        return True
+                return None
+        t = text if self._norm_fast is None else self._norm_fast(text)
+        if t is None:
+            return None
+        for g in self._norm_guards:
+            if g in t:
+                return None
+        return t
+
+    def _native_ok(self, text: str) -> bool:
+        return self._native_text(text) is not None
+
+    def _cut_ids(self, t: str):
+        """The ids of the normalized text `t` where the pieces are cut here (`_pieces`, one C pass for the
+        DFAs) and encoded by the tables in one C call; with end_of_word_suffix each piece is followed by the
+        sentinel byte."""
+        import numpy as np
+
+        data = t.encode("utf-8")
+        sp = self._pieces.spans(data)
+        if not len(sp):
+            return np.zeros(0, dtype=np.uint32)
+        tri = np.empty((len(sp), 3), dtype=np.uint32)
+        tri[:, 2] = 0xFFFFFFFF
+        if not self._suffix:
+            tri[:, 0], tri[:, 1] = sp[:, 0], sp[:, 1]
+            return np.frombuffer(self._inner._model.encode_spans(data, tri.tobytes(), 1), dtype=np.uint32)
+        ln = sp[:, 1] - sp[:, 0] + 1
+        ends = np.cumsum(ln)
+        starts = ends - ln
+        src = np.arange(int(ends[-1]), dtype=np.int64) - np.repeat(starts - sp[:, 0], ln)
+        buf = np.frombuffer(data, dtype=np.uint8)[np.minimum(src, len(data) - 1)]
+        buf[ends - 1] = self.SENTINEL
+        tri[:, 0], tri[:, 1] = starts, ends
+        return np.frombuffer(self._inner._model.encode_spans(buf.tobytes(), tri.tobytes(), 1), dtype=np.uint32)
 
     # ------------------------------------------------------------------ encoding
     def _ids(self, text: str) -> list[int]:
-        """The ids of _tokens(text): one call into C where the compiled tables apply."""
+        """The ids of _tokens(text): one pass in C where the compiled tables apply."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        if self._native_ok(text):
+        t = self._native_text(text)
+        if t is not None:
             lo = self._standin_lo
-            if lo is None:
-                return self._inner.encode(text, disallowed_special=())
-            a = self._inner.encode_to_numpy(text, disallowed_special=())
-            if not a.size or int(a.max()) < lo:
+            if self._mode == "direct" and lo is None:
+                return self._inner.encode(t, disallowed_special=())
+            try:
+                if self._pieces is not None:
+                    a = self._cut_ids(t)
+                else:
+                    a = self._inner.encode_to_numpy(t, disallowed_special=())
+            except UnicodeEncodeError:
+                a = None  # lone surrogates: the stages see the text as given
+            if a is not None and (lo is None or not a.size or int(a.max()) < lo):
                 return a.tolist()
         return self._stage_tokens(text)[0]
 
@@ -238,7 +376,7 @@ class PipelineTokenizer:
         """(ids, token strings, offsets, word indices) before post-processing (HF's Encoding of one text)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
-        if self._native_ok(text):
+        if self._mode == "direct" and self._native_ok(text):
             return self._native_tokens(text)
         return self._stage_tokens(text)
 
