@@ -7,11 +7,16 @@ Each module holds one kind of stage, built from its tokenizer.json config by `fr
     unicode.py        the Unicode facts HF uses (punctuation, numeric, whitespace, lowercase, NFD/NFC)
     normalizers.py    NFC/NFD/NFKC/NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, ByteLevel, Sequence
     pretokenizers.py  Split (every behavior, invert), Punctuation, Digits, Whitespace, WhitespaceSplit,
-                      CharDelimiterSplit, ByteLevel, Sequence
+                      CharDelimiterSplit, ByteLevel, BertPreTokenizer, UnicodeScripts, FixedLength, Metaspace,
+                      Sequence
     added.py          added tokens (special / normalized / lstrip / rstrip / single_word), matched before the model
     models.py         BPE (HF merges, continuing_subword_prefix, end_of_word_suffix, unk, fuse_unk), WordLevel
     decoders.py       ByteLevel, WordPiece, BPEDecoder, ByteFallback, Fuse, Strip, Replace, CTC, Metaspace, Sequence
     tokenizer.py      PipelineTokenizer: a whole tokenizer.json (encode, offsets, decode)
+    native.py         the pre-tokenizer as the C split pipeline of regex DFAs (and the piece cutter)
+    fastnorm.py       the normalizer as whole-string operations (the text the C tables encode)
+    persist.py        the artifacts (kinds "pipeline" and "tekken")
+    tekken.py         Mistral tekken.json
 """
 from __future__ import annotations
 

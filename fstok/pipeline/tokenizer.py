@@ -9,10 +9,10 @@
 Exactly HF `tokenizers` 0.23.3 `Tokenizer.encode(text, add_special_tokens=...)` (ids, offsets) and
 `decode(ids, skip_special_tokens=...)` for the components of fstok.pipeline; a component it does not
 implement raises UnsupportedComponent (a ValueError) naming it and the file when the file is read.
-The stages run in Python (regexes on fstok's compiled DFAs), except that the text between added tokens is
-encoded by the compiled byte-level BPE tables (C) when the file has no normalizer, a pre-tokenizer those tables
-express (without a prefix space) and a plain byte-level BPE model with every single byte (RoBERTa, Whisper);
-offsets then come from the tokens' byte lengths.  `compiled=False` keeps every stage in Python.
+Where the stages allow (fstok.pipeline.native, fstok.pipeline.fastnorm), the text is encoded in one C pass
+by the compiled byte-level BPE tables (`_byte_level_tables`); the Python stages run the rest and are the
+oracle of that path (`compiled=False` keeps every stage in Python).  `save` / `fstok.load`: one artifact
+(fstok.pipeline.persist).
 """
 from __future__ import annotations
 
