@@ -663,17 +663,18 @@ int spm_finish(const spm_model *m, const uint8_t *s, const spm_ints *tri, spm_in
 /* ------------------------------------------------------------------------------------------ */
 /* Word cache: direct-mapped, words of at most CW_MAXB bytes whose result has at most CW_MAXT pieces. */
 
-#define CW_SLOTS (1u << 15)
-#define CW_MAXB 48
-#define CW_MAXT 16
+#define CW_SLOTS (1u << 16)
+#define CW_MAXB 24
+#define CW_MAXT 5
 
+/* one 64-byte line per slot */
 typedef struct {
     uint32_t hash;
     uint8_t len, nt;
     uint8_t key[CW_MAXB];
     int32_t id[CW_MAXT];
     uint8_t b[CW_MAXT], e[CW_MAXT];
-} cw_slot;
+} __attribute__((aligned(64))) cw_slot;
 
 struct spm_cache {
     pthread_mutex_t mu;
@@ -683,7 +684,8 @@ struct spm_cache {
 struct spm_cache *spm_cache_new(void) {
     struct spm_cache *c = (struct spm_cache *)calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->slot = (cw_slot *)calloc(CW_SLOTS, sizeof(cw_slot));
+    c->slot = (cw_slot *)aligned_alloc(64, CW_SLOTS * sizeof(cw_slot));
+    if (c->slot) memset(c->slot, 0, CW_SLOTS * sizeof(cw_slot));
     if (!c->slot) {
         free(c);
         return NULL;
@@ -705,27 +707,44 @@ HOT uint32_t word_hash(const uint8_t *s, size_t n) {
     return h | 1u;
 }
 
+HOT uint32_t slot2(uint32_t h) { return (h >> 15 ^ h >> 3) & (CW_SLOTS - 1); }
+
 /* BPE over the words of s (split before every separator that follows another character), each word's
- * triples from the cache when present; the triples are in s's coordinates */
+ * triples from the cache when present; the triples are in s's coordinates.  The words are found first,
+ * so that the cache slots of the words a few ahead are fetched while the current one is looked up. */
 static int bpe_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
     const int escape = (m->flags & SPF_ESCAPE_WS) != 0;
     struct spm_cache *c = m->cache;
-    spm_ints tmp = {0};
+    spm_ints tmp = {0}, words = {0};
     size_t a = 0;
     while (a < n) {
         /* the word: [a, b) -- separators at its start, then up to the next separator */
         size_t b = a;
         if (escape)
-            while (b + 3 <= n && memcmp(s + b, SPACE_SYM, 3) == 0) b += 3;
+            while (b + 3 <= n && s[b] == 0xE2 && memcmp(s + b, SPACE_SYM, 3) == 0) b += 3;
         else
             while (b < n && s[b] == ' ') b++;
-        while (b < n && !(escape ? (b + 3 <= n && memcmp(s + b, SPACE_SYM, 3) == 0) : s[b] == ' ')) b++;
+        while (b < n && !(escape ? (s[b] == 0xE2 && b + 3 <= n && memcmp(s + b, SPACE_SYM, 3) == 0) : s[b] == ' ')) b++;
+        if (ints_put(&words, (int32_t)b)) goto fail;
+        a = b;
+    }
+    a = 0;
+    for (size_t w = 0; w < words.n; w++) {
+        const size_t b = (size_t)words.p[w];
+        if (c && w + 8 < words.n) {
+            const size_t a8 = (size_t)words.p[w + 7], b8 = (size_t)words.p[w + 8];
+            if (b8 - a8 <= CW_MAXB) {
+                const uint32_t h8 = word_hash(s + a8, b8 - a8);
+                __builtin_prefetch(&c->slot[h8 & (CW_SLOTS - 1)]);
+                __builtin_prefetch(&c->slot[slot2(h8)]);
+            }
+        }
         const size_t len = b - a;
         const uint32_t h = word_hash(s + a, len);
         cw_slot *sl = NULL;
         if (c && len <= CW_MAXB) {
             /* two candidate slots; a word is stored in the first when it is free, else in the second */
-            cw_slot *s1 = &c->slot[h & (CW_SLOTS - 1)], *s2 = &c->slot[(h >> 15 ^ h >> 3) & (CW_SLOTS - 1)];
+            cw_slot *s1 = &c->slot[h & (CW_SLOTS - 1)], *s2 = &c->slot[slot2(h)];
             pthread_mutex_lock(&c->mu);
             if (s1->hash == h && s1->len == len && memcmp(s1->key, s + a, len) == 0)
                 sl = s1;
@@ -764,9 +783,11 @@ static int bpe_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *o
         a = b;
     }
     spm_ints_free(&tmp);
+    spm_ints_free(&words);
     return 0;
 fail:
     spm_ints_free(&tmp);
+    spm_ints_free(&words);
     return -1;
 }
 
