@@ -132,6 +132,8 @@ def _normalized_added_forms(obj: dict, source: str) -> dict[int, str]:
     except UnsupportedComponent:
         # normalizers the pipeline does not model (BertNormalizer, Precompiled): the content is decoded as is
         return {}
+    if norm is None:  # an empty Sequence
+        return {}
     out = {}
     for a in todo:
         n = norm.normalize_str(a["content"])
@@ -791,16 +793,36 @@ class _PipelineCore(_Core):
         # the compiled path numbers words per added-token split; HF numbers the pre-tokenizer's pieces:
         # each token belongs to the last piece (in order) that starts at or before the token's start
         starts: list[tuple[int, int]] = []  # (piece start in text, word index)
+        ptexts: list[str] = []  # each piece's (normalized) text
         w = 0
         for piece, added in tok.added.extract_and_normalize(text):
             if added is not None:
                 starts.append((piece.span()[0], w))
+                ptexts.append(piece.text)
                 w += 1
                 continue
             for p in tok.pre_tokenizer.split([piece]):
                 if p.text:
                     starts.append((p.offsets(0, len(p.text))[0], w))
+                    ptexts.append(p.text)
                     w += 1
+        # the token strings spell the pieces in order (byte-level BPE; a character the vocabulary lacks is
+        # dropped): finding each in its piece is exact even where a piece boundary falls inside one original
+        # character (pre-tokenizers after ByteLevel), which the offsets cannot tell apart
+        out_words = []
+        k = pos = 0
+        for t in toks:
+            while k < len(ptexts):
+                j = ptexts[k].find(t, pos) if t else -1
+                if j >= 0:
+                    out_words.append(k)
+                    pos = j + len(t)
+                    break
+                k, pos = k + 1, 0
+            else:
+                break
+        if len(out_words) == len(toks):
+            return list(ids), [tuple(o) for o in offs], out_words, list(toks)
         out_words = []
         k = 0
         for a, _ in offs:
