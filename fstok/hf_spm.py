@@ -22,10 +22,10 @@ import numpy as np
 
 from . import artifact as _art
 from .hf_norm import (WHITE_SPACE, GraphemeTable, NString, build_decoder, build_normalizer, build_pretokenizer)
-from .spm_layout import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, _native, make_model
+from .spm_layout import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, ArtifactIO, _native, decode_pieces, make_model
 
 
-class HFSentencePieceTokenizer:
+class HFSentencePieceTokenizer(ArtifactIO):
     def __init__(self, art: _art.Artifact):
         self._art = art
         where = art.path or "<artifact>"
@@ -72,7 +72,7 @@ class HFSentencePieceTokenizer:
         self._norm = build_normalizer(self._pipe["normalizer"], where, self._graphemes, charsmaps)
         self._pre = build_pretokenizer(self._pipe["pre_tokenizer"], where)
         self._dec = build_decoder(self._pipe["decoder"], where)
-        self._blob = a["pieces"].tobytes()
+        self._blob = a["pieces"]
         self._po = po
         self._vocab_list: list[str] | None = None
         self._tok_id: dict[str, int] | None = None
@@ -171,8 +171,7 @@ class HFSentencePieceTokenizer:
     # -- vocabulary ---------------------------------------------------------------------------
     def _vocab(self) -> list[str]:
         if self._vocab_list is None:
-            b, po = self._blob, self._po.tolist()
-            self._vocab_list = [b[po[i] : po[i + 1]].decode("utf-8") for i in range(self._n)]
+            self._vocab_list = decode_pieces(self._blob, self._po, self._n)
         return self._vocab_list
 
     def _token_ids_model(self) -> dict[str, int]:
@@ -218,23 +217,6 @@ class HFSentencePieceTokenizer:
         meta, sections = hf_tables(obj, p)
         blob = _art.write_artifact(None, _art.KIND_SPM, meta, sections, "n/a", _art.source_hash(b"spm-hf", data))
         return cls(_art.parse_artifact(blob, where=p, expect_kind=_art.KIND_SPM))
-
-    def to_bytes(self) -> bytes:
-        return self._art.to_bytes()
-
-    def save(self, path: str | os.PathLike) -> None:
-        data = self.to_bytes()
-        tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-
-    @classmethod
-    def _from_bytes(cls, data: bytes):
-        return cls(_art.parse_artifact(data, expect_kind=_art.KIND_SPM))
-
-    def __reduce__(self):
-        return (self.__class__._from_bytes, (self.to_bytes(),))
 
     def __repr__(self) -> str:
         return f"<HFSentencePieceTokenizer {self.model_type} vocab={self._n}>"

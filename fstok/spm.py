@@ -20,14 +20,15 @@ from . import artifact as _art
 
 from .spm_layout import (_SECTIONS, _SPACE, KIND_SPM, SPF_ADD_DUMMY, SPF_BPE, SPF_BYTE_FALLBACK,  # noqa: F401
                          SPF_ESCAPE_WS, SPF_FUSE_UNK, SPF_HF, SPF_REMOVE_WS, SPF_WS_SUFFIX, SPT_BYTE, SPT_CONTROL,
-                         SPT_NORMAL, SPT_UNKNOWN, SPT_UNUSED, SPT_USER, _native, make_model)
+                         SPT_NORMAL, SPT_UNKNOWN, SPT_UNUSED, SPT_USER, ArtifactIO, _native, decode_pieces,
+                         make_model)
 
 
 class SentencePieceError(ValueError):
     """A SentencePiece-family artifact or source fstok cannot use."""
 
 
-class SentencePieceTokenizer:
+class SentencePieceTokenizer(ArtifactIO):
     """A SentencePiece `.model` tokenizer (Unigram or BPE), exact to the `sentencepiece` library."""
 
     def __init__(self, art: _art.Artifact):
@@ -92,8 +93,7 @@ class SentencePieceTokenizer:
     def _pieces(self) -> list[str]:
         # decoded on first use: loading stays a validation of the arrays
         if self._pieces_list is None:
-            blob, po = self._blob.tobytes(), self._po.tolist()
-            self._pieces_list = [blob[po[i] : po[i + 1]].decode("utf-8") for i in range(self._n)]
+            self._pieces_list = decode_pieces(self._blob, self._po, self._n)
         return self._pieces_list
 
     @property
@@ -135,23 +135,6 @@ class SentencePieceTokenizer:
         blob = _art.write_artifact(None, KIND_SPM, meta, sections, "n/a", _art.source_hash(b"spm-model", data))
         art = _art.parse_artifact(blob, where=p, expect_kind=KIND_SPM)
         return cls(art)
-
-    def to_bytes(self) -> bytes:
-        return self._art.to_bytes()
-
-    def save(self, path: str | os.PathLike) -> None:
-        data = self.to_bytes()
-        tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-
-    @classmethod
-    def _from_bytes(cls, data: bytes):
-        return cls.from_artifact(_art.parse_artifact(data, expect_kind=KIND_SPM))
-
-    def __reduce__(self):
-        return (self.__class__._from_bytes, (self.to_bytes(),))
 
     def __repr__(self) -> str:
         return f"<SentencePieceTokenizer {self.model_type} vocab={self._n}>"

@@ -21,6 +21,35 @@ _SECTIONS = {
 }
 
 
+def decode_pieces(blob, offsets, n: int) -> list[str]:
+    """The piece strings of the `pieces` / `piece_off` sections (validated UTF-8), in id order."""
+    b, po = bytes(blob), offsets.tolist() if hasattr(offsets, "tolist") else list(offsets)
+    return [b[po[i] : po[i + 1]].decode("utf-8") for i in range(n)]
+
+
+class ArtifactIO:
+    """to_bytes / save / pickling of a tokenizer kept in its artifact (`self._art`); `from_artifact` rebuilds."""
+
+    def to_bytes(self) -> bytes:
+        return self._art.to_bytes()
+
+    def save(self, path) -> None:
+        import os
+
+        data = self.to_bytes()
+        tmp = f"{os.fspath(path)}.tmp{os.getpid()}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+
+    @classmethod
+    def _from_bytes(cls, data: bytes):
+        return cls.from_artifact(_art.parse_artifact(data, expect_kind=KIND_SPM))
+
+    def __reduce__(self):
+        return (self.__class__._from_bytes, (self.to_bytes(),))
+
+
 def _native():
     from .runtime import _spm
 

@@ -305,17 +305,41 @@ int spm_normalize(const spm_model *m, const uint8_t *in, size_t n, spm_bytes *ou
 /* Unigram: Model::EncodeOptimized (sentencepiece, float arithmetic as the library's types give it) and
  * Unigram::encode_optimized (tokenizers, f64). */
 
+/* The best path ending at each byte position: where its last piece starts and which it is (start -1: no
+ * path yet); the path scores are kept beside, as float or double. */
 typedef struct {
-    float score;
     int32_t start;
     int32_t id;
-} sp_node;
+} path_node;
 
-typedef struct {
-    double score;
-    int32_t start;
-    int32_t id;
-} hf_node;
+/* one block: size + 1 path nodes (no path), then size + 1 zero scores of `score_size` bytes */
+static path_node *lattice_new(size_t size, size_t score_size, void **scores) {
+    path_node *p = (path_node *)malloc((size + 1) * (sizeof(path_node) + score_size));
+    if (!p) return NULL;
+    for (size_t k = 0; k <= size; k++) p[k].start = p[k].id = -1;
+    *scores = p + size + 1;
+    memset(*scores, 0, (size + 1) * score_size);
+    return p;
+}
+
+/* the best path to `size` as (id, begin, end) triples in order; frees the lattice */
+static int lattice_emit(path_node *p, size_t size, spm_ints *out) {
+    const size_t base = out->n;
+    for (size_t e = size; e > 0; e = (size_t)p[e].start) {
+        if (ints_put3(out, p[e].id, p[e].start, (int32_t)e)) {
+            free(p);
+            return -1;
+        }
+    }
+    free(p);
+    for (size_t a = base, b = out->n - 3; a < b; a += 3, b -= 3) {
+        int32_t tmp[3];
+        memcpy(tmp, out->p + a, 12);
+        memcpy(out->p + a, out->p + b, 12);
+        memcpy(out->p + b, tmp, 12);
+    }
+    return 0;
+}
 
 /* sentencepiece keeps path scores as floats and, so that they keep their precision on long inputs,
  * rebases them: when the score at the current start leaves [-SCORE_RESET, SCORE_RESET], it is
@@ -324,22 +348,18 @@ typedef struct {
 #define SCORE_RESET 100000.0f
 
 static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
-    sp_node *best = (sp_node *)malloc((size + 1) * sizeof(sp_node));
+    float *score;
+    path_node *best = lattice_new(size, sizeof(float), (void **)&score);
     if (!best) return -1;
-    for (size_t k = 0; k <= size; k++) {
-        best[k].score = 0;
-        best[k].start = -1;
-        best[k].id = -1;
-    }
     const float unk_score = m->min_score - 10.0f;
     const spm_trie *t = &m->pieces;
     size_t st = 0, frontier = 0;
     while (st < size) {
-        float here = best[st].score;
+        float here = score[st];
         if (here < -SCORE_RESET || here > SCORE_RESET) {
             const float off = here;
             for (size_t i = st; i <= frontier; i++)
-                if (i == st || best[i].start != -1) best[i].score -= off;
+                if (i == st || best[i].start != -1) score[i] -= off;
             here = 0.0f;
         }
         int single = 0;
@@ -355,63 +375,40 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
             const uint8_t ty = m->ptype[id];
             if (ty == SPT_UNUSED) continue;
             if (kp > frontier) frontier = kp;
-            sp_node *tg = &best[kp];
             const size_t length = kp - st;
             /* a user-defined piece scores 0.1 per byte after its first (a double rounded to float) */
-            const float score = ty == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : m->score[id];
-            const float cand = score + here;
-            if (tg->start == -1 || cand > tg->score) {
-                tg->score = cand;
-                tg->start = (int32_t)st;
-                tg->id = id;
+            const float cand = (ty == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : m->score[id]) + here;
+            if (best[kp].start == -1 || cand > score[kp]) {
+                score[kp] = cand;
+                best[kp].start = (int32_t)st;
+                best[kp].id = id;
             }
             if (!single && length == mblen) single = 1;
         }
         if (!single) {
-            if (st + mblen > frontier) frontier = st + mblen;
-            sp_node *tg = &best[st + mblen];
+            const size_t e = st + mblen;
+            if (e > frontier) frontier = e;
             const float cand = unk_score + here;
-            if (tg->start == -1 || cand > tg->score) {
-                tg->score = cand;
-                tg->start = (int32_t)st;
-                tg->id = m->unk_id;
+            if (best[e].start == -1 || cand > score[e]) {
+                score[e] = cand;
+                best[e].start = (int32_t)st;
+                best[e].id = m->unk_id;
             }
         }
         st += mblen;
     }
-    /* backtrack into `out`, then reverse the triples */
-    size_t base = out->n;
-    for (size_t e = size; e > 0;) {
-        const sp_node *nd = &best[e];
-        if (ints_put3(out, nd->id, nd->start, (int32_t)e)) {
-            free(best);
-            return -1;
-        }
-        e = (size_t)nd->start;
-    }
-    free(best);
-    for (size_t a = base, b = out->n - 3; a < b; a += 3, b -= 3) {
-        int32_t tmp[3];
-        memcpy(tmp, out->p + a, 12);
-        memcpy(out->p + a, out->p + b, 12);
-        memcpy(out->p + b, tmp, 12);
-    }
-    return 0;
+    return lattice_emit(best, size, out);
 }
 
 static int unigram_hf(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
-    hf_node *best = (hf_node *)malloc((size + 1) * sizeof(hf_node));
+    double *score;
+    path_node *best = lattice_new(size, sizeof(double), (void **)&score);
     if (!best) return -1;
-    for (size_t k = 0; k <= size; k++) {
-        best[k].score = 0;
-        best[k].start = -1;
-        best[k].id = -1;
-    }
     const double unk_score = m->min_score64 - 10.0;
     const spm_trie *t = &m->pieces;
     size_t st = 0;
     while (st < size) {
-        const double here = best[st].score;
+        const double here = score[st];
         int single = 0;
         size_t mblen = one_char_len(s[st]);
         if (mblen > size - st) mblen = size - st;
@@ -422,43 +419,26 @@ static int unigram_hf(const spm_model *m, const uint8_t *s, size_t size, spm_int
             if (node == SPM_NONE) break;
             const int32_t id = t->value[node];
             if (id < 0) continue;
-            hf_node *tg = &best[kp];
             const double cand = m->score64[id] + here;
-            if (tg->start == -1 || cand > tg->score) {
-                tg->score = cand;
-                tg->start = (int32_t)st;
-                tg->id = id;
+            if (best[kp].start == -1 || cand > score[kp]) {
+                score[kp] = cand;
+                best[kp].start = (int32_t)st;
+                best[kp].id = id;
             }
             if (!single && kp - st == mblen) single = 1;
         }
         if (!single) {
-            hf_node *tg = &best[st + mblen];
+            const size_t e = st + mblen;
             const double cand = unk_score + here;
-            if (tg->start == -1 || cand > tg->score) {
-                tg->score = cand;
-                tg->start = (int32_t)st;
-                tg->id = m->unk_id;
+            if (best[e].start == -1 || cand > score[e]) {
+                score[e] = cand;
+                best[e].start = (int32_t)st;
+                best[e].id = m->unk_id;
             }
         }
         st += mblen;
     }
-    size_t base = out->n;
-    for (size_t e = size; e > 0;) {
-        const hf_node *nd = &best[e];
-        if (ints_put3(out, nd->id, nd->start, (int32_t)e)) {
-            free(best);
-            return -1;
-        }
-        e = (size_t)nd->start;
-    }
-    free(best);
-    for (size_t a = base, b = out->n - 3; a < b; a += 3, b -= 3) {
-        int32_t tmp[3];
-        memcpy(tmp, out->p + a, 12);
-        memcpy(out->p + a, out->p + b, 12);
-        memcpy(out->p + b, tmp, 12);
-    }
-    return 0;
+    return lattice_emit(best, size, out);
 }
 
 int spm_unigram(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {

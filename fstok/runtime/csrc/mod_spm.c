@@ -253,24 +253,30 @@ static PyObject *py_normalize(PyObject *self, PyObject *args) {
     return r;
 }
 
+/* the model over `in` (released here) into tri; -1 with the Python error set */
+static int run_model(PyObject *cap, Py_buffer *in, spm_ints *tri) {
+    spm_model *m = get_model(cap);
+    if (!m) {
+        PyBuffer_Release(in);
+        return -1;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = spm_model_run(m, in->buf, (size_t)in->len, tri);
+    Py_END_ALLOW_THREADS PyBuffer_Release(in);
+    if (rc) {
+        spm_ints_free(tri);
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 /* model(handle, normalized bytes) -> triples (id, begin, end) as int32 bytes, before unk handling */
 static PyObject *py_model(PyObject *self, PyObject *args) {
     PyObject *cap;
     Py_buffer in;
-    if (!PyArg_ParseTuple(args, "Oy*", &cap, &in)) return NULL;
-    spm_model *m = get_model(cap);
-    if (!m) {
-        PyBuffer_Release(&in);
-        return NULL;
-    }
     spm_ints tri = {0};
-    int rc;
-    Py_BEGIN_ALLOW_THREADS rc = spm_model_run(m, in.buf, (size_t)in.len, &tri);
-    Py_END_ALLOW_THREADS PyBuffer_Release(&in);
-    if (rc) {
-        spm_ints_free(&tri);
-        return PyErr_NoMemory();
-    }
+    if (!PyArg_ParseTuple(args, "Oy*", &cap, &in) || run_model(cap, &in, &tri)) return NULL;
     PyObject *r = triples_bytes(&tri);
     spm_ints_free(&tri);
     return r;
@@ -282,20 +288,8 @@ static PyObject *py_model_ids(PyObject *self, PyObject *args) {
     PyObject *cap;
     Py_buffer in;
     int unk;
-    if (!PyArg_ParseTuple(args, "Oy*i", &cap, &in, &unk)) return NULL;
-    spm_model *m = get_model(cap);
-    if (!m) {
-        PyBuffer_Release(&in);
-        return NULL;
-    }
     spm_ints tri = {0};
-    int rc;
-    Py_BEGIN_ALLOW_THREADS rc = spm_model_run(m, in.buf, (size_t)in.len, &tri);
-    Py_END_ALLOW_THREADS PyBuffer_Release(&in);
-    if (rc) {
-        spm_ints_free(&tri);
-        return PyErr_NoMemory();
-    }
+    if (!PyArg_ParseTuple(args, "Oy*i", &cap, &in, &unk) || run_model(cap, &in, &tri)) return NULL;
     for (size_t k = 0; k < tri.n; k += 3)
         if (tri.p[k] == unk || tri.p[k] < 0) {
             spm_ints_free(&tri);
@@ -305,7 +299,6 @@ static PyObject *py_model_ids(PyObject *self, PyObject *args) {
     spm_ints_free(&tri);
     return r;
 }
-
 
 /* ------------------------------------------------------------------------------------------ */
 /* HF pipelines: hf_make(model handle, ops, pre, graphemes, merges, byte_tok, flags) -> handle;
