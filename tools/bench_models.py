@@ -77,9 +77,13 @@ def load_peer(peer: str, path: str):
 
         import fstok
 
-        # compiled once per source file (the artifact is keyed by the file's size and mtime), then loaded
+        # compiled once per source file and fstok version (the artifact is keyed by the file's size and
+        # mtime and by fstok's own files), then loaded
         st = os.stat(path)
-        key = hashlib.sha256(f"{path}:{st.st_size}:{st.st_mtime_ns}:{fstok.__file__}".encode()).hexdigest()[:16]
+        pkg = os.path.dirname(fstok.__file__)
+        stamp = sorted((f, os.stat(os.path.join(d, f)).st_mtime_ns) for d, _, fs in os.walk(pkg) for f in fs
+                       if f.endswith((".py", ".so")))
+        key = hashlib.sha256(f"{path}:{st.st_size}:{st.st_mtime_ns}:{stamp}".encode()).hexdigest()[:16]
         p = os.path.join(tempfile.gettempdir(), f"fstok-bench-models-{key}.fst")
         if not os.path.exists(p):
             fstok.compile(path).save(p)
