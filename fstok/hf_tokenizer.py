@@ -195,10 +195,21 @@ class _WordPieceCore(_Core):
 
     def offsets_batch(self, texts, num_threads):
         special = _texts_holding(texts, self.allowed) if self.allowed else []
+        # one C batch: per text a bytes object of ids and one of offsets, nothing per token; texts holding
+        # special-token text are split at it (in Python) and spliced in
         if special:
-            return super().offsets_batch(texts, num_threads)
-        # one C batch: per text a bytes object of ids and one of offsets, nothing per token
-        res = self.tok._model.encode_batch(texts, num_threads, 3)
+            sp = set(special)
+            clean = [i for i in range(len(texts)) if i not in sp]
+            got = self.tok._model.encode_batch([texts[i] for i in clean], num_threads, 3)
+            res: list = [None] * len(texts)
+            for i, r in zip(clean, got):
+                res[i] = r
+            for i in special:
+                ids, offs = self.tok.encode_with_offsets(texts[i], allowed_special=self.allowed)
+                res[i] = (np.asarray(ids, dtype=np.uint32).tobytes(),
+                          np.asarray(offs, dtype=np.uint32).reshape(-1, 2).tobytes())
+        else:
+            res = self.tok._model.encode_batch(texts, num_threads, 3)
         ids = np.frombuffer(b"".join([r[0] for r in res]), dtype=np.uint32)
         lens = np.fromiter((len(r[0]) >> 2 for r in res), dtype=np.int64, count=len(res))
         offs = np.frombuffer(b"".join([r[1] for r in res]), dtype=np.uint32).reshape(-1, 2).astype(np.int64)
@@ -467,7 +478,7 @@ class Tokenizer:
         elif kind == "BPETokenizer":
             self._core = _BPECore(self._compiled, self._added, id_to_token)
         elif kind == "PipelineTokenizer":
-            self._core = _PipelineCore(self._compiled)
+            self._core = _PipelineCore(self._compiled, obj["model"])
         elif kind == "HFSentencePieceTokenizer":
             self._core = _SpmCore(self._compiled)
         elif hasattr(self._compiled, "hf_model_encode"):
@@ -782,8 +793,19 @@ class _Duck(_Core):
 class _PipelineCore(_Core):
     """fstok's stage-by-stage tokenizer.json pipeline: its pre-post-processing encoding per text."""
 
-    def __init__(self, tok):
+    def __init__(self, tok, model: Optional[dict] = None):
         self.tok = tok
+        model = model or {}
+        # the parts of a BPE token string that are not text of its piece (CLIP's "</w>")
+        self.suffix = model.get("end_of_word_suffix") or ""
+        self.prefix = model.get("continuing_subword_prefix") or ""
+
+    def _bare(self, t: str) -> str:
+        if self.suffix and t.endswith(self.suffix):
+            t = t[:-len(self.suffix)]
+        if self.prefix and t.startswith(self.prefix):
+            t = t[len(self.prefix):]
+        return t
 
     def model_encode(self, text):
         tok = self.tok
@@ -812,6 +834,7 @@ class _PipelineCore(_Core):
         out_words = []
         k = pos = 0
         for t in toks:
+            t = self._bare(t)
             while k < len(ptexts):
                 j = ptexts[k].find(t, pos) if t else -1
                 if j >= 0:

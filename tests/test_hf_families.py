@@ -1,8 +1,9 @@
 """fstok.Tokenizer vs HF `tokenizers.Tokenizer` on every tokenizer.json of the shared vocabularies: every
 Encoding field (ids, tokens, offsets, type_ids, attention/special masks, word and sequence ids, overflowing
 windows), single and pair, under the file's own settings, none, truncation with stride (right and left) and
-padding; encode_batch, the numpy batch and decode.  A sample of the corpus; the full run is
-`python tools/diff_hf.py` (every line)."""
+padding; encode_batch, the numpy batch and decode; and, for the families tests/test_hf_transformers.py does
+not cover, transformers patched vs unpatched (__call__ forms, batch_decode, apply_chat_template, streaming
+decode).  A sample of the corpus; the long run is `python tools/diff_hf.py [--max-lines N]`."""
 from __future__ import annotations
 
 import glob
@@ -47,4 +48,19 @@ def test_every_field_equals_hf(path):
     report: list[str] = []
     checks, bad = diff_hf.diff_file(path, _lines(), report.append)
     assert checks > 100
+    assert bad == 0, "\n".join(report)
+
+
+TF_SAMPLE = ["models/unigram/multilingual-e5-small/tokenizer.json", "models/spm-bpe/phi-3-mini/tokenizer.json",
+             "hf/anthropic_tokenizer.json", "models/charbpe/clip-vit-base-patch32/tokenizer.json",
+             "models/bytelevel-bpe/whisper-large-v3/tokenizer.json"]
+
+
+@needs_shared
+@pytest.mark.parametrize("rel", TF_SAMPLE)
+def test_transformers_patched_equals_unpatched(rel):
+    pytest.importorskip("transformers")
+    report: list[str] = []
+    checks, bad = diff_hf.diff_transformers(os.path.join(VOCAB, rel), _lines(), report.append, chunk=32)
+    assert checks > 10
     assert bad == 0, "\n".join(report)

@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """A padded, truncated numpy batch of BERT inputs, end to end: fstok.Tokenizer vs HF tokenizers vs transformers.
 
-    tools/bench hf [--lines 20000] [--threads 1,2] [--batch 20000]
+    tools/bench hf [--lines 20000] [--threads 1,2] [--scenarios single,pairs+offsets]
 
 The tokenizer is all-MiniLM-L6-v2's tokenizer.json (WordPiece, BertProcessing template, truncation 128 and
-fixed padding 128 stored in the file). Each contender produces input_ids, attention_mask and token_type_ids
-as numpy arrays for the same lines (English, multilingual, code and stress corpora interleaved):
-  fstok          fstok.Tokenizer.encode_batch_numpy(lines)
-  tokenizers     HF Tokenizer.encode_batch(lines), then np.array of ids / attention_mask / type_ids
-  transformers   PreTrainedTokenizerFast(...)(lines, padding="max_length", truncation=True, max_length=128,
-                 return_tensors="np"), unpatched and with fstok.transformers.patch()
-Every contender is warmed up on other lines first, then timed on one pass over lines it has not seen. Each
-thread count runs in its own process (HF's thread pool size is fixed at its first use: RAYON_NUM_THREADS).
-The outputs are checked equal before the timings count.
+fixed padding 128 stored in the file). Each contender produces numpy input_ids, attention_mask and
+token_type_ids (and offset_mapping in the pairs+offsets scenario) for the same lines (English, multilingual,
+code, stress and Chinese corpora interleaved):
+  fstok.Tokenizer   encode_batch_numpy(lines[, pairs], return_offsets_mapping=...)
+  HF tokenizers     Tokenizer.encode_batch(lines), then np.array of each field
+  transformers      PreTrainedTokenizerFast(...)(lines, text_pair=..., return_tensors="np", ...), unpatched
+                    and with fstok.transformers.patch()
+Scenarios: "single" pads every text to 128 (padding="max_length"); "pairs+offsets" encodes text pairs padded to
+the batch's longest (padding=True) with return_offsets_mapping=True. Each contender runs in a fresh process
+(one per thread count; HF's pool size is fixed at first use: RAYON_NUM_THREADS), is warmed up on other lines,
+and is timed on one pass over lines that process has not seen. The arrays of all contenders are checked
+identical (a digest) before the timings count.
 """
 from __future__ import annotations
 
@@ -50,100 +53,122 @@ def corpus_lines(n: int, skip: int) -> list[str]:
     return out
 
 
-def child(threads: int, n: int) -> dict:
-    import numpy as np
-    import tokenizers
+CONTENDERS = ["fstok.Tokenizer", "HF tokenizers", "transformers", "transformers + fstok.patch()"]
+SCENARIOS = {
+    # name: (pairs?, transformers kwargs)
+    "single": (False, dict(padding="max_length", truncation=True, max_length=128)),
+    "pairs+offsets": (True, dict(padding=True, truncation=True, max_length=128, return_offsets_mapping=True)),
+}
 
-    import fstok
+
+def child(threads: int, n: int, contender: str, scenario: str) -> dict:
+    """One contender in a fresh process: load, warm up on other lines, one timed pass over unseen lines."""
+    import hashlib
+
+    import numpy as np
 
     warm = corpus_lines(2000, 0)
     lines = corpus_lines(n, 400)  # past the warm-up lines of every corpus
-    warm = [w for w in warm if w not in set(lines)] or warm[:10]
-    res: dict = {"threads": threads, "lines": len(lines), "bytes": sum(len(x.encode()) for x in lines)}
+    seen = set(lines)
+    warm = [w for w in warm if w not in seen] or warm[:10]
+    with_pairs, tf_kw = SCENARIOS[scenario]
+    offsets = bool(tf_kw.get("return_offsets_mapping"))
+    pairs = lines[1:] + lines[:1] if with_pairs else None
+    warm_pairs = warm[1:] + warm[:1] if with_pairs else None
+    if contender == "fstok.Tokenizer":
+        import fstok
 
-    ours = fstok.Tokenizer.from_file(TOK)
-    hf = tokenizers.Tokenizer.from_file(TOK)
+        ours = fstok.Tokenizer.from_file(TOK)
+        if scenario != "single":
+            ours.enable_padding(pad_id=0, pad_token="[PAD]")  # batch longest, as transformers' padding=True
 
-    def run_ours(xs):
-        return ours.encode_batch_numpy(xs, num_threads=threads)
+        def run(xs, ps):
+            return ours.encode_batch_numpy(xs, ps, num_threads=threads, return_offsets_mapping=offsets)
+    elif contender == "HF tokenizers":
+        import tokenizers
 
-    def run_hf(xs):
-        encs = hf.encode_batch(xs)
-        return {"input_ids": np.array([e.ids for e in encs], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64)}
+        hf = tokenizers.Tokenizer.from_file(TOK)
+        if scenario != "single":
+            hf.enable_padding(pad_id=0, pad_token="[PAD]")
 
-    contenders = {"fstok.Tokenizer": run_ours, "HF tokenizers": run_hf}
-    try:
-        import transformers  # noqa: F401
+        def run(xs, ps):
+            encs = hf.encode_batch(xs if ps is None else list(zip(xs, ps)))
+            out = {"input_ids": np.array([e.ids for e in encs], dtype=np.int64),
+                   "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
+                   "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64)}
+            if offsets:
+                out["offset_mapping"] = np.array([e.offsets for e in encs], dtype=np.int64)
+            return out
+    else:
         from transformers import PreTrainedTokenizerFast
 
-        import fstok.transformers as ftr
+        if contender == "transformers + fstok.patch()":
+            import fstok.transformers as ftr
 
-        def make_tf():
-            return PreTrainedTokenizerFast(tokenizer_file=TOK)
+            ftr.patch()
+        tf = PreTrainedTokenizerFast(tokenizer_file=TOK)
+        tf.pad_token = "[PAD]"
 
-        tf_plain = make_tf()
-        ftr.patch()
-        try:
-            tf_patched = make_tf()
-        finally:
-            ftr.unpatch()
-
-        def run_tf(t):
-            def f(xs):
-                r = t(xs, padding="max_length", truncation=True, max_length=128, return_tensors="np",
-                      return_token_type_ids=True, return_attention_mask=True)
-                return {k: r[k] for k in ("input_ids", "attention_mask", "token_type_ids")}
-            return f
-
-        contenders["transformers"] = run_tf(tf_plain)
-        contenders["transformers + fstok.patch()"] = run_tf(tf_patched)
-    except ImportError as e:
-        res["skipped"] = f"transformers: {e}"
-    ref = None
-    for name, f in contenders.items():
-        f(warm)
-        t0 = time.perf_counter()
-        out = f(lines)
-        dt = time.perf_counter() - t0
-        if ref is None:
-            ref = out
-        else:
-            for k in ref:
-                if not np.array_equal(np.asarray(out[k]), np.asarray(ref[k])):
-                    raise SystemExit(f"{name}: {k} differs from fstok.Tokenizer")
-        res[name] = dt
-    return res
+        def run(xs, ps):
+            r = tf(xs, text_pair=ps, return_tensors="np", return_token_type_ids=True, return_attention_mask=True,
+                   **tf_kw)
+            return {k: r[k] for k in ("input_ids", "attention_mask", "token_type_ids", "offset_mapping") if k in r}
+    run(warm, warm_pairs)
+    t0 = time.perf_counter()
+    out = run(lines, pairs)
+    dt = time.perf_counter() - t0
+    h = hashlib.sha256()
+    for k in sorted(out):
+        h.update(k.encode() + np.ascontiguousarray(out[k], dtype=np.int64).tobytes())
+    return {"seconds": dt, "digest": h.hexdigest(), "lines": len(lines),
+            "bytes": sum(len(x.encode()) for x in lines + (pairs or []))}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--lines", type=int, default=20000)
     ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--contender", help=argparse.SUPPRESS)
+    ap.add_argument("--scenario", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.lines)))
+        print(json.dumps(child(args.child, args.lines, args.contender, args.scenario)))
         return
-    rows = []
-    for t in [int(x) for x in args.threads.split(",")]:
-        env = dict(os.environ, RAYON_NUM_THREADS=str(t), TOKENIZERS_PARALLELISM="true")
-        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", str(t), "--lines", str(args.lines)],
-                           env=env, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.exit(r.stderr[-3000:])
-        rows.append(json.loads(r.stdout.strip().splitlines()[-1]))
-    names = [k for k in rows[0] if k not in ("threads", "lines", "bytes", "skipped")]
-    print(f"all-MiniLM-L6-v2 tokenizer.json, {rows[0]['lines']} unseen lines ({rows[0]['bytes'] / 1e6:.2f} MB), "
-          "padded/truncated to 128, numpy input_ids + attention_mask + token_type_ids")
-    print(f"| threads | {' | '.join(names)} | fstok vs HF tokenizers |")
-    print("|---:|" + "---:|" * (len(names) + 1))
-    for r in rows:
-        cells = [f"{r[n] * 1e3:.0f} ms" for n in names]
-        print(f"| {r['threads']} | {' | '.join(cells)} | {r['HF tokenizers'] / r['fstok.Tokenizer']:.1f}x |")
-    if "skipped" in rows[0]:
-        print("skipped:", rows[0]["skipped"])
+    for scenario in args.scenarios.split(","):
+        pairs, kw = SCENARIOS[scenario]
+        rows = []
+        for t in [int(x) for x in args.threads.split(",")]:
+            env = dict(os.environ, RAYON_NUM_THREADS=str(t), TOKENIZERS_PARALLELISM="true")
+            row = {"threads": t}
+            for c in CONTENDERS:
+                r = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", str(t), "--lines",
+                                    str(args.lines), "--contender", c, "--scenario", scenario],
+                                   env=env, capture_output=True, text=True)
+                if r.returncode != 0:
+                    if "No module named 'transformers'" in r.stderr:
+                        continue
+                    sys.exit(f"{c}: {r.stderr[-3000:]}")
+                row[c] = json.loads(r.stdout.strip().splitlines()[-1])
+            digests = {v["digest"] for k, v in row.items() if k != "threads"}
+            if len(digests) != 1:
+                sys.exit(f"{scenario}: the contenders' arrays differ")
+            rows.append(row)
+        first = rows[0][CONTENDERS[0]]
+        print(f"\n{scenario}: all-MiniLM-L6-v2 tokenizer.json, {first['lines']} unseen lines"
+              f"{' + pairs' if pairs else ''} ({first['bytes'] / 1e6:.2f} MB), transformers call "
+              f"{', '.join(f'{k}={v!r}' for k, v in kw.items())}, return_tensors='np'; each contender in a fresh "
+              "process, warmed up on other lines")
+        names = [c for c in CONTENDERS if c in rows[0]]
+        print(f"| threads | {' | '.join(names)} | fstok vs HF tokenizers | patched vs unpatched transformers |")
+        print("|---:|" + "---:|" * (len(names) + 2))
+        for r in rows:
+            cells = [f"{r[n]['seconds'] * 1e3:.0f} ms" for n in names]
+            ratio = r["HF tokenizers"]["seconds"] / r["fstok.Tokenizer"]["seconds"]
+            tf = (f"{r['transformers']['seconds'] / r['transformers + fstok.patch()']['seconds']:.1f}x"
+                  if "transformers" in r and "transformers + fstok.patch()" in r else "-")
+            print(f"| {r['threads']} | {' | '.join(cells)} | {ratio:.1f}x | {tf} |")
 
 
 if __name__ == "__main__":

@@ -8,8 +8,10 @@ is encoded alone and paired with another line, under four settings: the file's o
 truncation with stride (right) + batch padding, truncation with stride (left, longest_first) + left padding to
 a multiple of 8. Compared: ids, type_ids, tokens, offsets, word_ids, special_tokens_mask, attention_mask,
 sequence_ids, n_sequences and the overflowing windows (recursively); then encode_batch and the numpy batch,
-and decode of every encoding. Files fstok cannot compile are listed with the reason. Exit status 1 on any
-difference.
+and decode of every encoding. Then transformers with fstok.transformers.patch() vs unpatched on the same
+file (diff_transformers: the __call__ forms with padding, truncation, stride, offsets and overflow, single and
+pair; batch_decode; apply_chat_template; streaming decode). A file fstok refuses counts as a difference. Exit
+status 1 on any difference.
 """
 from __future__ import annotations
 
@@ -135,10 +137,118 @@ def diff_file(path: str, lines: list[str], report=lambda s: None) -> tuple[int, 
     return checks, bad
 
 
+TF_CALLS = [
+    dict(padding=True, truncation=True, max_length=64, return_tensors="np", return_offsets_mapping=True),
+    dict(padding="max_length", truncation=True, max_length=32, stride=8, return_tensors="np",
+         return_special_tokens_mask=True),
+    dict(padding=True, truncation=True, max_length=48, return_offsets_mapping=True, return_overflowing_tokens=True,
+         stride=8),
+]
+CHAT = ("{% for m in messages %}{{ bos }}{{ m['role'] }}: {{ m['content'] }}{{ eos }}\n{% endfor %}"
+        "{% if add_generation_prompt %}assistant:{% endif %}")
+
+
+def _same(a, b) -> bool:
+    import numpy as np
+
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype and \
+            a.shape == b.shape and np.array_equal(a, b)
+    return a == b
+
+
+def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk: int = 64) -> tuple[int, int]:
+    """transformers with fstok.transformers.patch() vs unpatched on the same directory: the __call__ forms of
+    TF_CALLS (single and pair), batch_decode, apply_chat_template and a streaming decode (decode of every
+    growing prefix, as TextStreamer does). Returns (checks, differing)."""
+    import json
+    import shutil
+    import tempfile
+    import warnings
+
+    import tokenizers
+    import transformers
+
+    import fstok.transformers as ftr
+
+    d = tempfile.mkdtemp(prefix="fstok-diff-tf-")
+    try:
+        shutil.copy(path, os.path.join(d, "tokenizer.json"))
+        hf = tokenizers.Tokenizer.from_file(path)
+        specials = [a.content for a in hf.get_added_tokens_decoder().values() if a.special]
+        first = hf.id_to_token(0)
+        pad = next((t for t in specials if "pad" in t.lower()), first)
+        cfg = {"pad_token": pad, "chat_template": CHAT}
+        with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump(cfg, f)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plain = transformers.AutoTokenizer.from_pretrained(d)
+            ftr.patch()
+            try:
+                patched = transformers.AutoTokenizer.from_pretrained(d)
+            finally:
+                ftr.unpatch()
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    if not isinstance(patched._tokenizer, ftr.Backend):
+        report("  transformers: DIFF: the patched tokenizer kept HF's backend")
+        return 1, 1
+    checks = bad = 0
+
+    def note(what):
+        nonlocal bad
+        bad += 1
+        if bad <= 5:
+            report(f"  transformers: DIFF {what}")
+
+    bos = specials[0] if specials else ""
+    eos = specials[-1] if specials else ""
+    for k in range(0, len(lines), chunk):
+        xs = lines[k:k + chunk]
+        ps = xs[::-1]
+        for n, kw in enumerate(TF_CALLS):
+            for tp in (None, ps):
+                a = outcome(plain, xs, text_pair=tp, **kw)
+                b = outcome(patched, xs, text_pair=tp, **kw)
+                checks += 1
+                if a[0] != b[0]:
+                    note(f"call {n} pair={tp is not None} chunk {k}: {a[0]} vs {b[0]} {a[1] if a[0] == 'error' else b[1]}")
+                    continue
+                if a[0] == "error":
+                    continue
+                A, B = a[1], b[1]
+                if list(A.keys()) != list(B.keys()) or not all(_same(A[x], B[x]) for x in A) or \
+                        A.n_sequences != B.n_sequences or (A.encodings and
+                                                            [A.word_ids(i) for i in range(len(xs))] !=
+                                                            [B.word_ids(i) for i in range(len(xs))]):
+                    note(f"call {n} pair={tp is not None} chunk {k}")
+        ids = plain(xs)["input_ids"]
+        for skip in (False, True):
+            checks += 1
+            if plain.batch_decode(ids, skip_special_tokens=skip) != patched.batch_decode(ids, skip_special_tokens=skip):
+                note(f"batch_decode skip={skip} chunk {k}")
+        msgs = [{"role": "user", "content": xs[0]}, {"role": "assistant", "content": xs[-1]}]
+        for gen in (False, True):
+            checks += 1
+            a = outcome(plain.apply_chat_template, msgs, add_generation_prompt=gen, bos=bos, eos=eos)
+            b = outcome(patched.apply_chat_template, msgs, add_generation_prompt=gen, bos=bos, eos=eos)
+            if a != b:
+                note(f"apply_chat_template chunk {k}")
+        seq = ids[0][:40]
+        checks += 1
+        if [plain.decode(seq[:j], skip_special_tokens=True) for j in range(1, len(seq) + 1)] != \
+                [patched.decode(seq[:j], skip_special_tokens=True) for j in range(1, len(seq) + 1)]:
+            note(f"streaming decode chunk {k}")
+    report(f"  transformers: {checks} checks, {bad} differing")
+    return checks, bad
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--max-lines", type=int, default=0, help="lines per corpus file (0: all)")
     ap.add_argument("--files", nargs="*")
+    ap.add_argument("--no-transformers", action="store_true", help="skip the transformers patched/unpatched part")
     args = ap.parse_args()
     files = args.files or sorted(set(glob.glob(os.path.join(DATA, "vocab", "**", "*.json"), recursive=True)))
     files = [f for f in files if os.path.basename(f) not in ("vocab.json",) and "tekken" not in f]
@@ -148,6 +258,9 @@ def main() -> int:
         t0 = time.time()
         print(os.path.relpath(f, DATA), flush=True)
         c, b = diff_file(f, lines, lambda s: print(s, flush=True))
+        if not args.no_transformers:
+            c2, b2 = diff_transformers(f, lines, lambda s: print(s, flush=True))
+            c, b = c + c2, b + b2
         total += c
         total_bad += b
         print(f"  {c} checks, {b} differing, {time.time() - t0:.0f}s", flush=True)
