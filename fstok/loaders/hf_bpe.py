@@ -148,6 +148,10 @@ def source_from_obj(obj: Any, p: str, name: str | None = None, check: bool = Tru
         raise _fail(p, f"model.merges must be a list, got {type(merges_raw).__name__}")
     normalizer = _normalizer(p, obj.get("normalizer"))
     stages, add_prefix_space = _pretokenizer(p, obj.get("pre_tokenizer"))
+    for a in obj.get("added_tokens") or []:  # refused before the vocabulary is read (the pipeline takes the file)
+        for flag in ("lstrip", "rstrip", "single_word"):
+            if isinstance(a, dict) and a.get(flag):
+                raise _fail(p, f"added token {a.get('content')!r} uses {flag}=true, which is not supported")
 
     tokens: dict[bytes, int] = {}
     str_to_bytes: dict[str, bytes] = {}
