@@ -35,7 +35,7 @@ def test_pipeline_roundtrip(path, tmp_path):
     tok.save(p)
     back = fstok.load(p)
     assert isinstance(back, PipelineTokenizer) and back.n_vocab == tok.n_vocab
-    assert (back._inner is None) == (tok._inner is None)
+    assert (back._tables is None) == (tok._tables is None)
     texts = corpus_sample(8)
     _same(tok, back, texts)
     for s in texts[:30]:
@@ -132,6 +132,6 @@ def test_stages_only_artifact_holds_the_json(tmp_path):
     p.write_text(json.dumps(obj))
     tok = fstok.compile(p)
     back = fstok.loads(tok.to_bytes())
-    assert back._inner is None
+    assert back._tables is None
     for s in ["A b c", "", "b!a"]:
         assert back.encode_with_offsets(s) == tok.encode_with_offsets(s)

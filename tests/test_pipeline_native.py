@@ -234,7 +234,7 @@ def test_suffix_and_normalizer_files(name, s):
     """end_of_word_suffix as a sentinel byte, a fast normalizer, a find stage before split stages: ids equal
     to the stages' and HF's; offsets (the stages) equal HF's."""
     fast, slow, hf = _suffix_trio(name)
-    assert fast._inner is not None and fast._mode == "guarded"
+    assert fast._tables is not None and fast._mode == "guarded" and fast._inner is None
     e = hf.encode(s, add_special_tokens=False)
     assert fast.encode(s) == e.ids == slow.encode(s)
     assert fast.encode_with_offsets(s) == (e.ids, [tuple(o) for o in e.offsets])

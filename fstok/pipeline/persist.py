@@ -51,7 +51,7 @@ def pipeline_artifact(tok) -> bytes:
         "pipeline_meta_version": PIPELINE_META_VERSION, "name": tok.name, "where": str(tok.where),
         "n_vocab": int(tok.n_vocab), "has_pp": bool(tok._has_pp), "guards": list(tok._guards),
         "pp_ids": [list(map(int, wrap[0])), list(map(int, wrap[1]))] if wrap is not None else None,
-        "has_tables": tok._inner is not None,
+        "has_tables": tok._tables is not None,
         "standin_lo": tok._standin_lo,
         "mode": tok._mode, "raw_guards": list(tok._raw_guards), "norm_guards": list(tok._norm_guards),
         "has_norm": tok._norm_fast is not None, "suffix": bool(tok._suffix),
@@ -62,9 +62,9 @@ def pipeline_artifact(tok) -> bytes:
     if tok._pieces is not None:
         sections.update(tok._pieces.sections())
     uv = "n/a"
-    if tok._inner is not None:
-        sections["tables"] = tok._inner.to_bytes()
-        uv = tok._inner._art.unicode_version
+    if tok._tables is not None:
+        sections["tables"] = tok._tables.to_bytes()
+        uv = tok._tables._art.unicode_version
     return _art.write_artifact(None, _art.KIND_PIPELINE, meta, sections, uv, _art.source_hash(b"pipeline", raw))
 
 
@@ -121,7 +121,7 @@ def load_pipeline(cls, art: _art.Artifact):
     tok._has_pp = m["has_pp"]
     if m["pp_ids"] is not None:
         tok.__dict__["_pp_ids"] = (list(m["pp_ids"][0]), list(m["pp_ids"][1]))
-    tok._inner = inner
+    tok._tables = inner
     tok._guards = tuple(m["guards"])
     tok._standin_lo = m["standin_lo"] if inner is not None else None
     tok._mode = m["mode"]

@@ -63,7 +63,7 @@ class PipelineTokenizer:
 
     _fstok_kind = "pipeline"
     # the compiled path (set by _byte_level_tables / the artifact loader); these defaults: the stages only
-    _inner = None
+    _tables = None  # the compiled byte-level BPE (fstok.bpe.BPETokenizer), in either mode
     _mode = "direct"
     _norm_fast = None
     _pieces = None
@@ -91,6 +91,12 @@ class PipelineTokenizer:
         ids = set(self.model.vocab_r) | set(self.added.by_id)
         self.n_vocab = (max(ids) + 1) if ids else 0
         self._has_pp = self.post_processor is not None
+
+    @property
+    def _inner(self):
+        """The compiled tables where `_tokens` (ids, offsets, word per added-token split) comes from them: the
+        "direct" mode.  In the "guarded" mode the tables give ids only and `_tokens` runs the stages."""
+        return self._tables if self._mode == "direct" else None
 
     def __getattr__(self, name: str):
         if name in PipelineTokenizer._LAZY and "_obj" in self.__dict__:
@@ -293,7 +299,7 @@ class PipelineTokenizer:
     def _set_inner(self, inner) -> None:
         import numpy as np
 
-        self._inner = inner
+        self._tables = inner
         self._guards: tuple[str, ...] = ()
         self._lens = None
         if inner is None:
@@ -306,7 +312,7 @@ class PipelineTokenizer:
         """The text the compiled tables encode for `text` (normalized where the file normalizes), or None
         where the stages must run (an added token that needs them occurs; the normalizer has no fast form
         for this text)."""
-        if self._inner is None:
+        if self._tables is None:
             return None
         if self._mode == "direct":
             for g in self._guards:
@@ -341,7 +347,7 @@ class PipelineTokenizer:
         tri[:, 2] = 0xFFFFFFFF
         if not self._suffix:
             tri[:, 0], tri[:, 1] = sp[:, 0], sp[:, 1]
-            return np.frombuffer(self._inner._model.encode_spans(data, tri.tobytes(), 1), dtype=np.uint32)
+            return np.frombuffer(self._tables._model.encode_spans(data, tri.tobytes(), 1), dtype=np.uint32)
         ln = sp[:, 1] - sp[:, 0] + 1
         ends = np.cumsum(ln)
         starts = ends - ln
@@ -349,7 +355,7 @@ class PipelineTokenizer:
         buf = np.frombuffer(data, dtype=np.uint8)[np.minimum(src, len(data) - 1)]
         buf[ends - 1] = self.SENTINEL
         tri[:, 0], tri[:, 1] = starts, ends
-        return np.frombuffer(self._inner._model.encode_spans(buf.tobytes(), tri.tobytes(), 1), dtype=np.uint32)
+        return np.frombuffer(self._tables._model.encode_spans(buf.tobytes(), tri.tobytes(), 1), dtype=np.uint32)
 
     # ------------------------------------------------------------------ encoding
     def _ids(self, text: str) -> list[int]:
@@ -360,12 +366,12 @@ class PipelineTokenizer:
         if t is not None:
             lo = self._standin_lo
             if self._mode == "direct" and lo is None:
-                return self._inner.encode(t, disallowed_special=())
+                return self._tables.encode(t, disallowed_special=())
             try:
                 if self._pieces is not None:
                     a = self._cut_ids(t)
                 else:
-                    a = self._inner.encode_to_numpy(t, disallowed_special=())
+                    a = self._tables.encode_to_numpy(t, disallowed_special=())
             except UnicodeEncodeError:
                 a = None  # lone surrogates: the stages see the text as given
             if a is not None and (lo is None or not a.size or int(a.max()) < lo):
@@ -411,7 +417,7 @@ class PipelineTokenizer:
         starts or ends inside a character covers that whole character, as HF's alignments do)."""
         import numpy as np
 
-        (ids, starts), used = self._inner._run(text, frozenset(), 3)
+        (ids, starts), used = self._tables._run(text, frozenset(), 3)
         if not ids:
             return [], [], [], []
         a = np.asarray(ids, dtype=np.int64)
