@@ -623,6 +623,24 @@ class Tokenizer:
     def padding(self) -> Optional[dict]:
         return dict(self._padding) if self._padding is not None else None
 
+    # HF's component attributes: read as their tokenizer.json objects; replacing one would change nothing in
+    # the compiled core, so it is refused by name (edit the tokenizer.json and load it again)
+    def _component(name: str):  # noqa: N805 - a property factory used in the class body
+        def get(self):
+            v = self._obj.get(name)
+            return copy.deepcopy(v)
+
+        def set_(self, value):
+            raise TypeError(f"fstok.Tokenizer.{name} cannot be replaced: the tokenizer is compiled from its "
+                            f"tokenizer.json (change '{name}' there and load it again)")
+        return property(get, set_, doc=f"The tokenizer.json '{name}' object (read-only).")
+
+    normalizer = _component("normalizer")
+    pre_tokenizer = _component("pre_tokenizer")
+    model = _component("model")
+    decoder = _component("decoder")
+    del _component
+
     @property
     def encode_special_tokens(self) -> bool:
         """Always False: special-token text in the input is matched as the special token."""
@@ -637,6 +655,23 @@ class Tokenizer:
     @property
     def post_processor(self) -> Optional[PostProcessor]:
         return self._processor
+
+    @post_processor.setter
+    def post_processor(self, value) -> None:
+        """None, a `fstok.postprocess.PostProcessor`, its tokenizer.json object, or an HF processor object."""
+        if value is None or isinstance(value, PostProcessor):
+            proc, cfg = value, (None if value is None else value.to_json())
+        else:
+            cfg = value
+            if not isinstance(cfg, dict) and hasattr(cfg, "__getstate__"):
+                st = cfg.__getstate__()
+                cfg = json.loads(st) if isinstance(st, (str, bytes)) else st
+            if not isinstance(cfg, dict):
+                raise TypeError(f"post_processor must be None, a PostProcessor or its tokenizer.json object, got "
+                                f"{type(value).__name__}")
+            proc = PostProcessor.from_json(cfg)
+        self._processor = proc
+        self._obj["post_processor"] = cfg
 
     # ------------------------------------------------------------------ encoding
     def _model_encoding(self, seq: Any, is_pretokenized: bool, type_id: int, what: str) -> Encoding:
@@ -734,7 +769,12 @@ class Tokenizer:
             raise TypeError("decode expects a sequence of token ids")
         toks = []
         for i in ids:
-            i = int(i)
+            if isinstance(i, bool) or not hasattr(i, "__index__"):
+                raise TypeError(f"decode: token ids must be integers, got {type(i).__name__} ({i!r})")
+            i = i.__index__()
+            if not 0 <= i < 2 ** 32:  # HF converts to u32
+                raise OverflowError(f"decode: token id {i} is outside u32" if i >= 0 else
+                                    "can't convert negative int to unsigned")
             t = self._decode_forms.get(i) if self._decode_forms else None
             if t is None:
                 t = self.id_to_token(i)

@@ -220,3 +220,36 @@ def test_unsupported_tokenizer_is_named():
     obj["decoder"] = {"type": "CTC"}
     with pytest.raises(NotImplementedError, match="CTC"):
         fstok.Tokenizer.from_str(json.dumps(obj))
+
+
+def test_boundary_errors_name_the_call():
+    """What fstok.Tokenizer cannot honour raises (naming it) where a plain attribute or int() would have
+    silently given a different result."""
+    ours, hf = _pair("minilm")
+    for name in ("normalizer", "pre_tokenizer", "model", "decoder"):
+        with pytest.raises(TypeError, match=name):
+            setattr(ours, name, None)
+        assert getattr(ours, name) == json.load(open(FILES["minilm"], encoding="utf-8"))[name]
+    with pytest.raises(TypeError, match="encode_special_tokens"):
+        ours.encode_special_tokens = True
+    with pytest.raises(TypeError, match="integers"):
+        ours.decode([101, 1.5])  # HF: TypeError; int() would truncate
+    with pytest.raises(OverflowError):
+        ours.decode([-1])  # HF: OverflowError; a skip would drop it silently
+    with pytest.raises(TypeError, match="post_processor"):
+        ours.post_processor = 3
+    with pytest.raises(TypeError):
+        ours.add_tokens("single string")  # HF wants a list
+
+
+def test_post_processor_can_be_replaced_as_in_hf():
+    from tokenizers.processors import TemplateProcessing
+
+    ours, hf = fstok.Tokenizer.from_file(FILES["minilm"]), tokenizers.Tokenizer.from_file(FILES["minilm"])
+    tp = TemplateProcessing(single="[SEP] $0 [CLS]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                            special_tokens=[("[CLS]", 101), ("[SEP]", 102)])
+    ours.post_processor, hf.post_processor = tp, tp
+    for args in (("hi there",), ("hi there", "pair")):
+        assert _fields(ours.encode(*args)) == _fields(hf.encode(*args))
+    assert ours.num_special_tokens_to_add(True) == hf.num_special_tokens_to_add(True) == 3
+    assert json.loads(ours.to_str())["post_processor"] == json.loads(hf.to_str())["post_processor"]
