@@ -5,6 +5,14 @@
     tools/bench cold --models o200k_base --workloads docs --corpora english,multilingual --rounds 3
     tools/bench cold --list                            # models, workloads, peers
 
+Quick runs (one cell set, a minute or two): name one model, one workload, one corpus, the peers to compare and one
+round, e.g.
+    tools/bench cold --models llama3 --workloads docs --corpora multilingual --peers fstok,fastokens,gigatoken --rounds 1
+    tools/bench cold --models o200k_base --workloads lines --corpora english --threads 1,2,16 --peers fstok,fastokens
+Each (peer, cell) costs one process start plus its model load (1-10 s) and about a second of text.  On a host
+shared with other work, `--clock cpu` times each pass by the process's CPU time instead of the wall clock (1-thread
+cells only: with several threads CPU time adds up over the threads); a quiet machine reports the wall clock.
+
 How a cell is measured (one cell = model x workload x corpus x threads):
   * every (peer, cell) runs in a fresh process, so no cache survives from an earlier cell;
   * the process loads the model, warms up on *other* text of the same corpus (the second half of the
@@ -262,7 +270,7 @@ def _digest(seqs) -> str:
     return h.hexdigest()
 
 
-def worker(peer: str, model: str, workload: str, corpus: str, threads: int) -> dict:
+def worker(peer: str, model: str, workload: str, corpus: str, threads: int, clock: str = "wall") -> dict:
     p = PEER_CLASSES[peer](model, threads)
     try:
         t0 = time.perf_counter()
@@ -276,22 +284,24 @@ def worker(peer: str, model: str, workload: str, corpus: str, threads: int) -> d
     run = p.lines if workload == "lines" else p.docs
     run(warm)  # warm-up on other text
     nbytes = sum(len(t.encode("utf-8")) for t in timed)
-    t0 = time.perf_counter()
+    now = time.process_time if clock == "cpu" else time.perf_counter
+    t0 = now()
     ids = run(timed)
-    cold = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    cold = now() - t0
+    t0 = now()
     ids2 = run(timed)
-    warm_s = time.perf_counter() - t0
+    warm_s = now() - t0
     d = _digest(ids)
     return {"cold_mbps": nbytes / cold / 1e6, "warm_mbps": nbytes / warm_s / 1e6, "digest": d,
             "stable": d == _digest(ids2), "bytes": nbytes, "load_s": load_s,
             "tokens": int(sum(len(x) for x in ids))}
 
 
-def _run_worker(peer, model, workload, corpus, threads, timeout) -> dict:
+def _run_worker(peer, model, workload, corpus, threads, timeout, clock="wall") -> dict:
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads), RAYON_RS_NUM_CPUS=str(threads),
                TOKENIZERS_PARALLELISM="true" if threads > 1 else "false", OMP_NUM_THREADS="1")
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", peer, model, workload, corpus, str(threads)]
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", peer, model, workload, corpus, str(threads),
+           "--clock", clock]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
     except subprocess.TimeoutExpired:
@@ -335,11 +345,13 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--timeout", type=int, default=600, help="seconds per worker process")
     ap.add_argument("--out", help="write the report (markdown) and raw results (JSON) to this folder")
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="time passes by the wall clock (default) or by the process's CPU time (a shared host)")
     ap.add_argument("--list", action="store_true")
     a = ap.parse_args()
     if a.worker:
         peer, model, workload, corpus, threads = a.worker
-        print(json.dumps(worker(peer, model, workload, corpus, int(threads))))
+        print(json.dumps(worker(peer, model, workload, corpus, int(threads), a.clock)))
         return 0
     if a.list:
         print("models:", ", ".join(MODELS), "\nworkloads: docs, lines, long\npeers:", ", ".join(PEERS))
@@ -358,7 +370,7 @@ def main() -> int:
     for r in range(a.rounds):
         for cell in cells:
             for peer in peers:
-                res = _run_worker(peer, *cell, timeout=a.timeout)
+                res = _run_worker(peer, *cell, timeout=a.timeout, clock=a.clock)
                 results.setdefault(cell, {}).setdefault(peer, []).append(res)
                 if "skip" in res and r == 0:
                     continue
@@ -381,7 +393,7 @@ def _report(results, cells, peers, a, elapsed) -> list[str]:
         "# Cold one-pass benchmark",
         "",
         f"Command: `tools/bench cold --models {a.models} --workloads {a.workloads} --corpora {a.corpora} "
-        f"--threads {a.threads} --rounds {a.rounds} --peers {a.peers}`",
+        f"--threads {a.threads} --rounds {a.rounds} --peers {a.peers}" + (" --clock cpu" if a.clock == "cpu" else "") + "`",
         f"Machine: {_cpu()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
         f"versions: {', '.join(f'{k} {v}' for k, v in _versions().items())}; run took {elapsed / 60:.1f} min.",
         "",
