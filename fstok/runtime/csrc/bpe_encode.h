@@ -232,6 +232,9 @@ static int encode_text(const bpe_rt *self, const bpe_specials *sp, const bpe_spe
     st->text_len = n;
     /* count mode keeps at most ~4.6k ids between flushes; a short text needs no more than its list would */
     size_t want = n / 4 + 16;
+    /* a short text (a line of a batch): the room the piece loop keeps free (encode_pieces_cached) at once, so
+     * that it is one allocation, not an allocation and a reallocation */
+    if (n <= 4096) want = n + 2 * BPE_PC_MAXTOK + 8;
     if (st->count_only && want > 4096 + 512) want = 4096 + 512;
     if (!st->plan && bpe_vec_reserve(&st->ids, want)) return -1;
     size_t pos = 0;
