@@ -4,8 +4,8 @@ tables encode when the normalizer is simple.
     f = fast_normalizer(obj["normalizer"])     # None: no fast form; else f(text) -> normalized text or None
 
 Each component is computed by one C-implemented string operation with HF's own facts:
-  NFC / NFD / NFKC / NFKD   the text when it already is in that form (ASCII, or `unicodedata.is_normalized`
-                            and none of the code points HF's tables do not know): else None
+  NFC / NFD / NFKC / NFKD   `unicodedata.normalize` when the text holds none of the code points HF's tables
+                            do not know (`fstok.pipeline.unicode.opaque`): else None
   Lowercase                 `str.translate` with HF's per-character lowercase table (no final-sigma rule)
   Strip                     `str.strip` of Rust's White_Space characters
   StripAccents              `str.translate` deleting HF's combining marks
@@ -51,7 +51,9 @@ def _unicode(form: str) -> Fast:
             return t
         if has_opaque(t):
             return None
-        return t if unicodedata.is_normalized(form, t) else None
+        # without the characters HF's tables do not know, Python's tables hold HF's facts (decompositions,
+        # combining classes; fstok.pipeline.unicode checks them against HF)
+        return t if unicodedata.is_normalized(form, t) else unicodedata.normalize(form, t)
     return f
 
 
