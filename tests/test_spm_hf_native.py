@@ -144,3 +144,14 @@ def test_regex_without_native_form_falls_back(tmp_path):
     assert tok._hf is None
     for x in ["abba cab", "Hello world"]:
         assert tok.encode(x) == hf.encode(x, add_special_tokens=False).ids
+
+
+def test_unk_token_outside_the_vocabulary_is_refused(phi3_obj, tmp_path):
+    # tokenizers fails on the first unknown character of such a file; fstok refuses it instead of
+    # dropping the character (or mapping it to id 0)
+    obj = copy.deepcopy(phi3_obj)
+    obj["model"]["unk_token"] = "<not-in-vocab>"
+    p = tmp_path / "tokenizer.json"
+    p.write_text(json.dumps(obj), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"unk_token '<not-in-vocab>' is not in its vocabulary"):
+        fstok.compile(str(p))

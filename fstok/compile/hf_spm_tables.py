@@ -146,6 +146,10 @@ def hf_tables(obj: dict, where: str) -> tuple[dict, dict]:
             flags |= SPF_FUSE_UNK
         unk_tok = m.get("unk_token")
         unk_id = vocab.get(unk_tok, -1) if unk_tok is not None else -1
+        if unk_tok is not None and unk_id < 0:
+            # tokenizers loads such a file but fails on the first character outside the vocabulary; a
+            # result without that character would be silently different, so the file is refused here
+            raise ValueError(f"{where}: the model's unk_token {unk_tok!r} is not in its vocabulary")
         keys = [k.encode("utf-8") for k in vocab]
         ids = list(vocab.values())
         scores = np.zeros(n, dtype=np.float64)
