@@ -155,3 +155,18 @@ def test_unk_token_outside_the_vocabulary_is_refused(phi3_obj, tmp_path):
     p.write_text(json.dumps(obj), encoding="utf-8")
     with pytest.raises(ValueError, match=r"unk_token '<not-in-vocab>' is not in its vocabulary"):
         fstok.compile(str(p))
+
+
+def test_oracle_bpe_drops_unknown_characters_as_tokenizers_does():
+    # no unk token: tokenizers drops an unknown character (merges then reach across it, and the later
+    # offsets close the gap); a text of unknown characters only gives no token
+    from tokenizers import models
+
+    from fstok.reference.unigram import HFBPE
+
+    vocab, merges = {"a": 0, "b": 1, "ab": 2}, [("a", "b")]
+    ref = tokenizers.Tokenizer(models.BPE(vocab, merges))
+    oracle = HFBPE(vocab, merges, None, False, False)
+    for s in ["xyz", "axb", "ab", "bxa", ""]:
+        e = ref.encode(s)
+        assert [(t, a, b) for t, a, b in oracle.tokenize(s)] == [(t, a, b) for t, (a, b) in zip(e.ids, e.offsets)], s

@@ -149,7 +149,8 @@ class HFBPE:
         m = len(syms)
         prev = list(range(-1, m - 1))
         nxt = list(range(1, m + 1))
-        nxt[-1] = -1 if m else -1
+        if m:  # every character dropped (unknown, and no unk token): nothing to merge
+            nxt[-1] = -1
         heap = []
         merges = self.merges
         for i in range(m - 1):
