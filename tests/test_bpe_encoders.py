@@ -177,16 +177,21 @@ def _cpu(fn, reps=3):
 
 def test_adversarial_linear_time():
     tok = fstok_encoding("o200k_base")
-    small, big = _adversarial(200_000), _adversarial(1_000_000)
+    small, big = _adversarial(100_000), _adversarial(1_000_000)
     english = read_corpus("english")[:1_000_000]
-    t_eng = _cpu(lambda: tok.count(english)) / len(english.encode())
     for label in small:
-        ts = _cpu(lambda: tok.count(small[label])) / len(small[label].encode())
-        tb = _cpu(lambda: tok.count(big[label])) / len(big[label].encode())
-        # linear: time per byte does not grow with the input (generous bound: shared, noisy machine)
-        assert tb < 3 * ts + 5e-9, (label, ts, tb)
-        # bounded: no adversarial input is catastrophically slower per byte than English
-        assert tb < 12 * t_eng, (label, tb, t_eng)
+        # linear: time per byte does not grow with the input, 10x longer (quadratic time would give 10x
+        # per byte); bounded: no adversarial input is catastrophically slower per byte than English.
+        # CPU time on a shared machine is noisy (another test process, cache contention): a bound must
+        # fail on three measurements in a row to count.
+        for attempt in range(3):
+            t_eng = _cpu(lambda: tok.count(english)) / len(english.encode())
+            ts = _cpu(lambda: tok.count(small[label])) / len(small[label].encode())
+            tb = _cpu(lambda: tok.count(big[label])) / len(big[label].encode())
+            if tb < 4 * ts + 5e-9 and tb < 12 * t_eng:
+                break
+        else:
+            raise AssertionError((label, ts, tb, t_eng))
 
 
 def test_pre_token_memo_is_transparent():
