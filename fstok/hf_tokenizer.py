@@ -375,10 +375,26 @@ def _map_inserted_spaces(used: str, text: str, cs: np.ndarray, ce: np.ndarray):
     return a[np.clip(cs, 0, len(used) - 1)], b[np.clip(ce - 1, 0, len(used) - 1)]
 
 
-def _compile_core(obj: dict, source: str):
-    """The compiled fstok tokenizer for the core parts of `obj`, from the artifact cache when present."""
+def _compile_core(obj: dict, source: str, raw: Optional[bytes] = None):
+    """The compiled fstok tokenizer for the core parts of `obj`, from the artifact cache when present.
+
+    The cache key is the hash of the core parts' canonical JSON; serializing a large vocabulary for it costs
+    seconds, so the raw tokenizer.json text (when given) is mapped to that key by a small index file."""
     from . import api as _api
     from ._version import __version__
+
+    index = None
+    if raw is not None:
+        rk = hashlib.sha256(raw + b"\0" + __version__.encode()).hexdigest()[:24]
+        index = os.path.join(_cache_dir(), f"hf-src-{rk}.key")
+        try:
+            with open(index, encoding="ascii") as f:
+                known = f.read().strip()
+            hit = os.path.join(_cache_dir(), f"hf-{known}.fst")
+            if len(known) == 24 and os.path.exists(hit):
+                return _api.load(hit)
+        except Exception:  # no index yet, or a damaged one: the key is computed below
+            pass
 
     core_obj = {k: obj.get(k) for k in _CORE_KEYS}
     core_obj.update({"version": obj.get("version", "1.0"), "truncation": None, "padding": None,
@@ -386,9 +402,22 @@ def _compile_core(obj: dict, source: str):
     data = json.dumps(core_obj, ensure_ascii=False, sort_keys=True).encode("utf-8")
     key = hashlib.sha256(data + __version__.encode()).hexdigest()[:24]
     path = os.path.join(_cache_dir(), f"hf-{key}.fst")
+
+    def remember() -> None:
+        if index is not None:
+            try:
+                tmp_i = f"{index}.{os.getpid()}.tmp"
+                with open(tmp_i, "w", encoding="ascii") as f:
+                    f.write(key)
+                os.replace(tmp_i, index)
+            except OSError:  # a read-only cache still works, without the shortcut
+                pass
+
     if os.path.exists(path):
         try:
-            return _api.load(path)
+            tok = _api.load(path)
+            remember()
+            return tok
         except Exception:  # a damaged or stale cache entry is rebuilt below
             pass
     os.makedirs(_cache_dir(), exist_ok=True)
@@ -407,6 +436,7 @@ def _compile_core(obj: dict, source: str):
     except (NotImplementedError, ValueError, TypeError):
         return tok  # a kind without an artifact form (a stage-by-stage pipeline): compiled in each process
     os.replace(tmp, path)
+    remember()
     return _api.load(path)
 
 
@@ -418,7 +448,7 @@ def _is_text(x) -> bool:
 class Tokenizer:
     """HF `tokenizers.Tokenizer` semantics over a compiled fstok tokenizer."""
 
-    def __init__(self, obj: dict, source: str = "<tokenizer.json>", _core=None):
+    def __init__(self, obj: dict, source: str = "<tokenizer.json>", _core=None, _raw: Optional[bytes] = None):
         if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
             raise ValueError(f"{source}: not a tokenizer.json (no 'model' object)")
         self._obj = obj
@@ -471,7 +501,7 @@ class Tokenizer:
                                 pad_id=pd.get("pad_id", 0), pad_type_id=pd.get("pad_type_id", 0),
                                 pad_token=pd.get("pad_token", "[PAD]"), length=length,
                                 pad_to_multiple_of=pd.get("pad_to_multiple_of"))
-        self._compiled = _core if _core is not None else _compile_core(obj, source)
+        self._compiled = _core if _core is not None else _compile_core(obj, source, _raw)
         kind = type(self._compiled).__name__
         if kind == "WordPieceTokenizer":
             self._core: _Core = _WordPieceCore(self._compiled, self._added, id_to_token)
@@ -496,7 +526,7 @@ class Tokenizer:
             obj = json.loads(data.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ValueError(f"{path}: not a valid tokenizer.json ({e})") from None
-        return cls(obj, path)
+        return cls(obj, path, _raw=data)
 
     @classmethod
     def from_str(cls, json_str: str) -> "Tokenizer":
@@ -506,7 +536,7 @@ class Tokenizer:
             obj = json.loads(json_str)
         except json.JSONDecodeError as e:
             raise ValueError(f"not a valid tokenizer.json ({e})") from None
-        return cls(obj, "<from_str>")
+        return cls(obj, "<from_str>", _raw=json_str.encode("utf-8", "surrogatepass"))
 
     @classmethod
     def from_buffer(cls, buffer: bytes) -> "Tokenizer":
