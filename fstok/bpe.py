@@ -147,6 +147,7 @@ class BPETokenizer(Inspectable):
         self._special_tokens: dict[str, int] = {str(k): int(v) for k, v in meta["special_tokens"].items()}
         self._added = [AddedToken(a["content"], int(a["id"]), False, bool(a["normalized"])) for a in meta["added_tokens"]]
         self._normalizer = meta.get("normalizer")
+        self._opaque_re = None  # the characters whose facts HF and Python disagree on (_hf_opaque)
         self._add_prefix_space = bool(meta.get("add_prefix_space"))
         self._stages = [PreTokStage(s["pattern"], bool(s["keep_gaps"]), s.get("dialect", "rust-regex")) for s in meta["stages"]]
         self.max_token_value: int = int(meta["max_token_value"])
@@ -459,7 +460,32 @@ class BPETokenizer(Inspectable):
         by neighbouring characters only), so normalizing the pieces between added tokens changes nothing."""
         if not self._python_text_path():
             return False
-        return self._add_prefix_space or not unicodedata.is_normalized(self._normalizer, text)
+        return self._add_prefix_space or not self._in_normal_form(text)
+
+    def _in_normal_form(self, text: str) -> bool:
+        """Whether HF's normalizer leaves this text unchanged.  Python's `unicodedata` decides it, except
+        for texts holding a character whose facts differ in HF's older Unicode tables."""
+        if text.isascii():
+            return True
+        return self._hf_opaque().search(text) is None and unicodedata.is_normalized(self._normalizer, text)
+
+    def _hf_opaque(self):
+        if self._opaque_re is None:
+            import re
+
+            from .pipeline import unicode as hf_unicode
+
+            chars = hf_unicode.opaque_compat() if "K" in self._normalizer else hf_unicode.opaque()
+            self._opaque_re = re.compile("[" + "".join(re.escape(c) for c in sorted(chars)) + "]")
+        return self._opaque_re
+
+    def _hf_normalize(self, piece: str) -> str:
+        """HF's NFC / NFKC of a piece: `unicodedata` where the two agree, else HF's own tables."""
+        if piece.isascii() or self._hf_opaque().search(piece) is None:
+            return unicodedata.normalize(self._normalizer, piece)
+        from .pipeline.normalizers import Unicode
+
+        return Unicode(self._normalizer).normalize_str(piece)
 
     def _run(self, text: str, allowed: frozenset, kind: int, num_threads: int = 1):
         """Encode with the C pipeline; returns (result, text actually encoded)."""
@@ -523,7 +549,7 @@ class BPETokenizer(Inspectable):
                 pieces.append((piece, tid))
                 continue
             if self._normalizer:
-                piece = unicodedata.normalize(self._normalizer, piece)
+                piece = self._hf_normalize(piece)
             for sub, tid2 in self._split_literals(piece, self._added_norm):
                 if tid2 is None and self._add_prefix_space and not sub.startswith(" "):
                     sub = " " + sub
@@ -731,7 +757,7 @@ class BPETokenizer(Inspectable):
                     out[i] = self._run(texts[i], allowed, 0)[0]
             if self._python_text_path():  # texts not in the normalizer's form: their own path (_run)
                 for i, t in enumerate(texts):
-                    if not unicodedata.is_normalized(self._normalizer, t):
+                    if not self._in_normal_form(t):
                         out[i] = self._run(t, allowed, 0)[0]
             return out
         for t in texts:
@@ -749,7 +775,7 @@ class BPETokenizer(Inspectable):
             sp1, sp2 = self._matchers(frozenset())
             out = self._model.encode_batch(texts, sp1, self._threads(num_threads, len(texts)), 2, sp2)
             py = self._python_text_path()
-            return [r if r is not None and not (py and not unicodedata.is_normalized(self._normalizer, t))
+            return [r if r is not None and not (py and not self._in_normal_form(t))
                     else self.count(t) for r, t in zip(out, texts)]
         return [self.count(t) for t in texts]
 

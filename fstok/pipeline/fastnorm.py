@@ -44,7 +44,7 @@ def _any_of(chars) -> Callable[[str], bool]:
 def _unicode(form: str) -> Fast:
     from . import unicode as _u
 
-    has_opaque = _any_of(_u.opaque())
+    has_opaque = _any_of(_u.opaque_compat() if "K" in form else _u.opaque())
 
     def f(t: str) -> Optional[str]:
         if t.isascii():

@@ -48,7 +48,7 @@ class Unicode(Normalizer):
         t = p.text
         if t.isascii():
             return p
-        op = _u.opaque()
+        op = _u.opaque_compat() if self.compat else _u.opaque()
         if not any(c in op for c in t) and unicodedata.is_normalized(self.form, t):
             return p  # HF's crate yields every char with change 0 here
         stream = _u.decompositions(t, self.compat)

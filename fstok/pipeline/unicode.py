@@ -5,8 +5,8 @@ facts that matter for exactness are read from `fstok/data/bert_unicode.npz` (pro
 every code point by tools/gen_bert_unicode.py): punctuation (`is_ascii_punctuation || is_punctuation`),
 lowercase (`char::to_lowercase`), canonical decomposition and combining classes (the
 `unicode-normalization-alignments` crate); and from `fstok/data/hf_pipeline_unicode.npz`
-(tools/gen_hf_pipeline_unicode.py): numeric (`char::is_numeric`, Digits) and combining marks (StripAccents).
-Python's `unicodedata` fills in only the compatibility decompositions and the canonical compositions
+(tools/gen_hf_pipeline_unicode.py): numeric (`char::is_numeric`, Digits), combining marks (StripAccents) and
+the compatibility decompositions (NFKD). Python's `unicodedata` fills in only the canonical compositions
 (restricted to code points HF decomposes).
 """
 from __future__ import annotations
@@ -117,13 +117,40 @@ _NCOUNT = _VCOUNT * _TCOUNT
 _SCOUNT = _LCOUNT * _NCOUNT
 
 
+@functools.lru_cache(maxsize=1)
+def compat_table() -> dict[int, str]:
+    """{code point: HF's full NFKD} where it differs from HF's NFD (HF's crate is older than Python's
+    tables: e.g. U+1078D and U+1F16C have no compatibility decomposition there)."""
+    with np.load(_PIPE_DATA) as z:
+        return _unpack(z, "nfkd")
+
+
+@functools.lru_cache(maxsize=1)
+def opaque_compat() -> frozenset:
+    """`opaque()` plus the code points whose compatibility decomposition differs between HF and Python:
+    a text without any of them gets HF's NFKC / NFKD from `unicodedata.normalize`."""
+    table = compat_table()
+    f = facts()
+    d = set(opaque())
+    for cp in range(0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        c = chr(cp)
+        py = unicodedata.normalize("NFKD", c)
+        if (py != c or cp in table) and py != table.get(cp, f.nfd.get(cp, c)):
+            d.add(c)
+    return frozenset(d)
+
+
 @functools.lru_cache(maxsize=65536)
 def decompose(c: str, compat: bool) -> str:
     """Full decomposition of one char as HF's crate knows it."""
+    if compat:
+        k = compat_table().get(ord(c))
+        if k is not None:
+            return k
     if c in opaque():
         return c
-    if compat:
-        return unicodedata.normalize("NFKD", c)
     return facts().nfd.get(ord(c), c)
 
 
