@@ -114,7 +114,8 @@ def test_methods_match(name):
 
     ref, e = tiktoken.Encoding(**upstream_spec(name)), ftk.get_encoding(name)
     lines = TEXTS + sample_lines("multilingual", 40) + sample_lines("code", 20)
-    for t in lines:
+    unstable_sample = len(TEXTS) + 12
+    for i, t in enumerate(lines):
         for kw in ({}, {"allowed_special": "all"}, {"disallowed_special": ()},
                    {"allowed_special": {"<|endoftext|>"}, "disallowed_special": ()}):
             try:
@@ -125,9 +126,11 @@ def test_methods_match(name):
                 continue
             assert e.encode(t, **kw) == want
             assert e.encode_to_numpy(t, **kw).tolist() == want
-            s, c = ref.encode_with_unstable(t, **kw)
-            s2, c2 = e.encode_with_unstable(t, **kw)
-            assert s2 == s and sorted(c2) == sorted(c), t
+            if i < unstable_sample and kw.get("disallowed_special", 1) != ():
+                # (both libraries take ~10 ms per call here: a sample of the texts and two special-token modes)
+                s, c = ref.encode_with_unstable(t, **kw)
+                s2, c2 = e.encode_with_unstable(t, **kw)
+                assert s2 == s and sorted(c2) == sorted(c), t
         assert e.encode_ordinary(t) == ref.encode_ordinary(t)
         assert e._encode_only_native_bpe(t) == ref._encode_only_native_bpe(t)
         if t:
