@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import types
 import warnings
 from collections.abc import Sequence
 from typing import Any, Optional
@@ -28,7 +29,6 @@ from typing import Any, Optional
 __all__ = ["patch", "unpatch", "is_patched", "Backend"]
 
 _ORIG_INIT = None
-_ORIG_ENCODE_PLUS = None
 _DELEGATED = ("normalizer", "pre_tokenizer", "model", "decoder")
 
 
@@ -262,6 +262,32 @@ def wrap(hf) -> Optional[Backend]:
     return b
 
 
+def _encode_plus(self, *args, **kwargs):
+    """transformers' `_encode_plus`, with the numpy batch of `_numpy_call` for the call shapes it serves; set
+    on each tokenizer that patch() gives fstok's backend (an instance attribute: transformers' classes stay as
+    they are, and the tokenizer keeps it after unpatch())."""
+    orig = type(self)._encode_plus
+    if isinstance(self.__dict__.get("_tokenizer"), Backend):
+        params = _plus_params(orig)
+        bound = dict(zip(params, args))
+        bound.update(kwargs)
+        extra = {k: v for k, v in bound.items() if k not in _PLUS_ARGS}
+        call = {k: bound.get(k, d) for k, d in _PLUS_ARGS.items()}
+        got = _numpy_call(self, **call, kwargs=extra)
+        if got is not None:
+            return got
+    return orig(self, *args, **kwargs)
+
+
+_PARAMS: dict = {}
+
+
+def _plus_params(fn) -> list:
+    if fn not in _PARAMS:
+        _PARAMS[fn] = list(inspect.signature(fn).parameters)[1:]
+    return _PARAMS[fn]
+
+
 def patch() -> None:
     """Make every transformers fast tokenizer constructed from now on encode and decode with fstok."""
     global _ORIG_INIT
@@ -278,41 +304,16 @@ def patch() -> None:
             b = wrap(hf)
             if b is not None:
                 self._tokenizer = b
+                self._encode_plus = types.MethodType(_encode_plus, self)
 
     __init__.__wrapped__ = orig
     TokenizersBackend.__init__ = __init__
     _ORIG_INIT = orig
 
-    # the numpy path is installed once and stays: it serves tokenizers whose backend is fstok's (those made
-    # while patched keep it after unpatch()) and hands every other call to transformers unchanged
-    global _ORIG_ENCODE_PLUS
-    if _ORIG_ENCODE_PLUS is not None:
-        return
-    orig_plus = TokenizersBackend._encode_plus
-    params = list(inspect.signature(orig_plus).parameters)[1:]
-
-    def _encode_plus(self, *args, **kwargs):
-        if isinstance(self.__dict__.get("_tokenizer"), Backend):
-            bound = dict(zip(params, args))
-            bound.update(kwargs)
-            extra = {k: v for k, v in bound.items() if k not in _PLUS_ARGS}
-            try:
-                call = {k: bound.get(k, d) for k, d in _PLUS_ARGS.items()}
-            except Exception:  # pragma: no cover
-                call = None
-            if call is not None:
-                got = _numpy_call(self, **call, kwargs=extra)
-                if got is not None:
-                    return got
-        return orig_plus(self, *args, **kwargs)
-
-    _encode_plus.__wrapped__ = orig_plus
-    TokenizersBackend._encode_plus = _encode_plus
-    _ORIG_ENCODE_PLUS = orig_plus
-
 
 def unpatch() -> None:
-    """Undo `patch()` for tokenizers constructed afterwards (existing ones keep their backend)."""
+    """Undo `patch()`: transformers' classes are exactly as before it. Tokenizers constructed while patched keep
+    fstok's backend."""
     global _ORIG_INIT
     if _ORIG_INIT is None:
         return

@@ -180,3 +180,19 @@ def test_numpy_path_falls_back_for_trimmed_offsets(tmp_path):
     got, want = patched(LINES[:20], **kw), plain(LINES[:20], **kw)
     assert isinstance(got.encodings, ftr._LazyEncodings)
     assert all(np.array_equal(got[k], want[k]) for k in want)
+
+
+def test_unpatch_restores_transformers_exactly(tmp_path):
+    """After unpatch() transformers' classes are the ones it had before patch(): no override left behind
+    (a tokenizer made afterwards runs transformers' own code on every call shape)."""
+    from transformers.tokenization_utils_tokenizers import TokenizersBackend
+
+    before = dict(vars(TokenizersBackend))
+    ftr.patch()
+    assert dict(vars(TokenizersBackend)) != before
+    ftr.unpatch()
+    assert dict(vars(TokenizersBackend)) == before
+    shutil.copy(FILES["minilm"], tmp_path / "tokenizer.json")
+    t = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    assert not isinstance(t._tokenizer, ftr.Backend)
+    assert type(t)._encode_plus is before["_encode_plus"]
