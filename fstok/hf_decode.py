@@ -6,7 +6,6 @@ tokenizer is loaded (`check_decoder`), never decoded differently.
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, Optional
 
 __all__ = ["check_decoder", "decode_tokens"]
@@ -27,20 +26,6 @@ def check_decoder(dec: Optional[dict], source: str = "tokenizer.json") -> None:
         raise NotImplementedError(f"{source}: Replace decoder with a regex pattern is not supported")
 
 
-@lru_cache(maxsize=1)
-def _char_bytes() -> dict[str, int]:
-    """GPT-2's byte <-> printable character table, reversed."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {chr(c): b for b, c in zip(bs, cs)}
-
-
 def _cleanup(s: str) -> str:
     return (s.replace(" .", ".").replace(" ?", "?").replace(" !", "!").replace(" ,", ",").replace(" ' ", "'")
             .replace(" n't", "n't").replace(" 'm", "'m").replace(" do not", " don't").replace(" 's", "'s")
@@ -58,7 +43,8 @@ def _chain(dec: dict, toks: list[str]) -> list[str]:
             out.append(_cleanup(tok) if cleanup else tok)
         return out
     if t == "ByteLevel":
-        cb = _char_bytes()
+        from .loaders.bpe_source import CHAR_TO_BYTE as cb  # GPT-2's byte <-> character table
+
         buf = bytearray()
         for tok in toks:
             try:

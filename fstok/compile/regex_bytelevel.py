@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..loaders.bpe_source import BYTE_TO_CHAR
 from .regex_dfa import ByteDFA, minimize
 from .regex_parse import RegexUnsupported
 
@@ -25,16 +26,8 @@ class NeverMatches(RegexUnsupported):
 
 
 def gpt2_byte_chars() -> list[str]:
-    """GPT-2's byte -> character table (the format's definition; fstok.loaders.bpe_source has the same)."""
-    keep = [*range(ord("!"), ord("~") + 1), *range(ord("\u00a1"), ord("\u00ac") + 1), *range(ord("\u00ae"), ord("\u00ff") + 1)]
-    out, n = {}, 0
-    for b in range(256):
-        if b in keep:
-            out[b] = chr(b)
-        else:
-            out[b] = chr(256 + n)
-            n += 1
-    return [out[b] for b in range(256)]
+    """GPT-2's byte -> character table, indexed by byte."""
+    return [BYTE_TO_CHAR[b] for b in range(256)]
 
 
 def _byte_chars() -> list[bytes]:
