@@ -1,133 +1,33 @@
-"""HF tokenizer.json decoders (token strings -> text), ported from `tokenizers` decoder by decoder.
-
-Supported: WordPiece, ByteLevel, Metaspace, BPEDecoder, ByteFallback, Fuse, Strip, Replace (string pattern) and
-Sequence of these; no decoder joins the tokens with spaces, as HF does. Any other decoder is refused when the
-tokenizer is loaded (`check_decoder`), never decoded differently.
+"""Decoding for the HF face (`fstok.Tokenizer`): token strings -> text through the tokenizer.json's decoder, and
+HF's `DecodeStream`.  The decoders themselves live in `fstok.pipeline.decoders` (one implementation for every
+tokenizer family); a decoder fstok does not implement is refused when the tokenizer is loaded, never decoded
+differently.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 __all__ = ["check_decoder", "decode_tokens"]
 
-_SUPPORTED = ("WordPiece", "ByteLevel", "Metaspace", "BPEDecoder", "ByteFallback", "Fuse", "Strip", "Replace", "Sequence")
+from .pipeline import UnsupportedComponent
+from .pipeline.decoders import Decoder, from_config
+from .pipeline.decoders import decode_tokens as _decode_built
 
 
-def check_decoder(dec: Optional[dict], source: str = "tokenizer.json") -> None:
-    if dec is None:
-        return
-    t = dec.get("type")
-    if t not in _SUPPORTED:
-        raise NotImplementedError(f"{source}: decoder {t!r} is not supported (supported: {', '.join(_SUPPORTED)})")
-    if t == "Sequence":
-        for d in dec.get("decoders") or []:
-            check_decoder(d, source)
-    if t == "Replace" and "String" not in (dec.get("pattern") or {}):
-        raise NotImplementedError(f"{source}: Replace decoder with a regex pattern is not supported")
+def check_decoder(dec: Optional[dict], source: str = "tokenizer.json") -> Optional[Decoder]:
+    """The tokenizer.json `decoder` object built (None: the file has none).  A decoder or option fstok does not
+    implement is refused here, when the tokenizer is loaded: never decoded differently later."""
+    try:
+        return from_config(dec, source)
+    except UnsupportedComponent as e:
+        raise NotImplementedError(str(e)) from None
 
 
-def _cleanup(s: str) -> str:
-    return (s.replace(" .", ".").replace(" ?", "?").replace(" !", "!").replace(" ,", ",").replace(" ' ", "'")
-            .replace(" n't", "n't").replace(" 'm", "'m").replace(" do not", " don't").replace(" 's", "'s")
-            .replace(" 've", "'ve").replace(" 're", "'re"))
-
-
-def _chain(dec: dict, toks: list[str]) -> list[str]:
-    t = dec["type"]
-    if t == "WordPiece":
-        prefix, cleanup = dec.get("prefix", "##"), dec.get("cleanup", True)
-        out = []
-        for i, tok in enumerate(toks):
-            if i != 0:
-                tok = tok[len(prefix):] if tok.startswith(prefix) else " " + tok
-            out.append(_cleanup(tok) if cleanup else tok)
-        return out
-    if t == "ByteLevel":
-        from .loaders.bpe_source import CHAR_TO_BYTE as cb  # GPT-2's byte <-> character table
-
-        buf = bytearray()
-        for tok in toks:
-            try:
-                buf.extend(cb[c] for c in tok)
-            except KeyError:
-                buf.extend(tok.encode("utf-8"))
-        return [buf.decode("utf-8", "replace")]
-    if t == "Metaspace":
-        rep = dec.get("replacement", "\u2581")
-        never = dec.get("prepend_scheme", "always") == "never" or dec.get("add_prefix_space") is False
-        out = []
-        for i, tok in enumerate(toks):
-            if i == 0 and not never:
-                out.append(tok.replace(rep, ""))
-            else:
-                out.append(tok.replace(rep, " "))
-        return out
-    if t == "BPEDecoder":
-        suffix = dec.get("suffix", "</w>")
-        return [tok.replace(suffix, "" if i == len(toks) - 1 else " ") for i, tok in enumerate(toks)]
-    if t == "ByteFallback":
-        out, pending = [], bytearray()
-
-        def flush():
-            try:
-                out.append(bytes(pending).decode("utf-8"))
-            except UnicodeDecodeError:
-                out.extend(["\ufffd"] * len(pending))
-            pending.clear()
-
-        for tok in toks:
-            b = None
-            if len(tok.encode("utf-8")) == 6 and tok.startswith("<0x") and tok.endswith(">"):
-                try:
-                    b = int(tok[3:5], 16)
-                except ValueError:
-                    b = None
-            if b is not None:
-                pending.append(b)
-            else:
-                if pending:
-                    flush()
-                out.append(tok)
-        if pending:
-            flush()
-        return out
-    if t == "Fuse":
-        return ["".join(toks)]
-    if t == "Strip":
-        content, start, stop = dec.get("content", " "), dec.get("start", 0), dec.get("stop", 0)
-        out = []
-        for tok in toks:
-            a = 0
-            for i in range(min(start, len(tok))):
-                if tok[i] == content:
-                    a = i + 1
-                else:
-                    break
-            b = len(tok)
-            for i in range(min(stop, len(tok))):
-                if tok[len(tok) - i - 1] == content:
-                    b = len(tok) - i - 1
-                else:
-                    break
-            out.append(tok[a:b])
-        return out
-    if t == "Replace":
-        pat, content = dec["pattern"]["String"], dec.get("content", "")
-        return [tok.replace(pat, content) if pat else tok for tok in toks]
-    if t == "Sequence":
-        for d in dec.get("decoders") or []:
-            toks = _chain(d, toks)
-        return toks
-    raise NotImplementedError(f"decoder {t!r} is not supported")
-
-
-def decode_tokens(dec: Optional[dict[str, Any]], toks: list[str]) -> str:
-    """HF's `Decoder::decode`: the decoder's chain over the token strings, joined."""
-    if dec is None:
-        return " ".join(toks)
-    if not toks:
-        return ""
-    return "".join(_chain(dec, toks))
+def decode_tokens(dec: Union[Decoder, dict[str, Any], None], toks: list[str]) -> str:
+    """HF's `Decoder::decode`: the decoder's chain over the token strings, joined (no decoder: joined by spaces)."""
+    if isinstance(dec, dict):
+        dec = check_decoder(dec)
+    return _decode_built(dec, list(toks))
 
 
 class DecodeStream:

@@ -1,7 +1,7 @@
 """The parts of HF `tokenizers`' pipeline that SentencePiece-style tokenizer.json files use, with HF's
 offsets: a NormalizedString (per-character alignments into the original text, transformed exactly as
 `tokenizers` transforms them), the Precompiled / Replace / Prepend / Lowercase / Strip / NFx normalizers,
-the Metaspace / WhitespaceSplit pre-tokenizers, added-token splitting and the decoders.
+the Metaspace / WhitespaceSplit pre-tokenizers and added-token splitting (decoders: fstok.pipeline.decoders).
 
 Grapheme clusters (the Precompiled normalizer works on them) follow UAX #29 with class tables the
 compiler derives and stores in the artifact (`grapheme_classes`).
@@ -553,86 +553,3 @@ def build_pretokenizer(spec: Any, where: str) -> list[Callable]:
         return [WhitespaceSplit()]
     raise ValueError(f"{where}: pre-tokenizer {t!r} is not supported in SentencePiece-style pipelines "
                      "(supported: Metaspace, WhitespaceSplit, Sequence)")
-
-
-# ---------------------------------------------------------------------------------------------
-# decoders: each maps the list of token strings to a new list
-
-
-def build_decoder(spec: Any, where: str) -> list[Callable[[list[str]], list[str]]]:
-    if spec is None:
-        return []
-    t = spec.get("type")
-    if t == "Sequence":
-        out = []
-        for s in spec["decoders"]:
-            out += build_decoder(s, where)
-        return out
-    if t == "Metaspace":
-        ms = Metaspace(spec, where)
-        rep, never = ms.rep, ms.scheme == "never"
-
-        def metaspace(tokens):
-            return [tok.replace(rep, "" if (i == 0 and not never) else " ") for i, tok in enumerate(tokens)]
-
-        return [metaspace]
-    if t == "Replace":
-        r = Replace(spec["pattern"], spec["content"], where)
-        return [lambda tokens: [r.apply_str(x) for x in tokens]]
-    if t == "ByteFallback":
-        return [_byte_fallback]
-    if t == "Fuse":
-        return [lambda tokens: ["".join(tokens)]]
-    if t == "Strip":
-        c, start, stop = spec["content"], int(spec["start"]), int(spec["stop"])
-
-        def strip(tokens):
-            out = []
-            for tok in tokens:
-                a = 0
-                for i in range(min(start, len(tok))):
-                    if tok[i] == c:
-                        a = i + 1
-                    else:
-                        break
-                b = len(tok)
-                for i in range(stop):
-                    k = len(tok) - i - 1
-                    if k >= 0 and tok[k] == c:
-                        b = k
-                    else:
-                        break
-                out.append(tok[a:b])
-            return out
-
-        return [strip]
-    raise ValueError(f"{where}: decoder {t!r} is not supported in SentencePiece-style pipelines "
-                     "(supported: Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence)")
-
-
-_BYTE_TOK = re.compile(r"^<0x(\+[0-9A-Fa-f]|[0-9A-Fa-f]{2})>$")  # Rust from_str_radix takes a "+"
-
-
-def _byte_fallback(tokens: list[str]) -> list[str]:
-    out: list[str] = []
-    pend = bytearray()
-
-    def flush():
-        if pend:
-            try:
-                out.append(bytes(pend).decode("utf-8"))
-            except UnicodeDecodeError:
-                out.extend(["\ufffd"] * len(pend))
-            pend.clear()
-
-    for tok in tokens:
-        m = _BYTE_TOK.match(tok) if len(tok) == 6 else None
-        if m:
-            pend.append(int(m.group(1), 16))
-        else:
-            flush()
-            out.append(tok)
-    flush()
-    return out
-
-

@@ -21,7 +21,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from . import artifact as _art
-from .hf_norm import (WHITE_SPACE, GraphemeTable, NString, build_decoder, build_normalizer, build_pretokenizer)
+from .hf_norm import WHITE_SPACE, GraphemeTable, NString, build_normalizer, build_pretokenizer
+from .pipeline import decoders
 from .spm_layout import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, ArtifactIO, _native, decode_pieces, make_model
 
 
@@ -71,7 +72,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
             charsmaps_raw.append((units, norm))
         self._norm = build_normalizer(self._pipe["normalizer"], where, self._graphemes, charsmaps)
         self._pre = build_pretokenizer(self._pipe["pre_tokenizer"], where)
-        self._dec = build_decoder(self._pipe["decoder"], where)
+        self._dec = decoders.from_config(self._pipe["decoder"], where)
         self._blob = a["pieces"]
         self._po = po
         self._vocab_list: list[str] | None = None
@@ -452,11 +453,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
             t = self.id_to_token(i)
             if t is not None:
                 toks.append(t)
-        if not self._dec:
-            return " ".join(toks)
-        for d in self._dec:
-            toks = d(toks)
-        return "".join(toks)
+        return decoders.decode_tokens(self._dec, toks)
 
     def decode_batch(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = True) -> list[str]:
         return [self.decode(x, skip_special_tokens=skip_special_tokens) for x in batch]

@@ -482,10 +482,9 @@ class Tokenizer:
         self._special_ids = {self._added[c] for c in self._special}
         self._decode_forms = _normalized_added_forms(obj, source)
         self._processor = PostProcessor.from_json(obj.get("post_processor"))
-        self._decoder = obj.get("decoder")
         from .hf_decode import check_decoder
 
-        check_decoder(self._decoder, source)
+        self._decoder = check_decoder(obj.get("decoder"), source)  # built once; refused here if unsupported
         self._truncation: Optional[dict] = None
         self._padding: Optional[dict] = None
         tr = obj.get("truncation")

@@ -19,6 +19,7 @@ concatenation.  Components (HF `tokenizers` 0.23.3, `decoders/*.rs`):
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 from . import UnsupportedComponent
@@ -89,6 +90,10 @@ class BPEDecoder(Decoder):
         return [t.replace(self.suffix, "" if i == n else " ") for i, t in enumerate(tokens)]
 
 
+# HF reads a 6-byte token "<0x..>" with Rust's u8::from_str_radix(token[3..5], 16), which also takes "+A"
+_BYTE_TOKEN = re.compile(r"<0x(\+[0-9A-Fa-f]|[0-9A-Fa-f]{2})>")
+
+
 class ByteFallback(Decoder):
     def decode_chain(self, tokens: list[str]) -> list[str]:
         out: list[str] = []
@@ -103,13 +108,9 @@ class ByteFallback(Decoder):
                 pend.clear()
 
         for t in tokens:
-            b = None
-            if len(t) == 6 and t.startswith("<0x") and t.endswith(">"):
-                h = t[3:5]
-                if all(c in "0123456789abcdefABCDEF" for c in h):
-                    b = int(h, 16)
-            if b is not None:
-                pend.append(b)
+            m = _BYTE_TOKEN.fullmatch(t) if len(t) == 6 else None
+            if m:
+                pend.append(int(m.group(1), 16))
             else:
                 flush()
                 out.append(t)
