@@ -751,10 +751,9 @@ class BPETokenizer(Inspectable):
                 self._check_disallowed(t, disallowed)
         if self._native and not (self._add_prefix_space and self._python_text_path()):
             sp1, sp2 = self._matchers(allowed)
-            out = self._model.encode_batch(texts, sp1, nt, 0, sp2)
-            for i, r in enumerate(out):
-                if r is None:  # lone surrogates: repaired as tiktoken does
-                    out[i] = self._run(texts[i], allowed, 0)[0]
+            out, missing = self._model.encode_batch(texts, sp1, nt, 0, sp2, True)
+            for i in missing:  # lone surrogates: repaired as tiktoken does
+                out[i] = self._run(texts[i], allowed, 0)[0]
             if self._python_text_path():  # texts not in the normalizer's form: their own path (_run)
                 for i, t in enumerate(texts):
                     if not self._in_normal_form(t):

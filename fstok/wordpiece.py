@@ -342,10 +342,14 @@ class WordPieceTokenizer(Inspectable):
         if num_threads is None:
             num_threads = os.cpu_count() or 1
         num_threads = _check_threads(num_threads)
-        texts = [t if isinstance(t, str) else _as_text(t, f"texts[{i}]") for i, t in enumerate(texts)]
         if allowed_special:
+            texts = [t if isinstance(t, str) else _as_text(t, f"texts[{i}]") for i, t in enumerate(texts)]
             return [self._encode_one(t, with_offsets, allowed_special, add_special_tokens) for t in texts]
-        res = self._model.encode_batch(texts, num_threads, 1 if with_offsets else 0)
+        try:  # the C batch checks that every item is a str (no per-item Python pass over a batch of str)
+            res = self._model.encode_batch(texts, num_threads, 1 if with_offsets else 0)
+        except TypeError:
+            texts = [t if isinstance(t, str) else _as_text(t, f"texts[{i}]") for i, t in enumerate(texts)]
+            res = self._model.encode_batch(texts, num_threads, 1 if with_offsets else 0)
         if add_special_tokens:
             if with_offsets:
                 res = [self._add_specials(i, o) for i, o in res]

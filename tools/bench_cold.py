@@ -149,9 +149,11 @@ class Fstok(Peer):
         return [enc(d) for d in docs]
 
     def lines(self, lines):
-        if self.kind == "bert":
-            return self.t.encode_batch(lines, num_threads=self.threads)
-        return self.t.encode_ordinary_batch(lines, num_threads=self.threads)
+        enc = self.t.encode_batch if self.kind == "bert" else self.t.encode_ordinary_batch
+        out = []
+        for i in range(0, len(lines), 1024):  # 1024 per call, as every peer
+            out += enc(lines[i:i + 1024], num_threads=self.threads)
+        return out
 
 
 class Tiktoken(Peer):

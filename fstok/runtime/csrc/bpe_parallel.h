@@ -12,12 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <time.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
 #include "bpe_encode.h"
 #include "tpool.h"
+#include "pystr_utf8.h"
 
 /* --- one long text on several threads: pre-tokenize sequentially (the DFA is the cheap part), then
  * BPE contiguous runs of pieces on each thread and concatenate: exactly the one-thread result. */
@@ -123,14 +125,14 @@ static int encode_text_parallel(const bpe_rt *self, const bpe_specials *sp, cons
 }
 
 
-/* --- batches on pthreads */
+/* --- batches on threads: the module's persistent pool (tpool.h), or threads of the call while the pool
+ * runs another job */
 typedef struct {
     const bpe_rt *self;
     const bpe_specials *sp, *sp2;
-    const uint8_t **s;
-    size_t *n;
+    const pystr_src *src; /* where each text's UTF-8 is, or the code units to encode it from (pystr_utf8.h) */
     enc_state *st;
-    int *rc;
+    int *rc; /* per text: 0 done, -1 out of memory, 1 no UTF-8 (a lone surrogate: the caller repairs it) */
     size_t count;
     /* texts are claimed in blocks [bstart[b], bstart[b+1]): a batch of short lines paid a mutex round per
      * line; a block holds <= 64 texts and about 1/32 of a thread's share of the bytes, a long text one of its own */
@@ -139,17 +141,89 @@ typedef struct {
     atomic_size_t next;
     int kind;
     uint8_t *done; /* per text, set when its state is final (the overlapped list path), or NULL */
+    _Atomic long long *busy_ns; /* FSTOK_TRACE_THREADS: the workers' summed CPU time, or NULL */
+    /* Item mode (the overlapped list path with pinned ints): the thread that encodes a block also writes
+     * its texts' list items, the pinned int of each id (a read-only table: no GIL needed), into one buffer
+     * per block; the GIL-holding thread then only copies each text's items into its list.  An id with no
+     * int in the table is written as (id << 1) | 1 (an odd value, never a pointer) and its text flagged. */
+    void *const *ints;
+    size_t n_ints;
+    void ***items; /* per text: its first item in its block's buffer */
+    size_t *nitems;
+    uint8_t *odd;  /* per text: holds an odd (int not made yet) item */
+    void **blockbuf; /* per block: the buffer (freed by the caller) */
 } batch_job;
 
+/* item mode: encode the texts of block b into the thread's scratch state, write their items into the block's
+ * buffer, then set their flags */
+static void batch_block_items(batch_job *j, size_t b, bpe_memo *memo, pystr_buf *buf, enc_state *scratch) {
+    size_t lo = j->bstart[b], hi = j->bstart[b + 1], bytes = 0, used = 0;
+    for (size_t i = lo; i < hi; i++) bytes += j->src[i].utf8 ? j->src[i].len : 2 * j->src[i].len;
+    size_t cap = bytes / 3 + 64;
+    void **out = (void **)malloc(cap * sizeof(void *));
+    void *const *ints = j->ints;
+    const size_t n_ints = j->n_ints;
+    for (size_t i = lo; i < hi; i++) {
+        const uint8_t *s;
+        size_t n;
+        j->nitems[i] = 0;
+        int u = j->src[i].ukind < 0 ? 1 : !out ? -1 : pystr_utf8(&j->src[i], buf, &s, &n);
+        if (u) {
+            j->rc[i] = u;
+            continue;
+        }
+        scratch->ids.len = 0;
+        scratch->count = 0;
+        scratch->elen = 0;
+        scratch->memo = memo;
+        int rc = encode_text(j->self, j->sp, j->sp2, s, n, scratch);
+        scratch->memo = NULL;
+        size_t k = scratch->ids.len;
+        if (!rc && used + k > cap) {
+            size_t nc = (used + k) * 2;
+            void **o2 = (void **)realloc(out, nc * sizeof(void *));
+            if (o2) out = o2, cap = nc;
+            else rc = -1;
+        }
+        j->rc[i] = rc;
+        if (rc) continue;
+        const uint32_t *ids = scratch->ids.ids;
+        void **d = out + used;
+        uint8_t odd = 0;
+        for (size_t q = 0; q < k; q++) {
+            uint32_t id = ids[q];
+            void *v = id < n_ints ? ints[id] : (void *)(((uintptr_t)id << 1) | 1);
+            odd |= id >= n_ints;
+            d[q] = v;
+        }
+        j->odd[i] = odd;
+        j->nitems[i] = k;
+        j->items[i] = (void **)(uintptr_t)used; /* (an offset until the buffer stops moving) */
+        used += k;
+    }
+    for (size_t i = lo; i < hi; i++) j->items[i] = out ? out + (uintptr_t)j->items[i] : NULL;
+    j->blockbuf[b] = out;
+    for (size_t i = lo; i < hi; i++) __atomic_store_n(&j->done[i], 1, __ATOMIC_RELEASE);
+}
+
 /* encode the texts of block b; with `done`, each text's flag is set (release) once its state is written */
-static void batch_block(batch_job *j, size_t b, bpe_memo *memo) {
+static void batch_block(batch_job *j, size_t b, bpe_memo *memo, pystr_buf *buf, enc_state *scratch) {
+    if (j->items) {
+        batch_block_items(j, b, memo, buf, scratch);
+        return;
+    }
     for (size_t i = j->bstart[b]; i < j->bstart[b + 1]; i++) {
-        if (j->s[i]) {
+        const uint8_t *s;
+        size_t n;
+        int u = j->src[i].ukind < 0 ? 1 : pystr_utf8(&j->src[i], buf, &s, &n);
+        if (u) {
+            j->rc[i] = u;
+        } else {
             /* encode into a state on this stack (neighbouring st[] entries share cache lines) */
             enc_state local = j->st[i];
             local.count_only = j->kind == OUT_COUNT;
             local.memo = memo;
-            j->rc[i] = encode_text(j->self, j->sp, j->sp2, j->s[i], j->n[i], &local);
+            j->rc[i] = encode_text(j->self, j->sp, j->sp2, s, n, &local);
             local.memo = NULL;
             if (local.count_only) { /* only the number is kept: a batch of 100k lines held 3 GB of id buffers */
                 local.count += local.ids.len;
@@ -166,14 +240,53 @@ static void batch_block(batch_job *j, size_t b, bpe_memo *memo) {
 
 static void *batch_worker(void *arg) {
     batch_job *j = (batch_job *)arg;
-    bpe_memo *memo = memo_borrow((bpe_rt *)j->self);
+    /* a pool thread keeps its own memo between calls (memo_worker: found again in its core's cache) */
+    long long t0 = 0;
+    if (j->busy_ns) {
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        t0 = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    }
+    bpe_memo *memo = memo_worker((bpe_rt *)j->self);
+    pystr_buf buf = {0};
+    enc_state scratch;
+    memset(&scratch, 0, sizeof scratch);
     for (;;) {
         size_t b = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (b >= j->nblocks) break;
-        batch_block(j, b, memo);
+        batch_block(j, b, memo, &buf, &scratch);
     }
-    memo_return((bpe_rt *)j->self, memo);
+    enc_free(&scratch);
+    pystr_buf_free(&buf);
+    memo_worker_done((bpe_rt *)j->self, memo);
+    if (j->busy_ns) { /* FSTOK_TRACE_THREADS: this thread's CPU time for the call */
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        atomic_fetch_add(j->busy_ns, (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec - t0);
+    }
     return NULL;
+}
+
+/* Start batch_worker on nthreads - 1 threads besides the caller; returns how many run and sets *pooled.
+ * No GIL needed. */
+static int batch_start(batch_job *j, int nthreads, pthread_t *th, int *pooled) {
+    *pooled = 0;
+    if (nthreads <= 1) return 0;
+    int got = tp_start(batch_worker, j, nthreads - 1);
+    if (got >= 0) {
+        *pooled = 1;
+        return got;
+    }
+    int started = 0;
+    for (int k = 1; k < nthreads; k++)
+        if (pthread_create(&th[started], NULL, batch_worker, j) == 0) started++;
+    return started;
+}
+
+static void batch_join(int started, pthread_t *th, int pooled) {
+    if (pooled) tp_wait();
+    else
+        for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
 }
 
 

@@ -687,43 +687,149 @@ static PyObject *Model_encode_segments(ModelObject *self, PyObject *args) {
     return enc_result(self, &st, kind);
 }
 
+/* FSTOK_TRACE_THREADS=1: run_bounds and encode_batch print where its time went to stderr (measuring thread scaling on a
+ * machine without a profiler) */
+static int trace_threads = -1;
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+static _Atomic long long trace_busy_ns; /* summed encode time of the pieces of the current call */
+static int tracing(void) {
+    if (trace_threads < 0) {
+        const char *e = getenv("FSTOK_TRACE_THREADS");
+        trace_threads = e && e[0] == '1';
+    }
+    return trace_threads > 0;
+}
+
+/* the calling thread's CPU time (us): a shared host preempts threads, and the wall clock then measures the
+ * other work on it */
+static double cpu_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+/* One text's id list in a batch result, untracked by the cyclic garbage collector.  Why: a collection
+ * visits every item of every tracked list, and the items are ints spread over megabytes (a cache miss
+ * each): after each call of 1024 short lines the collection over its ~17k ids cost about as much CPU as
+ * encoding them, on the calling thread alone, so it bounded how far more threads could speed a call up.
+ * A list of ints cannot be part of a reference cycle; one the caller later makes part of a cycle (by
+ * appending an object that refers back to it) is not collected until the cycle is broken. */
+static PyObject *batch_ids_list(ModelObject *self, const uint32_t *ids, size_t n) {
+    PyObject *o = ids_to_list(self, ids, n);
+    if (o) PyObject_GC_UnTrack(o);
+    return o;
+}
+
+/* with the GIL: a text's list from the items a worker wrote (item mode of batch_job): one allocation and a
+ * copy; odd items are ids whose int is made here */
+static PyObject *items_list(void **items, size_t n, int odd) {
+    PyObject *l = PyList_New(0);
+    if (!l || !n) {
+        if (l) PyObject_GC_UnTrack(l);
+        return l;
+    }
+    PyObject **dst = (PyObject **)PyMem_Malloc(n * sizeof(PyObject *));
+    if (!dst) {
+        Py_DECREF(l);
+        return PyErr_NoMemory();
+    }
+    memcpy(dst, items, n * sizeof(PyObject *));
+    ((PyListObject *)l)->ob_item = dst;
+    ((PyListObject *)l)->allocated = (Py_ssize_t)n;
+    if (odd)
+        for (size_t q = 0; q < n; q++) {
+            if (!((uintptr_t)dst[q] & 1)) continue;
+            PyObject *v = PyLong_FromSize_t((size_t)((uintptr_t)dst[q] >> 1));
+            if (!v) {
+                Py_SET_SIZE(l, (Py_ssize_t)q); /* (items before q: pinned, or owned) */
+                Py_DECREF(l);
+                return NULL;
+            }
+            dst[q] = v;
+        }
+    Py_SET_SIZE(l, (Py_ssize_t)n);
+    PyObject_GC_UnTrack(l); /* as batch_ids_list */
+    return l;
+}
+
+/* where the calling thread's CPU time of a threaded list batch went (FSTOK_TRACE_THREADS=1) */
+typedef struct {
+    double lists, encode, wait; /* us: making result lists (GIL held), encoding blocks, waiting for a text */
+} batch_trace;
+
 /* The result list of a threaded list batch, built by the calling thread while the workers run: text i's list
  * is made as soon as its flag is set, and its ids freed at once.  Why: for a batch of short lines, making the
- * Python lists (and the collections they trigger) costs more than encoding them, and after the workers it ran
- * alone, so 2 threads were no faster than 1.  While text i is not done the caller encodes a block itself
- * (GIL released) or yields.  Returns the list, or NULL with an exception (the workers are still joined by the
- * caller of this function, which waits for every block). */
-static PyObject *batch_lists_overlapped(ModelObject *self, batch_job *j) {
+ * Python lists costs a good part of encoding them, and after the workers it would run alone, a serial part
+ * of every call.  While text i is not done the caller encodes a block itself (GIL released) or yields.
+ * Returns the list, or NULL with an exception (the workers are still joined by the caller of this function,
+ * which waits for every block). */
+static PyObject *batch_lists_overlapped(ModelObject *self, batch_job *j, batch_trace *tr) {
     size_t count = j->count;
     PyObject *res = PyList_New((Py_ssize_t)count);
     if (!res) return NULL;
+    if (ensure_ints(self) < 0) {
+        Py_DECREF(res);
+        return NULL;
+    }
     bpe_memo *memo = NULL;
+    pystr_buf buf = {0};
+    enc_state scratch;
+    memset(&scratch, 0, sizeof scratch);
+    size_t blk = 0; /* the block of text i (item mode: its buffer is freed after its last text) */
     /* 10^5 result lists would start the cyclic GC over and over (full passes as the result grows); they cannot
      * form cycles, so it is paused while they are made, as in mod_wordpiece.c (one pass afterwards) */
 #if PY_VERSION_HEX >= 0x030A0000
     int gc_was = PyGC_Disable();
 #endif
+    double t = tr ? cpu_us() : 0;
     for (size_t i = 0; i < count; i++) {
-        while (!__atomic_load_n(&j->done[i], __ATOMIC_ACQUIRE)) {
-            size_t b = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (!__atomic_load_n(&j->done[i], __ATOMIC_ACQUIRE)) {
+            if (tr) {
+                double t1 = cpu_us();
+                tr->lists += t1 - t;
+                t = t1;
+            }
             Py_BEGIN_ALLOW_THREADS
-            if (b < j->nblocks) {
-                if (!memo) memo = memo_borrow(&self->r);
-                batch_block(j, b, memo);
-            } else {
-                sched_yield();
+            while (!__atomic_load_n(&j->done[i], __ATOMIC_ACQUIRE)) {
+                size_t b = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+                if (b < j->nblocks) {
+                    if (!memo) memo = memo_borrow(&self->r);
+                    batch_block(j, b, memo, &buf, &scratch);
+                    if (tr) {
+                        double t1 = cpu_us();
+                        tr->encode += t1 - t;
+                        t = t1;
+                    }
+                } else {
+                    sched_yield();
+                }
             }
             Py_END_ALLOW_THREADS
+            if (tr) {
+                double t1 = cpu_us();
+                tr->wait += t1 - t;
+                t = t1;
+            }
         }
         PyObject *o;
-        if (!j->s[i]) {
+        if (j->rc[i] > 0) {
             o = Py_None;
             Py_INCREF(o);
         } else if (j->rc[i]) {
             o = PyErr_NoMemory();
+        } else if (j->items) {
+            o = items_list(j->items[i], j->nitems[i], j->odd[i]);
         } else {
-            o = ids_to_list(self, j->st[i].ids.ids, j->st[i].ids.len);
+            o = batch_ids_list(self, j->st[i].ids.ids, j->st[i].ids.len);
             enc_free(&j->st[i]);
+        }
+        if (j->items && i + 1 == j->bstart[blk + 1]) {
+            free(j->blockbuf[blk]);
+            j->blockbuf[blk++] = NULL;
         }
         if (!o) {
             Py_CLEAR(res);
@@ -731,19 +837,23 @@ static PyObject *batch_lists_overlapped(ModelObject *self, batch_job *j) {
         }
         PyList_SET_ITEM(res, (Py_ssize_t)i, o);
     }
+    enc_free(&scratch);
+    if (tr) tr->lists += cpu_us() - t;
 #if PY_VERSION_HEX >= 0x030A0000
     if (gc_was) PyGC_Enable();
 #endif
+    pystr_buf_free(&buf);
     if (memo) memo_return(&self->r, memo);
     return res;
 }
 
-/* encode_batch(texts: list[str], specials, num_threads, kind) -> list (None where the text has lone
- * surrogates: the caller repairs those) */
+/* encode_batch(texts: list[str], specials, num_threads, kind, specials2, want_missing=0) -> list, with None
+ * where a text has lone surrogates (the caller repairs those); with want_missing, (list, [indexes of the
+ * Nones]) so that the caller need not scan the result in Python. */
 static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     PyObject *seq, *spo, *sp2o = Py_None;
-    int nthreads = 1, kind = OUT_LIST;
-    if (!PyArg_ParseTuple(args, "OOi|iO", &seq, &spo, &nthreads, &kind, &sp2o)) return NULL;
+    int nthreads = 1, kind = OUT_LIST, want_missing = 0;
+    if (!PyArg_ParseTuple(args, "OOi|iOp", &seq, &spo, &nthreads, &kind, &sp2o, &want_missing)) return NULL;
     if (self->r.pt_mode < 0) {
         PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
         return NULL;
@@ -754,21 +864,24 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     }
     const bpe_specials *sp, *sp2;
     if (get_specials(spo, &sp) || get_specials(sp2o, &sp2)) return NULL;
-    /* a list is copied: its texts' UTF-8 is read with the GIL released, and another thread could meanwhile
+    const int tr = tracing();
+    double tr0 = tr ? cpu_us() : 0, tr_prep = 0, tr_run = 0, tr_join = 0, tr_joined = 0;
+    batch_trace btr = {0, 0, 0};
+    int tr_threads = 1, tr_pooled = 0, tr_overlap = 0;
+    /* a list is copied: its texts are read with the GIL released, and another thread could meanwhile
      * remove (and free) an item of the caller's list */
     PyObject *fast = PyList_Check(seq) ? PyList_GetSlice(seq, 0, PY_SSIZE_T_MAX)
                                        : PySequence_Fast(seq, "encode_batch expects a sequence of str");
     if (!fast) return NULL;
     size_t count = (size_t)PySequence_Fast_GET_SIZE(fast);
     PyObject **items = PySequence_Fast_ITEMS(fast);
-    const uint8_t **s = (const uint8_t **)calloc(count + 1, sizeof(*s));
-    size_t *n = (size_t *)calloc(count + 1, sizeof(*n));
+    pystr_src *src = (pystr_src *)calloc(count + 1, sizeof(*src));
     enc_state *st = (enc_state *)calloc(count + 1, sizeof(*st));
     int *rc = (int *)calloc(count + 1, sizeof(int));
     size_t *bstart = (size_t *)calloc(count + 1, sizeof(size_t));
     PyObject *res = NULL;
     size_t total = 0;
-    if (!s || !n || !st || !rc || !bstart) {
+    if (!src || !st || !rc || !bstart) {
         PyErr_NoMemory();
         goto done;
     }
@@ -777,72 +890,107 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
             PyErr_Format(PyExc_TypeError, "texts must be str, got %.80s", Py_TYPE(items[i])->tp_name);
             goto done;
         }
-        Py_ssize_t len;
-        s[i] = (const uint8_t *)PyUnicode_AsUTF8AndSize(items[i], &len);
-        if (!s[i]) {
-            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) goto done;
-            PyErr_Clear();
+        int u = pystr_note(items[i], &src[i]);
+        if (u < 0) goto done;
+        if (u > 0) {
+            src[i].ukind = -1; /* no UTF-8: None in the result */
             continue;
         }
-        if ((uint64_t)len >= 0xFFFFFFF0ull) {
+        /* (bytes of UTF-8, at most 4 a code point where not known yet) */
+        size_t nb = src[i].utf8 ? src[i].len : src[i].len * (size_t)(src[i].ukind == 1 ? 2 : src[i].ukind == 2 ? 3 : 4);
+        if ((uint64_t)nb >= 0xFFFFFFF0ull) {
             PyErr_SetString(PyExc_ValueError, "text longer than 4 GiB");
             goto done;
         }
-        n[i] = (size_t)len;
-        total += n[i];
+        /* block sizes are planned from these byte counts: a code point of a non-ASCII text counts ~2 */
+        total += src[i].utf8 ? src[i].len : 2 * src[i].len;
     }
+    if (tr) tr_prep = cpu_us();
     {
-        batch_job job = {&self->r, sp, sp2, s, n, st, rc, count, bstart, 0};
+        batch_job job = {&self->r, sp, sp2, src, st, rc, count, bstart, 0};
         job.kind = kind;
+        job.busy_ns = tr ? &trace_busy_ns : NULL;
+        if (tr) atomic_store(&trace_busy_ns, 0);
         if (nthreads < 1) nthreads = 1;
         if ((size_t)nthreads > count) nthreads = (int)(count ? count : 1);
         if (nthreads > 256) nthreads = 256;
         /* ~32 claims per thread keep the threads' last blocks ending close together */
         size_t cap = total / ((size_t)nthreads * 32), nb = 0, bytes = 0;
         for (size_t i = 0; i < count; i++) {
-            if (i == 0 || i - bstart[nb - 1] >= 64 || bytes + n[i] > cap) {
+            size_t ni = src[i].utf8 ? src[i].len : 2 * src[i].len;
+            if (i == 0 || i - bstart[nb - 1] >= 64 || bytes + ni > cap) {
                 bstart[nb++] = i;
                 bytes = 0;
             }
-            bytes += n[i];
+            bytes += ni;
         }
         bstart[nb] = count;
         job.nblocks = nb;
         atomic_init(&job.next, 0);
+        pthread_t th[256];
+        int started = 0, pooled = 0;
         if (kind == OUT_LIST && nthreads > 1 && total >= NOGIL_MIN) {
             job.done = (uint8_t *)calloc(count, 1);
             if (!job.done) {
                 PyErr_NoMemory();
                 goto done;
             }
-            pthread_t th[256];
-            int started = 0;
-            for (int k = 1; k < nthreads; k++)
-                if (pthread_create(&th[started], NULL, batch_worker, &job) == 0) started++;
-            res = batch_lists_overlapped(self, &job);
+            if (ensure_ints(self) < 0) {
+                free(job.done);
+                goto done;
+            }
+            if (self->ints_pinned) {
+                job.ints = (void *const *)self->ints;
+                job.n_ints = self->r.m.n_ext;
+                job.items = (void ***)calloc(count + 1, sizeof(void **));
+                job.nitems = (size_t *)calloc(count + 1, sizeof(size_t));
+                job.odd = (uint8_t *)calloc(count + 1, 1);
+                job.blockbuf = (void **)calloc(nb + 1, sizeof(void *));
+                if (!job.items || !job.nitems || !job.odd || !job.blockbuf) {
+                    free(job.items), free(job.nitems), free(job.odd), free(job.blockbuf), free(job.done);
+                    PyErr_NoMemory();
+                    goto done;
+                }
+            }
+            Py_BEGIN_ALLOW_THREADS /* (waking the pool takes its mutex) */
+            started = batch_start(&job, nthreads, th, &pooled);
+            Py_END_ALLOW_THREADS
+            if (tr) tr_run = cpu_us();
+            res = batch_lists_overlapped(self, &job, tr ? &btr : NULL);
             if (!res) {
                 /* stop handing out blocks; the workers finish the ones they hold */
                 atomic_store_explicit(&job.next, job.nblocks, memory_order_relaxed);
             }
+            if (tr) tr_join = cpu_us();
             Py_BEGIN_ALLOW_THREADS
-            for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+            batch_join(started, th, pooled);
             Py_END_ALLOW_THREADS
+            if (tr) tr_joined = cpu_us();
+            tr_overlap = 1;
             free(job.done);
+            if (job.items) {
+                for (size_t b = 0; b < nb; b++) free(job.blockbuf[b]); /* (after an error: those not freed yet) */
+                free(job.items), free(job.nitems), free(job.odd), free(job.blockbuf);
+            }
+            tr_threads = started + 1;
+            tr_pooled = pooled;
+            if (res && want_missing) goto missing;
             goto done;
         }
         if (nthreads == 1 && total < NOGIL_MIN) {
             batch_worker(&job);
         } else {
             Py_BEGIN_ALLOW_THREADS
-            pthread_t th[256];
-            int started = 0;
-            for (int k = 1; k < nthreads; k++)
-                if (pthread_create(&th[started], NULL, batch_worker, &job) == 0) started++;
+            started = batch_start(&job, nthreads, th, &pooled);
             batch_worker(&job);
-            for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+            batch_join(started, th, pooled);
             Py_END_ALLOW_THREADS
+            tr_threads = started + 1;
+            tr_pooled = pooled;
         }
     }
+    if (tr) tr_run = tr_join = tr_joined = cpu_us();
+    if (kind == OUT_LIST && ensure_ints(self) < 0) goto done;
     res = PyList_New((Py_ssize_t)count);
     if (!res) goto done;
     {
@@ -851,7 +999,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
 #endif
         for (size_t i = 0; i < count; i++) {
             PyObject *o;
-            if (!s[i]) {
+            if (rc[i] > 0) {
                 o = Py_None;
                 Py_INCREF(o);
             } else if (rc[i]) {
@@ -859,7 +1007,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
             } else if (kind == OUT_COUNT) {
                 o = PyLong_FromSize_t(st[i].count + st[i].ids.len);
             } else {
-                o = ids_to_list(self, st[i].ids.ids, st[i].ids.len);
+                o = batch_ids_list(self, st[i].ids.ids, st[i].ids.len);
             }
             if (!o) {
                 Py_CLEAR(res);
@@ -871,10 +1019,36 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         if (gc_was) PyGC_Enable();
 #endif
     }
+    if (!res || !want_missing) goto done;
+missing : {
+    PyObject *miss = PyList_New(0), *pair = NULL;
+    for (size_t i = 0; miss && i < count; i++) {
+        if (rc[i] <= 0) continue;
+        PyObject *k = PyLong_FromSize_t(i);
+        if (!k || PyList_Append(miss, k) < 0) Py_CLEAR(miss);
+        Py_XDECREF(k);
+    }
+    if (miss) pair = PyTuple_Pack(2, res, miss);
+    Py_XDECREF(miss);
+    Py_DECREF(res);
+    res = pair;
+}
 done:
+    if (tr && res) {
+        /* GIL held: prep, the lists (made while the workers run where overlapped) and what follows the join
+         * (the lists themselves where not overlapped) */
+        double end = cpu_us(), tail = end - tr_joined;
+        fprintf(stderr,
+                "fstok bpe encode_batch: %zu texts %zu bytes %d threads (%s) | prep %.0f us | start %.0f | caller: "
+                "lists %.0f, encode %.0f, wait %.0f | join %.0f | tail %.0f | total %.0f us (thread CPU) | workers' CPU %.0f | "
+                "GIL held %.0f us\n",
+                count, total, tr_threads, tr_pooled ? "pool" : "own", tr_prep - tr0, tr_run - tr_prep, btr.lists,
+                btr.encode, btr.wait, tr_joined - tr_join, tail, end - tr0, atomic_load(&trace_busy_ns) / 1e3,
+                (tr_prep - tr0) + (tr_overlap ? btr.lists : 0) + tail);
+    }
     if (st)
         for (size_t i = 0; i < count; i++) enc_free(&st[i]);
-    free(s), free(n), free(st), free(rc), free(bstart);
+    free(src), free(st), free(rc), free(bstart);
     Py_DECREF(fast);
     return res;
 }
@@ -902,15 +1076,6 @@ typedef struct {
     int kind; /* OUT_LIST, OUT_BYTES (uint32 ids) or OUT_COUNT: only a list needs the ints */
 } cuts_job;
 
-/* FSTOK_TRACE_THREADS=1: run_bounds prints where its time went to stderr (measuring thread scaling on a
- * machine without a profiler) */
-static int trace_threads = -1;
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-static _Atomic long long trace_busy_ns; /* summed encode time of the pieces of the current call */
 
 /* encode piece i of the job with this thread's memo and publish it (no GIL needed) */
 static void cuts_encode_one(cuts_job *j, size_t i, bpe_memo *memo) {

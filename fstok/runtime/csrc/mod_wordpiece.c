@@ -436,8 +436,8 @@ static PyObject *Model_fast_encode(ModelObject *self, PyObject *fallback) {
 
 /* Encode count texts on nthreads threads (the caller's thread is one of them), GIL released.  Returns
  * the number of threads that ran (the caller included). */
-static int run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *outs, size_t count, int word,
-                    int nthreads) {
+static int run_jobs_src(const wp_tables *t, const char **s, Py_ssize_t *n, const pystr_src *src, uint8_t *bad,
+                        outbuf *outs, size_t count, int word, int nthreads) {
     if (nthreads < 1) nthreads = 1;
     if ((size_t)nthreads > count) nthreads = (int)(count > 0 ? count : 1);
     if (nthreads > 256) nthreads = 256;
@@ -449,6 +449,8 @@ static int run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *o
     job.count = count;
     job.next = 0;
     job.word = word;
+    job.src = src;
+    job.bad = bad;
     pthread_mutex_init(&job.mu, NULL);
     int started = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -460,6 +462,11 @@ static int run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *o
     Py_END_ALLOW_THREADS
     pthread_mutex_destroy(&job.mu);
     return started + 1;
+}
+
+static int run_jobs(const wp_tables *t, const char **s, Py_ssize_t *n, outbuf *outs, size_t count, int word,
+                    int nthreads) {
+    return run_jobs_src(t, s, n, NULL, NULL, outs, count, word, nthreads);
 }
 
 /* with the GIL: a list of n items whose item array is allocated but not zeroed (PyList_New calloc's it: a
@@ -838,44 +845,58 @@ done:
     return result;
 }
 
-#define BATCH_BYTES_PER_THREAD 8192
+#define BATCH_BYTES_PER_THREAD 4096
 static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     PyObject *seq;
     int nthreads = 1, mode = 0, word = 0;
     if (!PyArg_ParseTuple(args, "O|iip", &seq, &nthreads, &mode, &word)) return NULL;
-    PyObject *fast = PySequence_Fast(seq, "texts must be a sequence of str");
+    /* a list is copied: its strs are read by the workers without the GIL, and another thread could meanwhile
+     * remove (and free) an item of the caller's list */
+    PyObject *fast = PyList_Check(seq) ? PyList_GetSlice(seq, 0, PY_SSIZE_T_MAX)
+                                       : PySequence_Fast(seq, "texts must be a sequence of str");
     if (!fast) return NULL;
     Py_ssize_t cnt = PySequence_Fast_GET_SIZE(fast);
     PyObject **items = PySequence_Fast_ITEMS(fast);
-    const char **s = (const char **)calloc((size_t)cnt + 1, sizeof(char *));
-    Py_ssize_t *n = (Py_ssize_t *)calloc((size_t)cnt + 1, sizeof(Py_ssize_t));
+    pystr_src *src = (pystr_src *)calloc((size_t)cnt + 1, sizeof(pystr_src));
+    uint8_t *bad = (uint8_t *)calloc((size_t)cnt + 1, 1);
     outbuf *outs = (outbuf *)calloc((size_t)cnt + 1, sizeof(outbuf));
     PyObject *result = NULL;
-    if (!s || !n || !outs) { PyErr_NoMemory(); goto done; }
+    if (!src || !bad || !outs) { PyErr_NoMemory(); goto done; }
+    size_t bytes = 0;
     for (Py_ssize_t i = 0; i < cnt; i++) {
         if (!PyUnicode_Check(items[i])) {
             PyErr_Format(PyExc_TypeError, "texts[%zd] must be str, not %.100s", i, Py_TYPE(items[i])->tp_name);
             goto done;
         }
-        s[i] = PyUnicode_AsUTF8AndSize(items[i], &n[i]);
-        if (!s[i]) {
-            PyObject *et, *ev, *tb;
-            PyErr_Fetch(&et, &ev, &tb);
-            PyErr_Format(PyExc_ValueError, "texts[%zd] is not encodable as UTF-8 (lone surrogate?)", i);
-            Py_XDECREF(et); Py_XDECREF(ev); Py_XDECREF(tb);
+        /* the UTF-8 of a non-ASCII str is made by the worker that encodes it (pystr_utf8.h) */
+        int u = pystr_note(items[i], &src[i]);
+        if (u < 0) goto done;
+        if (u > 0) {
+            src[i].ukind = -1;
+            bad[i] = 1;
+        }
+        if (src[i].utf8 && src[i].len > (size_t)PY_SSIZE_T_MAX / 8) {
+            PyErr_SetString(PyExc_ValueError, "text too long");
             goto done;
         }
+        bytes += src[i].utf8 ? src[i].len : 2 * src[i].len;
         outs[i].want_offs = mode & 1;
     }
     {
         /* a thread per BATCH_BYTES_PER_THREAD of text at most: waking a pool thread costs more than encoding
          * a few short texts (32 English lines, 854 bytes: 7.5 us on one thread, 30 us on two) */
-        size_t bytes = 0;
-        for (Py_ssize_t i = 0; i < cnt; i++) bytes += (size_t)n[i];
         size_t cap = 1 + bytes / BATCH_BYTES_PER_THREAD;
         if (nthreads > 1 && (size_t)nthreads > cap) nthreads = (int)cap;
     }
-    run_jobs(&self->t, s, n, outs, (size_t)cnt, word, nthreads);
+    for (Py_ssize_t i = 0; i < cnt; i++)
+        if (src[i].ukind < 0) src[i].utf8 = (const uint8_t *)"", src[i].len = 0; /* (reported below) */
+    run_jobs_src(&self->t, NULL, NULL, src, bad, outs, (size_t)cnt, word, nthreads);
+    for (Py_ssize_t i = 0; i < cnt; i++) {
+        if (!bad[i]) continue;
+        if (bad[i] == 2) PyErr_NoMemory();
+        else PyErr_Format(PyExc_ValueError, "texts[%zd] is not encodable as UTF-8 (lone surrogate?)", i);
+        goto done;
+    }
     if (mode == 4) {
         /* (all ids as one uint32 buffer, each text's count as int64): a batch for numpy without a
          * Python int or list per token (fstok.Tokenizer.encode_batch_numpy) */
@@ -911,6 +932,16 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < cnt; i++) {
             PyObject *r = finish(self, &outs[i], mode);
             if (!r) { Py_CLEAR(result); break; }
+            /* untracked by the cyclic GC: a collection visits every item of a tracked list, a cache miss per
+             * id, on the calling thread alone (as batch_ids_list in mod_bpe.c); a list of ints or a tuple of
+             * two such lists cannot be part of a reference cycle */
+            if (mode == 1) {
+                PyObject_GC_UnTrack(PyTuple_GET_ITEM(r, 0));
+                PyObject_GC_UnTrack(PyTuple_GET_ITEM(r, 1));
+                PyObject_GC_UnTrack(r);
+            } else if (mode == 0) {
+                PyObject_GC_UnTrack(r);
+            }
             PyList_SET_ITEM(result, i, r);
         }
 #if PY_VERSION_HEX >= 0x030A0000
@@ -920,8 +951,8 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     }
 done:
     if (outs) for (Py_ssize_t i = 0; i < cnt; i++) out_free(&outs[i]);
-    free(s);
-    free(n);
+    free(src);
+    free(bad);
     free(outs);
     Py_DECREF(fast);
     return result;

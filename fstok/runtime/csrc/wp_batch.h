@@ -15,6 +15,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "pystr_utf8.h"
 #include "tpool.h"
 #include "wp_normalize.h"
 
@@ -47,11 +48,14 @@ typedef struct {
     size_t next; /* work index, taken under the mutex */
     pthread_mutex_t mu;
     int word;
+    const pystr_src *src; /* a batch of strs: text i comes from src[i] (pystr_utf8.h), not s[i] / n[i] */
+    uint8_t *bad;         /* with src: set where text i has no UTF-8 (a lone surrogate) or no memory */
 } batch_job;
 
 static void *batch_worker(void *arg) {
     batch_job *j = (batch_job *)arg;
     const int tr = trace_threads > 0;
+    pystr_buf buf = {0};
     for (;;) {
         pthread_mutex_lock(&j->mu);
         size_t i = j->next;
@@ -65,13 +69,23 @@ static void *batch_worker(void *arg) {
             /* encode into a copy on this thread's stack: the outs[] entries of neighbouring texts
              * share cache lines, and the encoder updates its outbuf once per token (false sharing
              * made 2 threads cost 2x the CPU of one) */
+            const uint8_t *s = (const uint8_t *)(j->s ? j->s[i] : NULL);
+            size_t n = j->s ? (size_t)j->n[i] : 0;
+            if (j->src) {
+                int u = pystr_utf8(&j->src[i], &buf, &s, &n);
+                if (u) {
+                    j->bad[i] = (uint8_t)(u > 0 ? 1 : 2);
+                    continue;
+                }
+            }
             outbuf local = j->outs[i];
-            if (j->word) wp_encode_word(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &local);
-            else wp_encode_e2e(j->t, (const uint8_t *)j->s[i], (size_t)j->n[i], &local);
+            if (j->word) wp_encode_word(j->t, s, n, &local);
+            else wp_encode_e2e(j->t, s, n, &local);
             j->outs[i] = local;
         }
         if (tr) atomic_fetch_add(&trace_busy_ns, (long long)((now_us() - t0) * 1e3));
     }
+    pystr_buf_free(&buf);
     return NULL;
 }
 
