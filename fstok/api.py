@@ -102,6 +102,12 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
                              f"pass the one to compile")
         raise ValueError(f"{path}: directory has no tokenizer.json, tokenizer.model, tekken.json or vocab.txt")
     base = os.path.basename(path).lower()
+    if not options:  # a SentencePiece-family source compiled before, unchanged since: its cached artifact
+        from .spm_cache import lookup
+
+        hit = lookup(path)
+        if hit is not None:
+            return hit
     if base.endswith(".json") and base != "vocab.json":
         model = _sniff_json_model(path)
         if model == "tekken":

@@ -89,7 +89,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         if self.model_type == "unigram" or self.model_type == "bpe":
             self._h = make_model(
                 where, (a["p_first"], a["p_label"], a["p_target"], a["p_value"], a["p_value2"], None, None,
-                 None, None, None, None),
+                 None, None, None, None, None),
                 a["score64"], 1, a["ptype"], np.ascontiguousarray(a["byte_id"]), self._flags,
                 self.unk_id, float.fromhex(meta["min_score"]), 0.0)
         self._bpe_model = None
@@ -211,13 +211,15 @@ class HFSentencePieceTokenizer(ArtifactIO):
         if options:
             raise TypeError(f"unexpected options for a tokenizer.json: {sorted(options)}")
         p = os.fspath(path)
-        with open(p, "rb") as f:
-            data = f.read()
-        if obj is None:
-            obj = json.loads(data.decode("utf-8"))
-        meta, sections = hf_tables(obj, p)
-        blob = _art.write_artifact(None, _art.KIND_SPM, meta, sections, "n/a", _art.source_hash(b"spm-hf", data))
-        return cls(_art.parse_artifact(blob, where=p, expect_kind=_art.KIND_SPM))
+
+        def build(data: bytes) -> "HFSentencePieceTokenizer":
+            meta, sections = hf_tables(obj if obj is not None else json.loads(data.decode("utf-8")), p)
+            blob = _art.write_artifact(None, _art.KIND_SPM, meta, sections, "n/a", _art.source_hash(b"spm-hf", data))
+            return cls(_art.parse_artifact(blob, where=p, expect_kind=_art.KIND_SPM))
+
+        from .spm_cache import compiled
+
+        return compiled(p, b"spm-hf", build)
 
     def __repr__(self) -> str:
         return f"<HFSentencePieceTokenizer {self.model_type} vocab={self._n}>"

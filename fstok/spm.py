@@ -19,7 +19,7 @@ import numpy as np
 from . import artifact as _art
 
 from .spm_layout import (_SECTIONS, _SPACE, KIND_SPM, SPF_ADD_DUMMY, SPF_BPE, SPF_BYTE_FALLBACK,  # noqa: F401
-                         SPF_ESCAPE_WS, SPF_FUSE_UNK, SPF_HF, SPF_REMOVE_WS, SPF_WS_SUFFIX, SPT_BYTE, SPT_CONTROL,
+                         SPF_CUTS, SPF_ESCAPE_WS, SPF_FUSE_UNK, SPF_HF, SPF_REMOVE_WS, SPF_WS_SUFFIX, SPT_BYTE, SPT_CONTROL,
                          SPT_NORMAL, SPT_UNKNOWN, SPT_UNUSED, SPT_USER, ArtifactIO, _native, decode_pieces,
                          make_model)
 
@@ -75,6 +75,12 @@ class SentencePieceTokenizer(ArtifactIO):
         arrays = tuple(a[k] if len(a[k]) else none for k in (
             "p_first", "p_label", "p_target", "p_value", "p_value2",
             "cm_units", "cm_norm", "u_first", "u_label", "u_target", "u_value"))
+        cut = None
+        if self._flags & SPF_CUTS:
+            if not art.has("cut_pairs") or art.sections["cut_pairs"].dtype != "|u1" or len(art.array("cut_pairs")) != 8192:
+                raise _art.ArtifactError(f"{where}: section 'cut_pairs' is missing or is not 8192 bytes")
+            cut = art.array("cut_pairs")
+        arrays = arrays + (cut,)
         self._h = make_model(where, arrays, score, int(is64), a["ptype"], np.ascontiguousarray(a["byte_id"]),
                                  self._flags, self.unk_id, self._min_score, self._max_score)
         self._n = n
@@ -121,20 +127,21 @@ class SentencePieceTokenizer(ArtifactIO):
     @classmethod
     def compile_model(cls, path: str | os.PathLike, **options: Any) -> "SentencePieceTokenizer":
         from .compile.spm_tables import model_tables
-        from .loaders.spm_model import read_model
+        from .loaders.spm_model import parse_model
 
         if options:
             raise TypeError(f"unexpected options for a SentencePiece model: {sorted(options)}")
         p = os.fspath(path)
-        with open(p, "rb") as f:
-            data = f.read()
-        from .loaders.spm_model import parse_model
 
-        m = parse_model(data, where=p)
-        meta, sections = model_tables(m, p)
-        blob = _art.write_artifact(None, KIND_SPM, meta, sections, "n/a", _art.source_hash(b"spm-model", data))
-        art = _art.parse_artifact(blob, where=p, expect_kind=KIND_SPM)
-        return cls(art)
+        def build(data: bytes) -> "SentencePieceTokenizer":
+            m = parse_model(data, where=p)
+            meta, sections = model_tables(m, p)
+            blob = _art.write_artifact(None, KIND_SPM, meta, sections, "n/a", _art.source_hash(b"spm-model", data))
+            return cls(_art.parse_artifact(blob, where=p, expect_kind=KIND_SPM))
+
+        from .spm_cache import compiled
+
+        return compiled(p, b"spm-model", build)
 
     def __repr__(self) -> str:
         return f"<SentencePieceTokenizer {self.model_type} vocab={self._n}>"

@@ -11,7 +11,10 @@ KIND_SPM = _art.KIND_SPM
 SPT_NORMAL, SPT_UNKNOWN, SPT_CONTROL, SPT_USER, SPT_UNUSED, SPT_BYTE = 1, 2, 3, 4, 5, 6
 SPF_ADD_DUMMY, SPF_REMOVE_WS, SPF_ESCAPE_WS, SPF_WS_SUFFIX = 1, 2, 4, 8
 SPF_BYTE_FALLBACK, SPF_BPE, SPF_HF, SPF_FUSE_UNK = 16, 32, 64, 128
+SPF_WORDS, SPF_CUTS = 256, 512
 _SPACE = "\u2581"
+# the layout and meaning of the compiled tables: part of the artifact cache key (fstok.spm_cache)
+TABLES = "spm-tables-2"
 
 _SECTIONS = {
     "p_first": "<u4", "p_label": "|u1", "p_target": "<u4", "p_value": "<i4", "p_value2": "<i4",

@@ -209,3 +209,52 @@ def test_corrupt_trie_is_refused_natively_and_by_the_oracle(damage):
     blob = art.write_artifact(None, KIND_SPM, meta, sec, "n/a", art.source_hash(b"spm-model", b"x"))
     with pytest.raises(art.ArtifactError, match="trie 'p'"):
         SentencePieceTokenizer(art.parse_artifact(blob, where="x", expect_kind=KIND_SPM))
+
+
+@needs_shared
+@pytest.mark.parametrize("name", ["gemma", "llama-2"])
+def test_cut_points_keep_every_piece_whole(name):
+    # the runtime cuts BPE input between two characters whose byte pair no piece holds (cut_pairs); text
+    # made of pieces that span character boundaries, glued at every kind of boundary, must still equal
+    # sentencepiece (a cut inside one of them would split a merge)
+    import random
+
+    import numpy as np
+
+    from fstok.compile.spm_tables import boundary_pairs
+
+    path = os.path.join(MODELS, MODEL_FILES[name])
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not present")
+    m = read_model(path)
+    pieces = [p.piece for p in m.pieces if p.type in (1, 4)]
+    bits = np.unpackbits(boundary_pairs(pieces), bitorder="little")
+    # the table against a direct count of the boundary byte pairs
+    want = set()
+    for p in pieces:
+        for i in range(1, len(p)):
+            want.add(p[i - 1].encode()[-1] * 256 + p[i].encode()[0])
+    assert set(np.flatnonzero(bits).tolist()) == want
+    tok, sp = fstok.compile(path), spm.SentencePieceProcessor(model_file=path)
+    multi = [p.replace("\u2581", " ") for p in pieces if len(p) > 1 and not p.isalnum()]
+    rng = random.Random(7)
+    for _ in range(200):
+        x = "".join(rng.choice(multi) + rng.choice(["", "\n", "x", "。", " "]) for _ in range(rng.randint(1, 40)))
+        assert tok.encode(x) == sp.encode(x), (name, x)
+
+
+@needs_shared
+def test_threads_share_the_caches():
+    # the word cache and the merge-candidate memo are shared by threads that encode at once (the GIL is
+    # released): every result equals the one-thread result
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = os.path.join(MODELS, MODEL_FILES["gemma"])
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not present")
+    docs = [read_corpus(c)[i * 3000 : (i + 1) * 3000] for c in ("english", "multilingual", "code") for i in range(8)]
+    want = [fstok.compile(path).encode(d) for d in docs]
+    tok = fstok.compile(path)
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(tok.encode, docs * 3))
+    assert got == want * 3

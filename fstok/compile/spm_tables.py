@@ -28,6 +28,7 @@ SPF_BPE = 32
 SPF_HF = 64
 SPF_FUSE_UNK = 128
 SPF_WORDS = 256
+SPF_CUTS = 512
 
 
 def build_trie(keys: list[bytes], values: list[int], values2: list[int] | None = None):
@@ -204,6 +205,10 @@ def model_tables(m: ModelProto, where: str) -> tuple[dict, dict]:
         sep = "\u2581" if ns.escape_whitespaces else " "
         if not any(_spans_word(p.piece, sep) for p in m.pieces if p.type in (NORMAL, USER_DEFINED, UNUSED)):
             flags |= SPF_WORDS
+        if not any(p.type == UNUSED for p in m.pieces):
+            # an unused piece resegments by the split that last formed it, an order words would change
+            sections["cut_pairs"] = boundary_pairs(p.piece for p in m.pieces if p.type in (NORMAL, USER_DEFINED))
+            flags |= SPF_CUTS
     meta = {
         "family": "spm",
         "source": "model",
@@ -220,6 +225,28 @@ def model_tables(m: ModelProto, where: str) -> tuple[dict, dict]:
         "n_pieces": len(m.pieces),
     }
     return meta, sections
+
+
+def boundary_pairs(pieces) -> np.ndarray:
+    """A bit per byte pair (b1, b2), bit b1 * 256 + b2: set where some piece has a character ending in byte
+    b1 right before one beginning with b2.  Where the bit is clear no piece, so no merge, spans such a
+    character boundary, and the BPE of the text is the BPE of its two sides (the runtime cuts there)."""
+    bits = np.zeros(8192, dtype=np.uint8)
+    seen = set()
+    for piece in pieces:
+        b = piece.encode("utf-8")
+        i = 0
+        prev_last = -1
+        while i < len(b):
+            c0 = b[i]
+            n = 1 if c0 < 0xC0 else 2 if c0 < 0xE0 else 3 if c0 < 0xF0 else 4
+            if prev_last >= 0:
+                seen.add(prev_last * 256 + c0)
+            i += n
+            prev_last = b[min(i, len(b)) - 1]
+    for k in seen:
+        bits[k >> 3] |= 1 << (k & 7)
+    return bits
 
 
 def _spans_word(piece: str, sep: str) -> bool:

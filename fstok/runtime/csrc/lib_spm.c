@@ -524,25 +524,97 @@ typedef struct {
     spm_ints touched;
 } bpe_ctx;
 
+#define PM_BITS 16
+#define PM_NODE 21
+#define PM_MASK ((1u << PM_NODE) - 1)
+#define PM_NOT_PIECE (1u << 21) /* the concatenation is a key prefix, not a piece */
+#define PM_UNUSED (1u << 22)    /* ... an unused piece */
+
+/* one memo entry: `key` = 1 | left node << 1 | right node << 22 | answer node << 43 (PM_MASK: none);
+ * `info` = the answer's node | flags, `score` its piece's score.  Writers store info and score, then key;
+ * a reader takes info and score only when info names the node that key names, so a torn read (another
+ * thread rewriting the entry) is a miss, never a wrong answer: score and flags are functions of the node. */
+typedef struct {
+    uint64_t key;
+    uint32_t info;
+    float score;
+} pm_entry;
+
+int spm_pair_memo_init(spm_model *m) {
+    m->pair_memo = NULL;
+    if (m->pieces.n_nodes >= PM_MASK) return 0; /* node ids do not fit: walks only */
+    m->pair_memo = (uint64_t *)aligned_alloc(64, ((size_t)1 << PM_BITS) * sizeof(pm_entry));
+    if (!m->pair_memo) return -1;
+    memset(m->pair_memo, 0, ((size_t)1 << PM_BITS) * sizeof(pm_entry));
+    return 0;
+}
+
+typedef struct {
+    uint32_t node; /* SPM_NONE: not a piece */
+    int32_t id;    /* the piece's id when it is unused (for rev_left), else -1 */
+    float score;
+} pm_answer;
+
+/* The piece formed by the symbol of node `an` followed by the `bn` bytes q (whose own node is `bq`,
+ * SPM_NONE when they are no key prefix): node SPM_NONE when the concatenation is no piece.  Two nodes
+ * name two byte strings, so the answer is a function of (an, bq), memoized. */
+HOT pm_answer concat_piece(const spm_model *m, uint32_t an, uint32_t bq, const uint8_t *q, uint32_t bn) {
+    pm_entry *slot = NULL;
+    uint64_t key = 0;
+    pm_answer r = {SPM_NONE, -1, 0.0f};
+    if (m->pair_memo && bq != SPM_NONE) {
+        key = 1u | (uint64_t)an << 1 | (uint64_t)bq << 22;
+        const uint64_t h = ((uint64_t)an * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)bq * 0xC2B2AE3D27D4EB4Full);
+        slot = &((pm_entry *)m->pair_memo)[h >> (64 - PM_BITS)];
+        const uint64_t e = __atomic_load_n(&slot->key, __ATOMIC_ACQUIRE);
+        if ((e & ((1ull << 43) - 1)) == key) {
+            const uint32_t node = (uint32_t)(e >> 43);
+            if (node == PM_MASK) return r;
+            const uint32_t info = __atomic_load_n(&slot->info, __ATOMIC_RELAXED);
+            if ((info & PM_MASK) == node) {
+                if (info & PM_NOT_PIECE) return r;
+                if (!(info & PM_UNUSED)) {
+                    uint32_t sb = __atomic_load_n((uint32_t *)&slot->score, __ATOMIC_RELAXED);
+                    r.node = node;
+                    memcpy(&r.score, &sb, 4);
+                    return r;
+                }
+            }
+        }
+    }
+    uint32_t node = an;
+    for (uint32_t i = 0; i < bn && node != SPM_NONE; i++) node = trie_step(&m->pieces, node, q[i]);
+    const int32_t id = node == SPM_NONE ? -1 : m->pieces.value[node];
+    if (id >= 0) {
+        r.node = node;
+        r.score = m->score[id];
+        if (m->ptype[id] == SPT_UNUSED) r.id = id;
+    }
+    if (slot) {
+        uint32_t info = node == SPM_NONE ? 0 : node | (id < 0 ? PM_NOT_PIECE : 0) | (r.id >= 0 ? PM_UNUSED : 0);
+        uint32_t sb;
+        memcpy(&sb, &r.score, 4);
+        __atomic_store_n(&slot->info, info, __ATOMIC_RELAXED);
+        __atomic_store_n((uint32_t *)&slot->score, sb, __ATOMIC_RELAXED);
+        __atomic_store_n(&slot->key, key | (uint64_t)(node == SPM_NONE ? PM_MASK : node) << 43, __ATOMIC_RELEASE);
+    }
+    return r;
+}
+
 static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return 0;
     const bpe_sym *a = &c->sym[left], *b = &c->sym[right];
     if (a->freeze || b->freeze || a->node == SPM_NONE) return 0;
-    /* the concatenation's node: from the left symbol's node over the right symbol's bytes */
-    uint32_t node = a->node;
-    const uint8_t *q = c->s + b->start;
-    for (uint32_t i = 0; i < b->len && node != SPM_NONE; i++) node = trie_step(&c->m->pieces, node, q[i]);
-    if (node == SPM_NONE) return 0;
-    const int32_t id = c->m->pieces.value[node];
-    if (id < 0) return 0;
-    bpe_pair p = {c->m->score[id], left, right, a->len + b->len, node};
+    const pm_answer got = concat_piece(c->m, a->node, b->node, c->s + b->start, b->len);
+    if (got.node == SPM_NONE) return 0;
+    bpe_pair p = {got.score, left, right, a->len + b->len, got.node};
     if (heap_push(&c->q, p)) return -1;
-    if (c->m->ptype[id] == SPT_UNUSED) {
+    if (got.id >= 0) { /* an unused piece: remember the split that formed it (resegmentation) */
         if (!c->rev_left) {
             c->rev_left = (uint32_t *)calloc(c->m->n_pieces, sizeof(uint32_t));
             if (!c->rev_left) return -1;
         }
-        c->rev_left[id] = a->len;
+        c->rev_left[got.id] = a->len;
     }
     return 0;
 }
@@ -696,19 +768,23 @@ static int bpe_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *o
     const int escape = (m->flags & SPF_ESCAPE_WS) != 0;
     struct spm_cache *c = m->cache;
     spm_ints tmp = {0}, words = {0};
-    size_t a = 0;
-    while (a < n) {
-        /* the word: [a, b) -- separators at its start, then up to the next separator */
-        size_t b = a;
-        if (escape)
-            while (b + 3 <= n && s[b] == 0xE2 && memcmp(s + b, SPACE_SYM, 3) == 0) b += 3;
-        else
-            while (b < n && s[b] == ' ') b++;
-        while (b < n && !(escape ? (s[b] == 0xE2 && b + 3 <= n && memcmp(s + b, SPACE_SYM, 3) == 0) : s[b] == ' ')) b++;
-        if (ints_put(&words, (int32_t)b)) goto fail;
-        a = b;
+    /* the words: cut before a separator that follows another character (SPF_WORDS), and between two
+     * characters whose byte pair no piece holds (SPF_CUTS); characters as spm_bpe steps over them */
+    const int sep_cuts = (m->flags & SPF_WORDS) != 0;
+    const uint8_t *cut = (m->flags & SPF_CUTS) ? m->cut_pairs : NULL;
+    int prev_sep = 1;
+    for (size_t i = 0; i < n;) {
+        size_t l = one_char_len(s[i]);
+        if (l > n - i) l = n - i;
+        const int is_sep = escape ? (l == 3 && s[i] == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81) : s[i] == ' ';
+        if (i && ((sep_cuts && is_sep && !prev_sep) ||
+                  (cut && !((cut[((size_t)s[i - 1] << 5) | (s[i] >> 3)] >> (s[i] & 7)) & 1))))
+            if (ints_put(&words, (int32_t)i)) goto fail;
+        prev_sep = is_sep;
+        i += l;
     }
-    a = 0;
+    if (ints_put(&words, (int32_t)n)) goto fail;
+    size_t a = 0;
     for (size_t w = 0; w < words.n; w++) {
         const size_t b = (size_t)words.p[w];
         if (c && w + 8 < words.n) {
@@ -772,7 +848,7 @@ fail:
 }
 
 int spm_model_run(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
-    if (m->flags & SPF_BPE) return (m->flags & SPF_WORDS) ? bpe_words(m, s, n, out) : spm_bpe(m, s, n, out);
+    if (m->flags & SPF_BPE) return (m->flags & (SPF_WORDS | SPF_CUTS)) ? bpe_words(m, s, n, out) : spm_bpe(m, s, n, out);
     return spm_unigram(m, s, n, out);
 }
 

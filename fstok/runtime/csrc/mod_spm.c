@@ -11,7 +11,7 @@
 
 #include "spm.h"
 
-#define N_ARR 11
+#define N_ARR 12
 
 typedef struct {
     spm_model m;
@@ -25,6 +25,7 @@ static void handle_free(PyObject *cap) {
     if (!h) return;
     for (int i = 0; i < h->nbuf; i++) PyBuffer_Release(&h->buf[i]);
     spm_cache_free(h->m.cache);
+    free(h->m.pair_memo);
     spm_trie_free(&h->m.pieces);
     spm_trie_free(&h->m.user);
     free(h);
@@ -42,7 +43,7 @@ static const void *bufp(handle *h, PyObject *arrays, int i, Py_ssize_t *len) {
 }
 
 /* arrays: (p_first, p_label, p_target, p_value, p_value2, cm_units, cm_norm,
- *          u_first, u_label, u_target, u_value) -- then scores (f32 or f64), ptype, byte_id */
+ *          u_first, u_label, u_target, u_value, cut_pairs) -- then scores (f32 or f64), ptype, byte_id */
 static PyObject *py_make(PyObject *self, PyObject *args) {
     PyObject *arrays, *score, *ptype, *byte_id;
     int is64;
@@ -79,6 +80,11 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
     m->user.target = p[9];
     m->user.value = p[10];
     m->user.n_nodes = (uint32_t)(lens[10] / 4);
+    if (p[11] && lens[11] != 8192) {
+        PyErr_SetString(PyExc_ValueError, "cut_pairs must hold 8192 bytes");
+        goto fail;
+    }
+    m->cut_pairs = p[11];
     if (PyObject_GetBuffer(score, &h->buf[h->nbuf], PyBUF_SIMPLE) < 0) goto fail;
     if (is64)
         m->score64 = h->buf[h->nbuf].buf;
@@ -125,7 +131,11 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
     m->min_score = (float)min_score;
     m->max_score = (float)max_score;
     m->min_score64 = min_score;
-    if ((flags & SPF_WORDS) && !(m->cache = spm_cache_new())) {
+    if ((flags & SPF_BPE) && !(flags & SPF_HF) && spm_pair_memo_init(m)) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    if ((flags & (SPF_WORDS | SPF_CUTS)) && !(m->cache = spm_cache_new())) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -135,6 +145,7 @@ fail:
     spm_trie_free(&h->m.pieces);
     spm_trie_free(&h->m.user);
     spm_cache_free(h->m.cache);
+    free(h->m.pair_memo);
     free(h);
     return NULL;
 }

@@ -70,6 +70,9 @@ static inline __attribute__((always_inline)) uint32_t spm_trie_step(const spm_tr
 /* BPE: no model piece contains a separator (the escaped space) right after another character, so merges
  * never cross the point before such a separator: words are merged apart, and cached */
 #define SPF_WORDS 256
+/* BPE: cut_pairs is set: a bit per byte pair (last byte of a character, first byte of the next) that some
+ * piece holds across a character boundary; where it is clear, no merge crosses, and the text is cut there */
+#define SPF_CUTS 512
 
 typedef struct {
     spm_trie pieces; /* value: the model's id of the key (-1: none), value2: PieceToId of the key */
@@ -87,6 +90,11 @@ typedef struct {
     double min_score64;
     uint32_t flags;
     struct spm_cache *cache; /* word -> model triples (SPF_WORDS), shared by calls; NULL: none */
+    /* BPE: (left node, right node) -> node of the concatenation, a direct-mapped memo of the trie walks
+     * that find merge candidates; one u64 per entry so that threads share it without a lock.  NULL: none
+     * (the trie has too many nodes to pack three node ids into 63 bits) */
+    uint64_t *pair_memo;
+    const uint8_t *cut_pairs; /* 8192 bytes, or NULL (SPF_CUTS) */
 } spm_model;
 
 typedef struct {
@@ -106,6 +114,8 @@ const char *spm_trie_check(const uint32_t *first, size_t n_first, const uint8_t 
                            const int32_t *value2, size_t n_value2, int64_t n_values);
 void spm_trie_free(spm_trie *t);
 struct spm_cache *spm_cache_new(void);
+/* the pair memo for m (BPE, tries of fewer than 2^21 - 1 nodes); 0, or -1 out of memory */
+int spm_pair_memo_init(spm_model *m);
 void spm_cache_free(struct spm_cache *c);
 void spm_bytes_free(spm_bytes *b);
 void spm_ints_free(spm_ints *v);
