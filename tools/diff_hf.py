@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fstok.Tokenizer vs HF tokenizers.Tokenizer: every Encoding field, on every corpus line, single and pair.
 
-    python tools/diff_hf.py [--max-lines N] [--files a.json b.json ...]
+    python tools/diff_hf.py [--max-lines N] [--files a.json b.json ...] [--out DIR]
 
 For every tokenizer.json under ../shared/data/vocab/ (models/ included) that fstok compiles, each corpus line
 is encoded alone and paired with another line, under four settings: the file's own truncation/padding, none,
@@ -11,15 +11,20 @@ sequence_ids, n_sequences and the overflowing windows (recursively); then encode
 and decode of every encoding. Then transformers with fstok.transformers.patch() vs unpatched on the same
 file (diff_transformers: the __call__ forms with padding, truncation, stride, offsets and overflow, single and
 pair; batch_decode; apply_chat_template; streaming decode). A file fstok refuses counts as a difference. Exit
-status 1 on any difference.
+status 1 on any difference.  Identical lines are checked once.  `--out DIR` writes one JSON per file (checks,
+differing, seconds) and skips files whose JSON is already there, so that a long run resumes; `--files` takes
+paths or words of the path.
 """
 from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import sys
 import time
+
+os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -55,12 +60,13 @@ def apply(tok, trunc, pad) -> None:
 
 
 def corpus(max_lines: int) -> list[str]:
+    """The lines of every corpus file (the first max_lines of each; 0: all), each distinct line once."""
     out = []
     for p in sorted(glob.glob(os.path.join(DATA, "corpus", "*.txt"))):
         with open(p, encoding="utf-8") as f:
             lines = f.read().splitlines()
         out += lines[:max_lines] if max_lines else lines
-    return out
+    return list(dict.fromkeys(out))
 
 
 def outcome(f, *a, **k):
@@ -249,14 +255,26 @@ def main() -> int:
     ap.add_argument("--max-lines", type=int, default=0, help="lines per corpus file (0: all)")
     ap.add_argument("--files", nargs="*")
     ap.add_argument("--no-transformers", action="store_true", help="skip the transformers patched/unpatched part")
+    ap.add_argument("--out", help="directory for one JSON result per file; files with a result there are skipped")
     args = ap.parse_args()
-    files = args.files or sorted(set(glob.glob(os.path.join(DATA, "vocab", "**", "*.json"), recursive=True)))
-    files = [f for f in files if os.path.basename(f) not in ("vocab.json",) and "tekken" not in f]
+    every = sorted(set(glob.glob(os.path.join(DATA, "vocab", "**", "*.json"), recursive=True)))
+    every = [f for f in every if os.path.basename(f) not in ("vocab.json",) and "tekken" not in f]
+    files = [f for w in args.files for f in ([w] if os.path.isfile(w) else [g for g in every if w in g])] \
+        if args.files else every
     lines = corpus(args.max_lines)
+    print(f"{len(lines)} distinct lines", flush=True)
     total = total_bad = 0
-    for f in files:
+    for f in dict.fromkeys(files):
         t0 = time.time()
         print(os.path.relpath(f, DATA), flush=True)
+        out = os.path.join(args.out, os.path.relpath(f, DATA).replace(os.sep, "__") + ".json") if args.out else None
+        if out and os.path.exists(out):
+            with open(out, encoding="utf-8") as fh:
+                res = json.load(fh)
+            print(f"  {res['checks']} checks, {res['differing']} differing (from {out})", flush=True)
+            total += res["checks"]
+            total_bad += res["differing"]
+            continue
         c, b = diff_file(f, lines, lambda s: print(s, flush=True))
         if not args.no_transformers:
             c2, b2 = diff_transformers(f, lines, lambda s: print(s, flush=True))
@@ -264,6 +282,13 @@ def main() -> int:
         total += c
         total_bad += b
         print(f"  {c} checks, {b} differing, {time.time() - t0:.0f}s", flush=True)
+        if out:
+            os.makedirs(args.out, exist_ok=True)
+            with open(out + ".tmp", "w", encoding="utf-8") as fh:
+                json.dump({"file": os.path.relpath(f, DATA), "lines": len(lines), "max_lines": args.max_lines,
+                           "transformers": not args.no_transformers, "checks": c, "differing": b,
+                           "seconds": round(time.time() - t0)}, fh)
+            os.replace(out + ".tmp", out)
     print(f"TOTAL {total} checks, {total_bad} differing")
     return 1 if total_bad else 0
 
