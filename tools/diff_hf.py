@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fstok.Tokenizer vs HF tokenizers.Tokenizer: every Encoding field, on every corpus line, single and pair.
 
-    python tools/diff_hf.py [--max-lines N] [--files a.json b.json ...] [--out DIR]
+    python tools/diff_hf.py [--max-lines N [--spread]] [--files a.json b.json ...] [--out DIR]
 
 For every tokenizer.json under ../shared/data/vocab/ (models/ included) that fstok compiles, each corpus line
 is encoded alone and paired with another line, under four settings: the file's own truncation/padding, none,
@@ -59,12 +59,15 @@ def apply(tok, trunc, pad) -> None:
         tok.enable_padding(**pad)
 
 
-def corpus(max_lines: int) -> list[str]:
-    """The lines of every corpus file (the first max_lines of each; 0: all), each distinct line once."""
+def corpus(max_lines: int, spread: bool = False) -> list[str]:
+    """The lines of every corpus file (the first max_lines of each, or with spread max_lines evenly spaced
+    through each; 0: all), each distinct line once."""
     out = []
     for p in sorted(glob.glob(os.path.join(DATA, "corpus", "*.txt"))):
         with open(p, encoding="utf-8") as f:
-            lines = f.read().splitlines()
+            lines = list(dict.fromkeys(f.read().splitlines()))
+        if max_lines and spread:
+            lines = [lines[k * len(lines) // max_lines] for k in range(min(max_lines, len(lines)))]
         out += lines[:max_lines] if max_lines else lines
     return list(dict.fromkeys(out))
 
@@ -253,6 +256,8 @@ def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--max-lines", type=int, default=0, help="lines per corpus file (0: all)")
+    ap.add_argument("--spread", action="store_true",
+                    help="with --max-lines N: N distinct lines evenly spaced through each corpus file")
     ap.add_argument("--files", nargs="*")
     ap.add_argument("--no-transformers", action="store_true", help="skip the transformers patched/unpatched part")
     ap.add_argument("--out", help="directory for one JSON result per file; files with a result there are skipped")
@@ -261,7 +266,7 @@ def main() -> int:
     every = [f for f in every if os.path.basename(f) not in ("vocab.json",) and "tekken" not in f]
     files = [f for w in args.files for f in ([w] if os.path.isfile(w) else [g for g in every if w in g])] \
         if args.files else every
-    lines = corpus(args.max_lines)
+    lines = corpus(args.max_lines, args.spread)
     print(f"{len(lines)} distinct lines", flush=True)
     total = total_bad = 0
     for f in dict.fromkeys(files):
@@ -286,6 +291,7 @@ def main() -> int:
             os.makedirs(args.out, exist_ok=True)
             with open(out + ".tmp", "w", encoding="utf-8") as fh:
                 json.dump({"file": os.path.relpath(f, DATA), "lines": len(lines), "max_lines": args.max_lines,
+                           "spread": args.spread,
                            "transformers": not args.no_transformers, "checks": c, "differing": b,
                            "seconds": round(time.time() - t0)}, fh)
             os.replace(out + ".tmp", out)

@@ -1,0 +1,46 @@
+"""The differential tool tools/diff_models.py on a small sample: it recognises every shared model file by
+content (one reference library each), and each of its three differs runs clean on a file of its kind (a
+broken tool, or a mismatch on these inputs, fails here before a long run).  The long run is
+`python tools/diff_models.py [--files WORD ...] [--out DIR]`."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from conftest import VOCAB, needs_shared
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tools"))
+import diff_models  # noqa: E402
+
+pytestmark = needs_shared
+
+
+def test_every_file_recognised():
+    got = {os.path.relpath(p, VOCAB): k for p, k in diff_models.model_files()}
+    assert got["models/spm-bpe/gemma/tokenizer.gemma"] == "sentencepiece"
+    assert got["models/unigram/maxtext-default-c4/tokenizer.default"] == "sentencepiece"
+    assert got["models/tekken/mistral-nemo/tekken_240718.json"] == "tekken"
+    assert got["models/wordpiece/all-MiniLM-L6-v2/tokenizer.json"] == "tokenizers"
+    assert got["hf/deepseek_tokenizer.json"] == "tokenizers"
+    assert "gpt2/vocab.json" not in got and "llama3/tokenizer.model" not in got  # no reference of their own here
+    assert sum(k == "tokenizers" for k in got.values()) >= 11
+
+
+def _items():
+    out = [(f"edge#{i}", s) for i, s in enumerate(diff_models.EDGE)]
+    out += [(f"U+{c:04X}", chr(c)) for c in (0x41, 0xE9, 0x2581, 0x1F600, 0x10FFFF)]
+    out.append(("U+0041 in context", "a" + " ".join("Aé▁😀") + " a" + "Aé▁😀\r\n"))
+    return out
+
+
+@pytest.mark.parametrize("rel", ["models/unigram/maxtext-default-c4/tokenizer.default",
+                                 "models/wordpiece/all-MiniLM-L6-v2/tokenizer.json",
+                                 "models/tekken/mistral-nemo/tekken_240718.json"])
+def test_differ_runs_clean(rel):
+    path = os.path.join(VOCAB, rel)
+    kind = diff_models.classify(path)
+    r = diff_models.Report(path, kind)
+    diff_models.DIFFERS[kind](path, _items(), r)
+    assert r.n >= 3 * len(_items()) and r.n_bad == 0, r.first
