@@ -171,10 +171,11 @@ class BPETokenizer(Inspectable):
         )
         self._pt_mode = meta.get("pretok_mode", "regex")
         self._spanner_obj: Optional[_RegexSpanner] = None  # the `regex` module only for artifacts that need it
+        self._pattern = None  # the compiled pre-tokenizer (its C spanner gives the HF face's word ids)
         if self._pt_mode in ("find", "split"):
             from .pretokenize import CompiledPattern
 
-            cp = CompiledPattern.from_sections(art, "dfa.")
+            cp = self._pattern = CompiledPattern.from_sections(art, "dfa.")
             if cp.mode != self._pt_mode:
                 raise _art.ArtifactError("BPE artifact: pre-tokenizer mode does not match its DFA sections")
             self._model.set_pretokenizer(

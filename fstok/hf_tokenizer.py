@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import glob
 import hashlib
+import itertools
 import json
 import os
 import tempfile
@@ -156,6 +157,10 @@ class _Core:
         """(all ids as one uint32 array, int64 count per text), without Python objects per token."""
         raise NotImplementedError
 
+    def model_batch(self, texts: list[str], num_threads: int) -> list[tuple]:
+        """model_encode of every text; cores with a native batch path override it."""
+        return [self.model_encode(t) for t in texts]
+
     def offsets_batch(self, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """ids_batch plus the (N, 2) character offsets of every token."""
         ids: list[int] = []
@@ -192,6 +197,19 @@ class _WordPieceCore(_Core):
         starts = ~self.cont[np.asarray(ids, dtype=np.int64)]
         words = (np.cumsum(starts) - 1).tolist()
         return ids, offs, words
+
+    def model_batch(self, texts, num_threads):
+        ids, lens, offs = self.offsets_batch(texts, num_threads)
+        if not len(ids):
+            return [([], [], []) for _ in texts]
+        first = np.zeros(len(ids), dtype=bool)
+        ends = np.cumsum(lens)
+        first[(ends - lens)[lens > 0]] = True
+        # a word starts at each token without the continuing prefix, and at each text's first token
+        start = ~self.cont[ids.astype(np.int64)] | first
+        w = np.cumsum(start) - 1
+        w -= np.repeat(w[(ends - lens)[lens > 0]], lens[lens > 0])
+        return _rows(ids, offs, w, lens)
 
     def offsets_batch(self, texts, num_threads):
         special = _texts_holding(texts, self.allowed) if self.allowed else []
@@ -261,6 +279,7 @@ class _BPECore(_Core):
         raw = dict(tok._added_raw)
         raw.update(tok._special_tokens)
         out: list[tuple[int, int, bool]] = []
+        pattern = tok._pattern if tok._native else None
         pos = 0
         for seg, tid in tok._split_literals(used, raw):
             if tid is not None:
@@ -270,9 +289,12 @@ class _BPECore(_Core):
                     if tid2 is not None:
                         out.append((pos, pos + len(sub), True))
                     else:
-                        spans: list[int] = []
-                        tok._spanner.char_spans(sub, pos, spans)
-                        out.extend((spans[k], spans[k + 1], False) for k in range(0, len(spans), 2))
+                        if pattern is not None:  # the compiled pre-tokenizer's C spanner
+                            out.extend((pos + a, pos + b, False) for a, b in pattern.spans(sub) if b > a)
+                        else:
+                            spans: list[int] = []
+                            tok._spanner.char_spans(sub, pos, spans)
+                            out.extend((spans[k], spans[k + 1], False) for k in range(0, len(spans), 2))
                     pos += len(sub)
                 continue
             pos += len(seg)
@@ -335,11 +357,81 @@ class _BPECore(_Core):
         words = (np.searchsorted(pstarts, cum[np.minimum(bs + 1, len(d))] - 1, side="right") - 1).tolist()
         return ids, list(zip(cs.tolist(), ce.tolist())), words
 
+    def model_batch(self, texts, num_threads):
+        """model_encode of many texts with no per-token Python work: the ids come from one threaded C call; a
+        token's byte span is the running sum of its tokens' byte lengths (the tokens of a text spell its UTF-8
+        exactly); word ids come from the compiled pre-tokenizer's C spanner.  Texts the C path does not take
+        as they are (added-token text, text the normalizer changes, prefix spaces, lone surrogates) take
+        model_encode."""
+        tok = self.tok
+        spanner = tok._pattern.spanner if (tok._native and tok._pattern is not None) else None
+        if spanner is None or len(texts) < 8:
+            return [self.model_encode(t) for t in texts]
+        literals = set(tok._added_raw) | set(tok._added_norm) | set(tok._special_tokens)
+        slow = set(_texts_holding(texts, literals)) if literals else set()
+        if tok._python_text_path():
+            slow.update(i for i, t in enumerate(texts) if tok._text_needs_python(t))
+        fast = [i for i in range(len(texts)) if i not in slow]
+        sub = [texts[i] for i in fast]
+        got = tok._model.encode_batch(sub, None, num_threads, 0, None)
+        keep = [k for k, r in enumerate(got) if r is not None]
+        out: list = [None] * len(texts)
+        if keep:
+            if len(keep) < len(got):
+                sub, got = [sub[k] for k in keep], [got[k] for k in keep]
+            out_idx = [fast[k] for k in keep]
+            lens = np.fromiter((len(r) for r in got), dtype=np.int64, count=len(got))
+            flat = np.fromiter(itertools.chain.from_iterable(got), dtype=np.int64, count=int(lens.sum()))
+            blob = "".join(sub).encode("utf-8")
+            d = np.frombuffer(blob, dtype=np.uint8)
+            cum = np.zeros(len(d) + 1, dtype=np.int64)
+            np.cumsum((d & 0xC0) != 0x80, out=cum[1:])
+            tl = self.tok_len[flat]
+            be = np.cumsum(tl)
+            bs = be - tl
+            cs = cum[np.minimum(bs + 1, len(d))] - 1
+            ce = cum[np.minimum(be, len(d))]
+            # per text: its first character and byte in the joined batch
+            nbytes = np.fromiter((len(t.encode("utf-8")) if not t.isascii() else len(t) for t in sub),
+                                 dtype=np.int64, count=len(sub))
+            byte0 = np.cumsum(nbytes) - nbytes
+            char0 = cum[byte0]
+            rep_c = np.repeat(char0, lens)
+            cs -= rep_c
+            ce -= rep_c
+            # word ids: the index of the pre-token holding each token's first byte
+            sp = [np.frombuffer(spanner.byte_spans(t), dtype=np.uint64) for t in sub]
+            find = tok._pattern.mode == "find"
+            pstarts = [(a[0::2] if find else np.concatenate(([0], a[:-1])) if a.size else a).astype(np.int64)
+                       for a in sp]
+            np_ = np.fromiter((len(a) for a in pstarts), dtype=np.int64, count=len(pstarts))
+            gstarts = np.concatenate(pstarts) + np.repeat(byte0, np_) if np_.sum() else np.zeros(0, np.int64)
+            w = np.searchsorted(gstarts, bs, side="right") - 1 - np.repeat(np.cumsum(np_) - np_, lens)
+            offs = np.stack([cs, ce], axis=1)
+            for i, row in zip(out_idx, _rows(flat, offs, w, lens)):
+                out[i] = row
+        for i, t in enumerate(texts):
+            if out[i] is None:
+                out[i] = self.model_encode(t)
+        return out
+
     def ids_batch(self, texts, num_threads):
         res = [np.asarray(r, dtype=np.uint32) for r in
                self.tok.encode_batch(texts, num_threads=num_threads, allowed_special="all", disallowed_special=())]
         lens = np.fromiter((len(r) for r in res), dtype=np.int64, count=len(res))
         return (np.concatenate(res) if res else np.zeros(0, np.uint32)), lens
+
+
+def _rows(ids: np.ndarray, offs: np.ndarray, words: np.ndarray, lens: np.ndarray) -> list[tuple]:
+    """Per-text (ids, offsets, words) lists from flat batch arrays."""
+    il, sl, el, wl = ids.tolist(), offs[:, 0].tolist(), offs[:, 1].tolist(), words.tolist()
+    ol = list(zip(sl, el))
+    out, a = [], 0
+    for n in lens.tolist():
+        b = a + n
+        out.append((il[a:b], ol[a:b], wl[a:b]))
+        a = b
+    return out
 
 
 def _texts_holding(texts: list[str], literals) -> list[int]:
@@ -758,13 +850,39 @@ class Tokenizer:
     def encode_batch(self, input: Sequence, is_pretokenized: bool = False, add_special_tokens: bool = True) -> list[Encoding]:  # noqa: A002
         if isinstance(input, str):
             raise TypeError("encode_batch expects a list of inputs, not a str")
-        # each encoding is padded by encode (HF pads in post_process too), then the batch to its longest
-        out = [self.encode(*self._split_input(x, is_pretokenized), is_pretokenized=is_pretokenized,
-                           add_special_tokens=add_special_tokens) for x in input]
+        items = [self._split_input(x, is_pretokenized) for x in input]
+        if not is_pretokenized and len(items) >= 8 and isinstance(add_special_tokens, bool) and all(
+                isinstance(a, str) and (b is None or isinstance(b, str)) for a, b in items):
+            out = self._encode_texts(items, add_special_tokens)
+        else:
+            # each encoding is padded by encode (HF pads in post_process too), then the batch to its longest
+            out = [self.encode(a, b, is_pretokenized=is_pretokenized, add_special_tokens=add_special_tokens)
+                   for a, b in items]
         p = self._padding
         if p is not None:
             pad_encodings(out, p["length"], p["pad_to_multiple_of"], p["direction"], p["pad_id"], p["pad_type_id"],
                           p["pad_token"])
+        return out
+
+    def _encode_texts(self, items: list[tuple[str, Optional[str]]], add_special_tokens: bool) -> list[Encoding]:
+        """encode() of many (text, pair) items, the model step of all texts in one native batch."""
+        nt = os.cpu_count() or 1
+        firsts = self._core.model_batch([a for a, _ in items], nt)
+        pairs = [b for _, b in items if b is not None]
+        seconds = iter(self._core.model_batch(pairs, nt)) if pairs else iter(())
+        i2t = self._id_to_token
+        proc, trunc, pad = self._processor, self._truncation, self._padding
+
+        def model(r, type_id):
+            ids, offs, words = r[0], r[1], r[2]
+            n = len(ids)
+            toks = r[3] if len(r) > 3 else [i2t[i] for i in ids]
+            return Encoding._raw(ids, [type_id] * n, toks, words, offs, [0] * n, [1] * n, [], {})
+
+        out = []
+        for (_, b), r in zip(items, firsts):
+            pe = None if b is None else model(next(seconds), 1)
+            out.append(finish(proc, model(r, 0), pe, add_special_tokens, trunc, pad))
         return out
 
     def post_process(self, encoding: Encoding, pair: Optional[Encoding] = None,
