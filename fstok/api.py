@@ -109,6 +109,10 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
         if hit is not None:
             return hit
     if base.endswith(".json") and base != "vocab.json":
+        if not options.pop("_uncached", False):  # a self-contained source: compiled once into the artifact cache
+            from ._compile_cache import cached_compile
+
+            return cached_compile(path, options, lambda: compile(path, _uncached=True, **options))
         model = _sniff_json_model(path)
         if model == "tekken":
             from .pipeline.tekken import compile_tekken

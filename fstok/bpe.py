@@ -393,6 +393,12 @@ class BPETokenizer(Inspectable):
         return r
 
     def _resolve_special(self, allowed_special, disallowed_special) -> tuple[frozenset, frozenset]:
+        if allowed_special == "all" and (disallowed_special == "all" or disallowed_special == ()):
+            # the common call of HF-style files (every special allowed): one frozenset per tokenizer, not per call
+            hit = self.__dict__.get("_all_allowed")
+            if hit is None:
+                hit = self.__dict__["_all_allowed"] = (frozenset(self._special_tokens), frozenset())
+            return hit
         if allowed_special == "all":
             allowed = frozenset(self._special_tokens)
         elif isinstance(allowed_special, str):

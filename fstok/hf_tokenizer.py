@@ -518,7 +518,7 @@ def _compile_core(obj: dict, source: str, raw: Optional[bytes] = None):
         with open(p, "wb") as f:
             f.write(data)
         try:
-            tok = _api.compile(p)
+            tok = _api.compile(p, _uncached=True)  # cached below under its own key
         except (ValueError, NotImplementedError) as e:
             raise NotImplementedError(f"{source}: fstok cannot compile this tokenizer: "
                                       f"{str(e).replace(p, 'tokenizer.json')}") from None

@@ -83,7 +83,22 @@ def check_meta(art) -> dict[str, Any]:
     return v
 
 
-def check_tables(art, meta: dict[str, Any]) -> dict[str, np.ndarray]:
+def _native_ok(t: dict[str, np.ndarray], meta: dict[str, Any], nbytes: int) -> bool:
+    """The rules of check_tables in one C pass (runtime/csrc/bpe_validate.h): True when all hold."""
+    try:
+        from .runtime import _bpe
+    except ImportError:
+        return False
+    tables_ok = getattr(_bpe, "tables_ok", None)
+    if tables_ok is None:
+        return False
+    return bool(tables_ok(meta["n_int"], meta["n_ext"], meta["da_size"], meta["max_span_len"], meta["backtrack_ok"],
+                          nbytes, t["dec_off"], t["dec_kind"], t["int_ext"], t["int_info"], t["pair_tab"],
+                          t["pair_hot"], t["pair_bloom"], t["byte_pair"], t["span_tab"], t["span_hot"], t["trie"],
+                          t["byte_tok"]))
+
+
+def check_tables(art, meta: dict[str, Any], native: bool = True) -> dict[str, np.ndarray]:
     """Every array C indexes, proven in range; returns the arrays (and the int_info columns)."""
     where = where_of(art)
     n_int, n_ext, da_size = meta["n_int"], meta["n_ext"], meta["da_size"]
@@ -93,6 +108,11 @@ def check_tables(art, meta: dict[str, Any]) -> dict[str, np.ndarray]:
     t: dict[str, np.ndarray] = {}
     for name, dt in SECTION_DTYPES.items():
         t[name] = section_array(art, where, name, dt, sizes.get(name))
+
+    info = t["int_info"].reshape(-1, 4)
+    cols = dict(int_len=info[:, 0], split_l=info[:, 1], split_r=info[:, 2], next_prefix=info[:, 3])
+    if native and _native_ok(t, meta, len(t["dec_bytes"])):
+        return dict(t, **cols)  # every rule below holds (one pass in C); the numpy checks name a failure
 
     def pow2(name: str, n: int, lo: int) -> None:
         if n < lo or n & (n - 1):

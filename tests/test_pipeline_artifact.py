@@ -84,8 +84,6 @@ def _rewrite(data: bytes, meta_over=None, sections_over=None, kind=None) -> byte
     ({"guards": [""]}, None, "guards"),
     ({"pp_ids": [[0], "x"]}, None, "pp_ids"),
     ({"has_tables": "yes"}, None, "has_tables"),
-    (None, {"tokenizer.json": b"{not json"}, "not valid JSON"),
-    (None, {"tokenizer.json": b"[1]"}, "no 'model'"),
     (None, {"tokenizer.json": None}, "no 'tokenizer.json'"),
     (None, {"tables": None}, "no 'tables'"),
     (None, {"tables": b"FSTOKART" + b"\0" * 200}, "tables"),
@@ -100,6 +98,21 @@ def test_pipeline_crafted_files_are_refused(meta_over, sections_over, needle):
     bad = _rewrite(data, meta_over, sections_over)
     with pytest.raises(A.ArtifactError, match=needle):
         fstok.loads(bad)
+
+
+@pytest.mark.parametrize("section,needle", [(b"{not json", "not valid JSON"), (b"[1]", "no 'model'")])
+def test_pipeline_bad_json_is_refused_when_the_stages_are_built(section, needle):
+    """The tokenizer.json section (under the checksums) is parsed when the Python stages are first needed: the
+    compiled tables encode without it; decode, vocabulary and offsets build the stages and refuse it then."""
+    data = compiled(ROBERTA).to_bytes()
+    tok = fstok.loads(_rewrite(data, None, {"tokenizer.json": section}))
+    assert tok.encode("Hello world") == compiled(ROBERTA).encode("Hello world")
+    with pytest.raises(A.ArtifactError, match=needle):
+        tok.decode([1, 2])
+    # a pipeline the tables do not encode parses it at load
+    no_tables = _rewrite(data, {"has_tables": False}, {"tokenizer.json": section, "tables": None})
+    with pytest.raises(A.ArtifactError, match=needle):
+        fstok.loads(no_tables)
 
 
 def test_nested_tables_are_validated():

@@ -61,7 +61,7 @@ def _unicode(form: str) -> Fast:
 def _lower_differs_cached() -> tuple:
     from . import unicode as _u
 
-    return tuple(_lower_differs(dict(_u.facts().lower)))
+    return tuple(sorted(_u.disk_cached("lower-differs", lambda: _lower_differs(dict(_u.facts().lower)))))
 
 
 def _lower_differs(table: dict) -> list[str]:

@@ -3,11 +3,13 @@
     tok.save("falcon.fst"); fstok.load("falcon.fst")        # PipelineTokenizer / TekkenTokenizer
 
 Pipeline (docs/artifact-format.md): meta {pipeline_meta_version, name, where, n_vocab, has_pp, pp_ids,
-guards, standin_lo, mode, raw_guards, norm_guards, has_norm, suffix, cut, has_tables}; section `tokenizer.json` (the file's JSON, UTF-8) and, when the compiled byte-level
+guards, standin_lo, mode, raw_guards, norm_guards, has_norm, normalizer, suffix, cut, has_tables}; section
+`tokenizer.json` (the file's JSON, UTF-8) and, when the compiled byte-level
 tables encode the file, section `tables` (a whole BPE artifact, kind 3, with its own checksums).
 Tekken: meta {tekken_meta_version, name, n_special, specials, bos_id, eos_id}; section `tables` (the
-BPE artifact of the ranks).  Every meta field is checked, the JSON parsed and the nested BPE artifact
-validated (checksums, every table C indexes) when the file is loaded, before anything runs.
+BPE artifact of the ranks).  Every meta field is checked and the nested BPE artifact validated (checksums,
+every table C indexes) when the file is loaded, before anything runs; the tokenizer.json section (covered
+by the checksums) is parsed when the Python stages are first needed, or at load where no tables encode.
 """
 from __future__ import annotations
 
@@ -38,14 +40,44 @@ def _nested_bpe(art: _art.Artifact):
     if "tables" not in art.sections:
         raise _bad(art, "no 'tables' section")
     where = f"{art.path or '<bytes>'}: tables"
-    return BPETokenizer(_art.parse_artifact(art.raw("tables"), where=where, expect_kind=_art.KIND_BPE))
+    s = art.sections["tables"]
+    # a zero-copy view of the outer buffer (an mmap in the cache): the nested tables are not copied
+    view = memoryview(art.buffer)[s.offset: s.offset + s.nbytes]
+    return BPETokenizer(_art.parse_artifact(view, where=where, expect_kind=_art.KIND_BPE))
 
 
 # ---------------------------------------------------------------------------------------------- pipeline
+def tokenizer_json(art: _art.Artifact, raw) -> dict:
+    """The artifact's tokenizer.json section, parsed and checked (ArtifactError naming the file)."""
+    try:
+        obj = json.loads(bytes(raw).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise _bad(art, f"tokenizer.json section is not valid JSON ({e})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
+        raise _bad(art, "tokenizer.json section has no 'model' object")
+    return obj
+
+
+class _LazyJSON(bytes):
+    """The raw tokenizer.json section of an artifact (bytes), parsed by `parse()` on first use."""
+
+    def __new__(cls, art, raw):
+        self = super().__new__(cls, bytes(raw))
+        self._art = art
+        return self
+
+    def parse(self) -> dict:
+        return tokenizer_json(self._art, self)
+
 def pipeline_artifact(tok) -> bytes:
     obj = tok._obj if "_obj" in tok.__dict__ else None
     raw = bytes(obj) if isinstance(obj, (bytes, bytearray, memoryview)) else json.dumps(
         obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    norm_cfg = None
+    if tok._norm_fast is not None:
+        norm_cfg = tok.__dict__.get("_norm_cfg")
+        if norm_cfg is None:
+            norm_cfg = (obj if isinstance(obj, dict) else json.loads(raw.decode("utf-8"))).get("normalizer")
     wrap = tok._pp_wrap() if tok._has_pp else None
     meta = {
         "pipeline_meta_version": PIPELINE_META_VERSION, "name": tok.name, "where": str(tok.where),
@@ -54,7 +86,7 @@ def pipeline_artifact(tok) -> bytes:
         "has_tables": tok._tables is not None,
         "standin_lo": tok._standin_lo,
         "mode": tok._mode, "raw_guards": list(tok._raw_guards), "norm_guards": list(tok._norm_guards),
-        "has_norm": tok._norm_fast is not None, "suffix": bool(tok._suffix),
+        "has_norm": tok._norm_fast is not None, "suffix": bool(tok._suffix), "normalizer": norm_cfg,
         "cut": None if tok._pieces is None else {"find": tok._pieces.find is not None,
                                                  "split": tok._pieces.split is not None},
     }
@@ -82,6 +114,7 @@ def load_pipeline(cls, art: _art.Artifact):
         "raw_guards": isinstance(m.get("raw_guards"), list) and all(isinstance(g, str) and g for g in m["raw_guards"]),
         "norm_guards": isinstance(m.get("norm_guards"), list) and all(isinstance(g, str) for g in m["norm_guards"]),
         "has_norm": isinstance(m.get("has_norm"), bool), "suffix": isinstance(m.get("suffix"), bool),
+        "normalizer": m.get("normalizer") is None or isinstance(m["normalizer"], dict),
         "cut": m.get("cut") is None or (isinstance(m["cut"], dict) and set(m["cut"]) == {"find", "split"}
                                         and all(isinstance(v, bool) for v in m["cut"].values())),
         "pp_ids": m.get("pp_ids") is None or (isinstance(m["pp_ids"], list) and len(m["pp_ids"]) == 2
@@ -92,12 +125,9 @@ def load_pipeline(cls, art: _art.Artifact):
         raise _bad(art, f"pipeline meta field(s) {', '.join(bad)} missing or invalid")
     if "tokenizer.json" not in art.sections:
         raise _bad(art, "no 'tokenizer.json' section")
-    try:
-        obj = json.loads(art.raw("tokenizer.json").decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise _bad(art, f"tokenizer.json section is not valid JSON ({e})") from None
-    if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
-        raise _bad(art, "tokenizer.json section has no 'model' object")
+    obj = None
+    if not m["has_tables"]:
+        obj = tokenizer_json(art, art.raw("tokenizer.json"))
     inner = _nested_bpe(art) if m["has_tables"] else None
     if inner is not None and inner.n_vocab > m["n_vocab"] + 512:  # + stand-ins for missing bytes, the sentinel
         raise _bad(art, f"tables hold {inner.n_vocab} ids, more than the pipeline's n_vocab {m['n_vocab']} + 512")
@@ -112,12 +142,21 @@ def load_pipeline(cls, art: _art.Artifact):
     if m["has_norm"] and inner is not None:
         from .fastnorm import fast_normalizer
 
-        norm_fast = fast_normalizer(obj.get("normalizer"))
+        if "normalizer" in m:
+            norm_cfg = m["normalizer"]
+        else:
+            obj = obj if obj is not None else tokenizer_json(art, art.raw("tokenizer.json"))
+            norm_cfg = obj.get("normalizer")
+        norm_fast = fast_normalizer(norm_cfg)
         if norm_fast is None:
             raise _bad(art, "the normalizer has no fast form, but the tables were compiled for one")
     tok = cls.__new__(cls)
     tok.where, tok.name, tok.n_vocab = m["where"], m["name"], m["n_vocab"]
-    tok._obj = obj
+    # the file's JSON is parsed when the Python stages are first needed (decode, the paths the tables do not
+    # take): the compiled tables encode without it
+    tok._obj = obj if obj is not None else _LazyJSON(art, art.raw("tokenizer.json"))
+    if norm_fast is not None:
+        tok.__dict__["_norm_cfg"] = norm_cfg
     tok._has_pp = m["has_pp"]
     if m["pp_ids"] is not None:
         tok.__dict__["_pp_ids"] = (list(m["pp_ids"][0]), list(m["pp_ids"][1]))

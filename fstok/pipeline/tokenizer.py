@@ -23,11 +23,9 @@ import threading
 from typing import Any, Optional, Sequence
 
 from . import UnsupportedComponent
-from . import decoders as _dec
-from . import models as _models
-from . import normalizers as _norm
-from . import pretokenizers as _pre
-from .added import AddedToken, AddedVocabulary
+
+# the stage modules (decoders, models, normalizers, pretokenizers, added) are imported where the stages are
+# built: a tokenizer loaded from its artifact encodes with the compiled tables and needs none of them
 
 _BUILD_LOCK = threading.RLock()
 
@@ -108,9 +106,15 @@ class PipelineTokenizer:
 
     def _build_stages(self) -> None:
         """The Python stages of the tokenizer.json (the oracle, the path for what the tables do not cover)."""
+        from . import decoders as _dec
+        from . import models as _models
+        from . import normalizers as _norm
+        from . import pretokenizers as _pre
+        from .added import AddedToken, AddedVocabulary
+
         obj, where = self._obj, self.where
         if isinstance(obj, (bytes, bytearray, memoryview)):
-            obj = self._obj = json.loads(bytes(obj).decode("utf-8"))
+            obj = self._obj = obj.parse() if hasattr(obj, "parse") else json.loads(bytes(obj).decode("utf-8"))
         normalizer = _norm.from_config(obj.get("normalizer"), where)
         pre_tokenizer = _pre.from_config(obj.get("pre_tokenizer"), where)
         model = _models.from_config(obj["model"], where)
@@ -163,6 +167,8 @@ class PipelineTokenizer:
         (`_guards`).  With a normalizer or suffix ("guarded"), a text holding any added token takes the stages.
         None where the tables do not apply."""
         self._mode, self._norm_fast, self._pieces, self._suffix, self._cut = "direct", None, None, False, None
+        from . import models as _models
+
         self._raw_guards: tuple[str, ...] = ()
         self._norm_guards: tuple[str, ...] = ()
         if not isinstance(self.model, _models.BPE) or self.model.prefix:
@@ -333,21 +339,21 @@ class PipelineTokenizer:
     def _native_ok(self, text: str) -> bool:
         return self._native_text(text) is not None
 
-    def _cut_ids(self, t: str):
+    def _cut_ids(self, t: str) -> list[int]:
         """The ids of the normalized text `t` where the pieces are cut here (`_pieces`, one C pass for the
-        DFAs) and encoded by the tables in one C call; with end_of_word_suffix each piece is followed by the
-        sentinel byte."""
+        DFAs) and encoded by the tables in one C call (through the piece cache); with end_of_word_suffix each
+        piece is followed by the sentinel byte."""
         import numpy as np
 
         data = t.encode("utf-8")
         sp = self._pieces.spans(data)
         if not len(sp):
-            return np.zeros(0, dtype=np.uint32)
+            return []
         tri = np.empty((len(sp), 3), dtype=np.uint32)
         tri[:, 2] = 0xFFFFFFFF
         if not self._suffix:
             tri[:, 0], tri[:, 1] = sp[:, 0], sp[:, 1]
-            return np.frombuffer(self._tables._model.encode_spans(data, tri.tobytes(), 1), dtype=np.uint32)
+            return self._tables._model.encode_spans(data, tri.tobytes(), 0)
         ln = sp[:, 1] - sp[:, 0] + 1
         ends = np.cumsum(ln)
         starts = ends - ln
@@ -355,7 +361,7 @@ class PipelineTokenizer:
         buf = np.frombuffer(data, dtype=np.uint8)[np.minimum(src, len(data) - 1)]
         buf[ends - 1] = self.SENTINEL
         tri[:, 0], tri[:, 1] = starts, ends
-        return np.frombuffer(self._tables._model.encode_spans(buf.tobytes(), tri.tobytes(), 1), dtype=np.uint32)
+        return self._tables._model.encode_spans(buf.tobytes(), tri.tobytes(), 0)
 
     # ------------------------------------------------------------------ encoding
     def _ids(self, text: str) -> list[int]:
@@ -366,17 +372,36 @@ class PipelineTokenizer:
         if t is not None:
             lo = self._standin_lo
             if self._mode == "direct" and lo is None:
-                return self._tables.encode(t, disallowed_special=())
+                enc = self.__dict__.get("_direct_enc")
+                return (enc or self._direct_encoder())(t)
             try:
                 if self._pieces is not None:
                     a = self._cut_ids(t)
                 else:
-                    a = self._tables.encode_to_numpy(t, disallowed_special=())
+                    sp1, sp2 = self._tables._matchers(frozenset())
+                    a = self._tables._model.encode(t, sp1, 0, sp2, 1)
             except UnicodeEncodeError:
                 a = None  # lone surrogates: the stages see the text as given
-            if a is not None and (lo is None or not a.size or int(a.max()) < lo):
-                return a.tolist()
+            if a is not None and (lo is None or not a or max(a) < lo):
+                return a
         return self._stage_tokens(text)[0]
+
+    def _direct_encoder(self):
+        """text -> ids by the tables' C encoder with the added-token matchers bound once (what
+        `_tables.encode(text, disallowed_special=())` computes, without its per-call argument handling)."""
+        tb = self._tables
+        enc = lambda t: tb.encode(t, disallowed_special=())  # noqa: E731
+        if tb._native and not tb._python_text_path():
+            sp1, sp2 = tb._matchers(frozenset())
+            model = tb._model
+
+            def enc(t: str) -> list[int]:
+                try:
+                    return model.encode(t, sp1, 0, sp2, 1)
+                except UnicodeEncodeError:  # lone surrogates: repaired as the tables' encode repairs them
+                    return tb.encode(t, disallowed_special=())
+        self.__dict__["_direct_enc"] = enc
+        return enc
 
     def _tokens(self, text: str):
         """(ids, token strings, offsets, word indices) before post-processing (HF's Encoding of one text)."""
@@ -508,6 +533,8 @@ class PipelineTokenizer:
             if t is None or (skip_special_tokens and t in sp):
                 continue
             toks.append(t)
+        from . import decoders as _dec
+
         return _dec.decode_tokens(self.decoder, toks)
 
     def decode_batch(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = True) -> list[str]:

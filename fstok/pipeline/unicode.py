@@ -49,10 +49,47 @@ def facts() -> _Facts:
     return _Facts()
 
 
+def disk_cached(name: str, compute) -> frozenset:
+    """compute() (a set of characters that depends on HF's data files and Python's `unicodedata` only), kept
+    in fstok's cache directory: computing it walks every code point (~1 s), once per machine and Python
+    Unicode version."""
+    import hashlib
+
+    from .._cache import cache_dir
+
+    ident = [name, unicodedata.unidata_version]
+    for p in (_DATA, _PIPE_DATA):
+        try:
+            st = os.stat(p)
+            ident.append(f"{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            ident.append("-")
+    path = os.path.join(cache_dir(), f"unicode-{name}-{hashlib.sha256('|'.join(ident).encode()).hexdigest()[:16]}.npy")
+    try:
+        cps = np.load(path, allow_pickle=False)
+        if cps.dtype == np.uint32 and cps.ndim == 1 and (not len(cps) or int(cps.max()) < 0x110000):
+            return frozenset(map(chr, cps.tolist()))
+    except (OSError, ValueError):
+        pass
+    out = frozenset(compute())
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp.npy"
+        np.save(tmp, np.array(sorted(map(ord, out)), dtype=np.uint32), allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return out
+
+
 @functools.lru_cache(maxsize=1)
 def opaque() -> frozenset:
     """Code points whose canonical facts differ between HF and Python (characters newer than HF's tables):
     HF treats them as plain starters without a decomposition, so Python's tables must not touch them."""
+    return disk_cached("opaque", _opaque)
+
+
+def _opaque() -> set:
     f = facts()
     d = set()
     for cp in range(0x110000):
@@ -62,7 +99,7 @@ def opaque() -> frozenset:
         py = unicodedata.normalize("NFD", c)
         if py != f.nfd.get(cp, c) or (py == c and unicodedata.combining(c) != f.ccc_list[cp]):
             d.add(c)
-    return frozenset(d)
+    return d
 
 
 def is_punc(c: str) -> bool:
@@ -129,6 +166,10 @@ def compat_table() -> dict[int, str]:
 def opaque_compat() -> frozenset:
     """`opaque()` plus the code points whose compatibility decomposition differs between HF and Python:
     a text without any of them gets HF's NFKC / NFKD from `unicodedata.normalize`."""
+    return disk_cached("opaque-compat", _opaque_compat)
+
+
+def _opaque_compat() -> set:
     table = compat_table()
     f = facts()
     d = set(opaque())
@@ -139,7 +180,7 @@ def opaque_compat() -> frozenset:
         py = unicodedata.normalize("NFKD", c)
         if (py != c or cp in table) and py != table.get(cp, f.nfd.get(cp, c)):
             d.add(c)
-    return frozenset(d)
+    return d
 
 
 @functools.lru_cache(maxsize=65536)

@@ -158,6 +158,94 @@ static int encode_pieces_cached(const bpe_rt *self, const uint8_t *s, size_t a, 
     return 0;
 }
 
+static int emit_literal(uint32_t id, size_t at, enc_state *st) {
+    if (st->plan) return plan_push(st->plan, at, at, id);
+    if (bpe_vec_reserve(&st->ids, 1)) return -1;
+    st->ids.ids[st->ids.len++] = id;
+    if (st->want_starts) {
+        if (bpe_vec_reserve(&st->starts, 1)) return -1;
+        st->starts.ids[st->starts.len++] = (uint32_t)at;
+    }
+    return 0;
+}
+
+/* Pieces handed over whole (the ends of HF Split levels after one another; the spans a caller cut) through the
+ * piece cache, as encode_pieces_cached does for the pieces of one level: most pieces of natural text recur.
+ * cached_key computes a piece's key PC_AHEAD pieces early and prefetches its cache line; cached_piece encodes
+ * it (st->memo set, no starts, no plan). */
+static inline void cached_key(const bpe_memo *memo, const uint8_t *p, size_t len, size_t avail, piece_key *k) {
+    if (len <= BPE_PC_MAXLEN) piece_key_of(p, len, avail, k);
+    else if (len <= PC_LONG_MAXLEN) piece_key_long(p, len, k);
+    else return;
+    __builtin_prefetch(memo->pc + (((k->h >> 32) * pc_nlines) >> 32));
+}
+
+/* a piece writes at most one id per byte; a cache hit copies whole entries (up to 2 x BPE_PC_MAXTOK ids) */
+#define CACHED_ROOM (PC_LONG_MAXLEN + 2 * BPE_PC_MAXTOK + 8)
+
+static inline int cached_piece(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *p, size_t len,
+                               size_t avail, const piece_key *key, enc_state *st) {
+    if (st->ids.cap - st->ids.len < CACHED_ROOM + len && bpe_vec_reserve(&st->ids, CACHED_ROOM + len)) return -1;
+    if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN)) return piece_emit(m, memo, gen, p, len, key, CACHED_ROOM, st) < 0 ? -1 : 0;
+    if (len <= PC_LONG_MAXLEN)
+        return piece_emit_long(m, memo, gen, p, len, key, piece_w2(p, len, avail), CACHED_ROOM, st) < 0 ? -1 : 0;
+    return bpe_encode_span_avail(m, memo, p, len, avail, &st->ids) ? -1 : 0;
+}
+
+/* the pieces of s[a:b) that end at a + ends[0..k) */
+static int encode_ends_cached(const bpe_rt *self, const uint8_t *s, size_t a, const size_t *ends, size_t k,
+                              enc_state *st) {
+    const bpe_model *m = &self->m;
+    bpe_memo *memo = st->memo;
+    const uint32_t gen = memo->gen << 16;
+    const uint8_t *base = s + a;
+    const size_t avail = st->text_len - a;
+    piece_key keys[PC_AHEAD];
+    for (size_t j = 0; j < k && j < PC_AHEAD; j++) {
+        size_t pb = j ? ends[j - 1] : 0;
+        cached_key(memo, base + pb, ends[j] - pb, avail - pb, &keys[j]);
+    }
+    for (size_t j = 0; j < k; j++) {
+        size_t pb = j ? ends[j - 1] : 0;
+        piece_key key = keys[j % PC_AHEAD];
+        if (j + PC_AHEAD < k) {
+            size_t qb = ends[j + PC_AHEAD - 1];
+            cached_key(memo, base + qb, ends[j + PC_AHEAD] - qb, avail - qb, &keys[(j + PC_AHEAD) % PC_AHEAD]);
+        }
+        if (cached_piece(m, memo, gen, base + pb, ends[j] - pb, avail - pb, &key, st)) return -1;
+        if ((j & 1023) == 1023) count_flush(st);
+    }
+    count_flush(st);
+    return 0;
+}
+
+/* (start, end, literal) triples of byte offsets into s[0:n) (validated by the caller): literal != BPE_NONE emits
+ * that id, else s[start:end) is one piece */
+static int encode_triples_cached(const bpe_rt *self, const uint8_t *s, size_t n, const uint32_t *tri, size_t k,
+                                 enc_state *st) {
+    const bpe_model *m = &self->m;
+    bpe_memo *memo = st->memo;
+    const uint32_t gen = memo->gen << 16;
+    piece_key keys[PC_AHEAD];
+    for (size_t j = 0; j < k && j < PC_AHEAD; j++)
+        if (tri[3 * j + 2] == BPE_NONE)
+            cached_key(memo, s + tri[3 * j], tri[3 * j + 1] - tri[3 * j], n - tri[3 * j], &keys[j]);
+    for (size_t j = 0; j < k; j++) {
+        uint32_t a = tri[3 * j], b = tri[3 * j + 1], lit = tri[3 * j + 2];
+        piece_key key = keys[j % PC_AHEAD];
+        size_t q = j + PC_AHEAD;
+        if (q < k && tri[3 * q + 2] == BPE_NONE)
+            cached_key(memo, s + tri[3 * q], tri[3 * q + 1] - tri[3 * q], n - tri[3 * q], &keys[q % PC_AHEAD]);
+        if (lit != BPE_NONE) {
+            if (emit_literal(lit, a, st)) return -1;
+        } else if (b > a && cached_piece(m, memo, gen, s + a, b - a, n - a, &key, st))
+            return -1;
+        if ((j & 1023) == 1023) count_flush(st);
+    }
+    count_flush(st);
+    return 0;
+}
+
 /* pre-tokenize s[a:b) as a text of its own and BPE every piece (offsets absolute in s) */
 static int encode_segment(const bpe_rt *self, const uint8_t *s, size_t a, size_t b, enc_state *st) {
     const bpe_model *m = &self->m;
@@ -184,6 +272,7 @@ static int encode_segment(const bpe_rt *self, const uint8_t *s, size_t a, size_t
     }
     st->elen = 0;
     if (fstok_dfa_split_isolated(self->lv, self->n_levels, s + a, b - a, &st->ends, &st->elen, &st->ecap)) return -1;
+    if (st->memo && !st->want_starts && !st->plan) return encode_ends_cached(self, s, a, st->ends, st->elen, st);
     size_t prev = 0;
     for (size_t j = 0; j < st->elen; j++) {
         if (j + PREFETCH_AHEAD < st->elen) {
@@ -198,16 +287,6 @@ static int encode_segment(const bpe_rt *self, const uint8_t *s, size_t a, size_t
     return 0;
 }
 
-static int emit_literal(uint32_t id, size_t at, enc_state *st) {
-    if (st->plan) return plan_push(st->plan, at, at, id);
-    if (bpe_vec_reserve(&st->ids, 1)) return -1;
-    st->ids.ids[st->ids.len++] = id;
-    if (st->want_starts) {
-        if (bpe_vec_reserve(&st->starts, 1)) return -1;
-        st->starts.ids[st->starts.len++] = (uint32_t)at;
-    }
-    return 0;
-}
 
 /* split s[a:b) at the leftmost-longest matches of sp2 (second pass of HF's added vocabulary) */
 static int encode_gap(const bpe_rt *self, const bpe_specials *sp2, const uint8_t *s, size_t a, size_t b,

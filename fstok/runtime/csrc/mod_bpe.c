@@ -44,6 +44,7 @@
 #include "bpe_piece_cache.h"
 #include "bpe_runtime.h"
 #include "bpe_specials.h"
+#include "bpe_validate.h"
 
 
 /* ================================================================ helpers */
@@ -239,6 +240,8 @@ static PyObject *finish(ModelObject *self, bpe_vec *v, int rc, int kind) {
 
 enum { OUT_OFFSETS = 3 };
 
+static PyObject *enc_result(ModelObject *self, enc_state *st, int kind);
+
 /* encode_spans(data, spans u32[3k], out_kind=0)
  * spans: (start, end, literal) triples of byte offsets into data; literal != 0xFFFFFFFF emits that id for
  * the range (a special token), otherwise data[start:end) is one pre-token.
@@ -260,6 +263,26 @@ static PyObject *Model_encode_spans(ModelObject *self, PyObject *args) {
             return NULL;
         }
     const bpe_model *m = &self->r.m;
+    if (kind != OUT_OFFSETS) { /* ids only: the pieces through the piece cache (encode_triples_cached) */
+        enc_state es = {0};
+        es.count_only = kind == OUT_COUNT;
+        es.text_len = n;
+        enc_attach_memo(&self->r, &es);
+        if (es.memo) {
+            Py_BEGIN_ALLOW_THREADS
+            rc = bpe_vec_reserve(&es.ids, n / 3 + 16) || encode_triples_cached(&self->r, s, n, sp, k, &es);
+            Py_END_ALLOW_THREADS
+            PyBuffer_Release(&data);
+            PyBuffer_Release(&spans);
+            memo_return(&self->r, es.memo);
+            es.memo = NULL;
+            if (rc) {
+                enc_free(&es);
+                return PyErr_NoMemory();
+            }
+            return enc_result(self, &es, kind);
+        }
+    }
     Py_BEGIN_ALLOW_THREADS
     rc = bpe_vec_reserve(&v, n / 3 + 16);
     for (size_t i = 0; i < k && !rc; i++) {
@@ -1668,6 +1691,7 @@ static PyMethodDef module_methods[] = {
     {"build_pair_table", py_build_pair_table, METH_VARARGS, "pair -> merged id hash"},
     {"build_span_table", py_build_span_table, METH_VARARGS, "bytes -> id hash"},
     {"build_trie", py_build_trie, METH_VARARGS, "double-array trie + next_prefix"},
+    {"tables_ok", py_tables_ok, METH_VARARGS, "every index of a BPE artifact's tables in range (bpe_validate.h)"},
     {NULL, NULL, 0, NULL},
 };
 
