@@ -234,8 +234,10 @@ def _looks_like(buffer: Any) -> str:
         return ""
 
 
-def parse_artifact(buffer: Any, where: str = "<bytes>", expect_kind: int | None = None) -> Artifact:
-    """Validate `buffer` (bytes or mmap) completely, then return an Artifact over it."""
+def parse_artifact(buffer: Any, where: str = "<bytes>", expect_kind: int | None = None,
+                   verify_payload: bool = True) -> Artifact:
+    """Validate `buffer` (bytes or mmap) completely, then return an Artifact over it.  verify_payload=False
+    skips the payload checksum only, for an artifact nested in a section of one whose checksum covered it."""
     n = len(buffer)
     if n < HEADER_SIZE:
         if bytes(buffer[:8]) != MAGIC[:min(n, 8)] or n == 0:
@@ -261,7 +263,7 @@ def parse_artifact(buffer: Any, where: str = "<bytes>", expect_kind: int | None 
     table_end = HEADER_SIZE + SECTION_ENTRY_SIZE * nsec
     if nsec == 0 or table_end > n:
         raise _fail(where, f"section table ({nsec} entries) does not fit in the file")
-    if zlib.crc32(memoryview(buffer)[HEADER_SIZE:]) != pcrc:
+    if verify_payload and zlib.crc32(memoryview(buffer)[HEADER_SIZE:]) != pcrc:
         raise _fail(where, "payload checksum mismatch: the file is corrupted")
     sections: dict[str, Section] = {}
     for i in range(nsec):

@@ -116,13 +116,21 @@ def test_pipeline_bad_json_is_refused_when_the_stages_are_built(section, needle)
 
 
 def test_nested_tables_are_validated():
-    """A flipped byte inside the nested BPE artifact fails its own checksum, although the outer one is resealed."""
+    """The outer checksum covers the nested BPE artifact (a flipped byte inside it is refused); a crafted one,
+    checksums resealed, is refused by the BPE loader's structural checks (an out-of-range trie parent)."""
     data = compiled(ROBERTA).to_bytes()
     art = A.parse_artifact(data)
-    inner = bytearray(art.raw("tables"))
-    inner[len(inner) // 2] ^= 0x40
-    with pytest.raises(A.ArtifactError):
-        fstok.loads(_rewrite(data, None, {"tables": bytes(inner)}))
+    s = art.sections["tables"]
+    flipped = bytearray(data)
+    flipped[s.offset + s.nbytes // 2] ^= 0x40
+    with pytest.raises(A.ArtifactError, match="checksum"):
+        fstok.loads(bytes(flipped))
+    inner = A.parse_artifact(art.raw("tables"))
+    t = inner.sections["trie"]
+    bad = bytearray(art.raw("tables"))
+    bad[t.offset + 4: t.offset + 8] = (0xFFFFFFF0).to_bytes(4, "little")  # entry 0's parent
+    with pytest.raises(A.ArtifactError, match="trie"):
+        fstok.loads(_rewrite(data, None, {"tables": A.reseal(bad)}))
     # a tekken artifact under the pipeline kind, and a pipeline's tables relabelled as something else
     with pytest.raises(A.ArtifactError):
         fstok.loads(_rewrite(data, None, None, kind=A.KIND_TEKKEN))

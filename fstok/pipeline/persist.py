@@ -41,9 +41,10 @@ def _nested_bpe(art: _art.Artifact):
         raise _bad(art, "no 'tables' section")
     where = f"{art.path or '<bytes>'}: tables"
     s = art.sections["tables"]
-    # a zero-copy view of the outer buffer (an mmap in the cache): the nested tables are not copied
+    # a zero-copy view of the outer buffer (an mmap in the cache): the nested tables are not copied, and the
+    # outer payload checksum, verified when `art` was parsed, covers them
     view = memoryview(art.buffer)[s.offset: s.offset + s.nbytes]
-    return BPETokenizer(_art.parse_artifact(view, where=where, expect_kind=_art.KIND_BPE))
+    return BPETokenizer(_art.parse_artifact(view, where=where, expect_kind=_art.KIND_BPE, verify_payload=False))
 
 
 # ---------------------------------------------------------------------------------------------- pipeline
@@ -58,19 +59,22 @@ def tokenizer_json(art: _art.Artifact, raw) -> dict:
     return obj
 
 
-class _LazyJSON(bytes):
-    """The raw tokenizer.json section of an artifact (bytes), parsed by `parse()` on first use."""
+class _LazyJSON:
+    """The tokenizer.json section of an artifact, read (`raw()`) and parsed (`parse()`) on first use."""
 
-    def __new__(cls, art, raw):
-        self = super().__new__(cls, bytes(raw))
+    def __init__(self, art):
         self._art = art
-        return self
+
+    def raw(self) -> bytes:
+        return self._art.raw("tokenizer.json")
 
     def parse(self) -> dict:
-        return tokenizer_json(self._art, self)
+        return tokenizer_json(self._art, self.raw())
 
 def pipeline_artifact(tok) -> bytes:
     obj = tok._obj if "_obj" in tok.__dict__ else None
+    if isinstance(obj, _LazyJSON):
+        obj = obj.raw()
     raw = bytes(obj) if isinstance(obj, (bytes, bytearray, memoryview)) else json.dumps(
         obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     norm_cfg = None
@@ -154,7 +158,7 @@ def load_pipeline(cls, art: _art.Artifact):
     tok.where, tok.name, tok.n_vocab = m["where"], m["name"], m["n_vocab"]
     # the file's JSON is parsed when the Python stages are first needed (decode, the paths the tables do not
     # take): the compiled tables encode without it
-    tok._obj = obj if obj is not None else _LazyJSON(art, art.raw("tokenizer.json"))
+    tok._obj = obj if obj is not None else _LazyJSON(art)
     if norm_fast is not None:
         tok.__dict__["_norm_cfg"] = norm_cfg
     tok._has_pp = m["has_pp"]

@@ -113,8 +113,10 @@ class PipelineTokenizer:
         from .added import AddedToken, AddedVocabulary
 
         obj, where = self._obj, self.where
-        if isinstance(obj, (bytes, bytearray, memoryview)):
-            obj = self._obj = obj.parse() if hasattr(obj, "parse") else json.loads(bytes(obj).decode("utf-8"))
+        if hasattr(obj, "parse"):  # the artifact's section (fstok.pipeline.persist), parsed on first need
+            obj = self._obj = obj.parse()
+        elif isinstance(obj, (bytes, bytearray, memoryview)):
+            obj = self._obj = json.loads(bytes(obj).decode("utf-8"))
         normalizer = _norm.from_config(obj.get("normalizer"), where)
         pre_tokenizer = _pre.from_config(obj.get("pre_tokenizer"), where)
         model = _models.from_config(obj["model"], where)
