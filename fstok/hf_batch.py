@@ -18,7 +18,7 @@ import numpy as np
 from .hf_encoding import Encoding
 from .postprocess import finish
 
-__all__ = ["encode_batch_numpy", "layout"]
+__all__ = ["encode_batch_numpy", "layout", "Assembler"]
 
 
 def layout(processor, pair: bool, add_special_tokens: bool) -> list[tuple[object, int]]:
@@ -32,6 +32,71 @@ def layout(processor, pair: bool, add_special_tokens: bool) -> list[tuple[object
     if [p for p, _ in out].count("A") != 1 or [p for p, _ in out].count("B") != (1 if pair else 0):
         raise NotImplementedError("post-processor repeats or drops a sequence: use encode_batch")
     return out
+
+
+class Assembler:
+    """Encodings of a batch put together from the model's per-sequence results without running the
+    post-processor object per text: the processor is run once on symbolic one-token sequences, and its output
+    (special tokens, their type ids, where A and B go, which sequences get ranges) is the template every text
+    is laid into.  Only for processors that keep the model's offsets, and only for texts that truncation
+    leaves whole; `fits` says which."""
+
+    def __init__(self, processor, pair: bool, add_special_tokens: bool, truncation: Optional[dict]):
+        a = Encoding.from_tokens([-1], ["A"], [(0, 1)], [0], type_id=0)
+        b = Encoding.from_tokens([-2], ["B"], [(0, 1)], [0], type_id=1) if pair else None
+        enc = finish(processor, a, b, add_special_tokens)
+        self.ok = offsets_untouched(processor)
+        self.parts: list[tuple] = []  # ("seq", 0 | 1, type_id) or ("tok", id, token, type_id)
+        for i, t, ty, w, o, sp, at in zip(enc._ids, enc._tokens, enc._type_ids, enc._words, enc._offsets,
+                                          enc._special, enc._attention):
+            if i in (-1, -2):
+                self.ok &= (w, o, sp, at) == (0, (0, 1), 0, 1)
+                self.parts.append(("seq", -1 - i, ty))
+            else:
+                self.ok &= (w, o, sp, at) == (None, (0, 0), 1, 1)
+                self.parts.append(("tok", i, t, ty))
+        seqs = [p[1] for p in self.parts if p[0] == "seq"]
+        self.ok &= seqs == ([0, 1] if pair else [0]) and not enc._overflowing
+        # a sequence's range in the symbolic result is its one token's position: it has one here too
+        self.ranged = {seq for seq, (s, e) in enc._ranges.items()}
+        self.ok &= all(enc._ranges[q][1] - enc._ranges[q][0] == 1 for q in self.ranged)
+        self.limit = None
+        if truncation is not None:
+            n_added = sum(1 for p in self.parts if p[0] == "tok")
+            self.limit = max(truncation["max_length"] - (n_added if add_special_tokens else 0), 0)
+
+    def fits(self, n: int) -> bool:
+        """A text (pair) of n model tokens can be assembled: truncation (if any) leaves it whole."""
+        return self.ok and (self.limit is None or n <= self.limit)
+
+    def __call__(self, a: Encoding, b: Optional[Encoding]) -> Encoding:
+        ids: list = []
+        types: list = []
+        toks: list = []
+        words: list = []
+        offs: list = []
+        special: list = []
+        ranges = {}
+        for p in self.parts:
+            if p[0] == "seq":
+                e = a if p[1] == 0 else b
+                n = len(e._ids)
+                if p[1] in self.ranged:
+                    ranges[p[1]] = (len(ids), len(ids) + n)
+                ids += e._ids
+                types += [p[2]] * n
+                toks += e._tokens
+                words += e._words
+                offs += e._offsets
+                special += [0] * n
+            else:
+                ids.append(p[1])
+                types.append(p[3])
+                toks.append(p[2])
+                words.append(None)
+                offs.append((0, 0))
+                special.append(1)
+        return Encoding._raw(ids, types, toks, words, offs, special, [1] * len(ids), [], ranges)
 
 
 def _truncate_lengths(la: np.ndarray, lb: Optional[np.ndarray], max_length: int, strategy: str):

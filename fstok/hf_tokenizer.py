@@ -879,10 +879,23 @@ class Tokenizer:
             toks = r[3] if len(r) > 3 else [i2t[i] for i in ids]
             return Encoding._raw(ids, [type_id] * n, toks, words, offs, [0] * n, [1] * n, [], {})
 
+        from .hf_batch import Assembler
+
+        # texts that truncation leaves whole are laid into the processor's template; the batch is padded
+        # by the caller (padding each first changes nothing: HF pads each to the same or a shorter length)
+        asm = {False: Assembler(proc, False, add_special_tokens, trunc), True: None}
         out = []
         for (_, b), r in zip(items, firsts):
-            pe = None if b is None else model(next(seconds), 1)
-            out.append(finish(proc, model(r, 0), pe, add_special_tokens, trunc, pad))
+            ea = model(r, 0)
+            eb = None if b is None else model(next(seconds), 1)
+            k = eb is not None
+            if asm[k] is None:
+                asm[k] = Assembler(proc, k, add_special_tokens, trunc)
+            n = len(ea._ids) + (len(eb._ids) if k else 0)
+            if asm[k].fits(n):
+                out.append(asm[k](ea, eb))
+            else:
+                out.append(finish(proc, ea, eb, add_special_tokens, trunc, pad))
         return out
 
     def post_process(self, encoding: Encoding, pair: Optional[Encoding] = None,
