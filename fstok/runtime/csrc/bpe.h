@@ -28,6 +28,7 @@
 
 /* pair table slot: (left << 43) | (right << 22) | merged ; left, right < 2^21, merged < 2^22 */
 #define BPE_PAIR_ID_BITS 21
+#define BPE_PAIR_SMALL 1024u /* ids of the dense pair table (bpe_pair_get) */
 #define BPE_MAX_INTERNAL (1u << BPE_PAIR_ID_BITS)
 
 typedef struct {
@@ -93,6 +94,15 @@ typedef struct {
     uint64_t *nm_first;         /* [1024] one bit per byte bigram that starts one of them */
     uint32_t *nm_key;           /* [nm_n] their first two bytes (a << 8 | b), ascending */
     uint32_t *nm_ext;           /* [nm_n] their external ids (bytes: dec_bytes) */
+    /* The randomly probed tables copied into 2 MiB pages (bpe_model_prepare, lib_bpe.c; NULL: they stay in the
+     * artifact's mapping), and the artifact's own pointers, put back by bpe_model_release. */
+    void *huge_mem;
+    size_t huge_len;
+    /* [BPE_PAIR_SMALL^2] merged internal id of the pair (a, b), a, b < BPE_PAIR_SMALL, or BPE_NONE (lib_bpe.c
+     * pair_small_build; NULL: none) */
+    const uint32_t *pair_small;
+    void *pair_small_mem;
+    const void *huge_orig[11];
 } bpe_model;
 
 /* 1 when s[0:n) contains none of the non-monotone tokens' byte strings (see nm_n), 0 otherwise */
@@ -240,7 +250,11 @@ static inline uint32_t bpe_pair_lookup(const bpe_model *m, uint32_t a, uint32_t 
     return bpe_pair_probe(m->pair_tab, m->pair_mask, m->pair_shift, key);
 }
 
-static inline uint32_t bpe_pair_get(const bpe_model *m, uint32_t a, uint32_t b) { return bpe_pair_lookup(m, a, b, 1); }
+/* the same, through the dense table when both parts are among the lowest-ranked ids (it holds the same pairs) */
+static inline uint32_t bpe_pair_get(const bpe_model *m, uint32_t a, uint32_t b) {
+    if ((a | b) < BPE_PAIR_SMALL && m->pair_small) return m->pair_small[a * BPE_PAIR_SMALL + b];
+    return bpe_pair_lookup(m, a, b, 1);
+}
 
 static inline uint32_t bpe_span_probe(const bpe_model *m, const uint64_t *tab, uint64_t mask, uint64_t h, uint64_t w,
                                       const uint8_t *s, size_t n) {

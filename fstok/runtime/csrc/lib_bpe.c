@@ -7,6 +7,7 @@
 #include "bpe.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
@@ -68,8 +69,123 @@ static int nm_prepare(bpe_model *m) {
     return 0;
 }
 
+/* The tables a piece's first encoding probes at random (pair and whole-span hash tables, their Bloom filters' and
+ * hot tables, per-token info, id map, decode offsets and bytes, the trie) are ~13 MiB (cl100k) to ~25 MiB (o200k) in the
+ * artifact's mapping, whose 4 KiB pages are more than the second-level TLB maps: on text the memo has not seen,
+ * nearly every probe also walked the page table.  They are copied into one anonymous range advised for 2 MiB pages
+ * (where the kernel's THP mode is not "never"; FSTOK_TABLES_HUGE=0 turns it off).  Only the speed depends on it. */
+#define TABLES_HUGE_ALIGN ((size_t)2 << 20)
+static int tables_huge = -1;
+
+static int thp_possible(void) {
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) return 0;
+    char buf[128] = {0};
+    size_t k = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[k] = 0;
+    return strstr(buf, "[never]") == NULL && k > 0;
+}
+
+static void tables_to_huge(bpe_model *m) {
+#ifdef MADV_HUGEPAGE
+    if (tables_huge < 0) {
+        const char *e = getenv("FSTOK_TABLES_HUGE");
+        tables_huge = !(e && e[0] == '0') && thp_possible();
+    }
+    if (!tables_huge || m->huge_mem) return;
+    const void **orig = m->huge_orig;
+    const void *src[11] = {m->pair_tab, m->pair_hot, m->pair_bloom, m->byte_pair, m->span_tab, m->span_hot,
+                           m->info, m->int_ext, m->dec_off, m->dec_bytes, m->trie};
+    size_t len[12] = {(m->pair_mask + 1) * 8, (m->pair_hot_mask + 1) * 8, ((size_t)1 << (64 - m->bloom_shift)) / 8,
+                      65536 * 4, (m->span_mask + 1) * 16, (m->hot_mask + 1) * 16, (size_t)m->n_int * 16,
+                      (size_t)m->n_int * 4, ((size_t)m->n_ext + 1) * 4, m->dec_off[m->n_ext],
+                      (size_t)m->da_size * 12, BPE_PAIR_SMALL * BPE_PAIR_SMALL * 4};
+    size_t off[12], total = 0;
+    for (int i = 0; i < 12; i++) {
+        off[i] = total;
+        total += (len[i] + 63) & ~(size_t)63;
+    }
+    size_t big = total + TABLES_HUGE_ALIGN;
+    uint8_t *q = (uint8_t *)mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (q == MAP_FAILED) return;
+    uint8_t *a = (uint8_t *)(((uintptr_t)q + TABLES_HUGE_ALIGN - 1) & ~(uintptr_t)(TABLES_HUGE_ALIGN - 1));
+    if (a > q) munmap(q, (size_t)(a - q));
+    size_t tail = (size_t)(q + big - (a + total));
+    if (tail) munmap(a + total, tail);
+    madvise(a, total, MADV_HUGEPAGE); /* (advice only: where it fails the copy works in small pages) */
+    for (int i = 0; i < 11; i++) {
+        orig[i] = src[i];
+        memcpy(a + off[i], src[i], len[i]);
+    }
+    m->pair_tab = (const uint64_t *)(a + off[0]);
+    m->pair_hot = (const uint64_t *)(a + off[1]);
+    m->pair_bloom = (const uint64_t *)(a + off[2]);
+    m->byte_pair = (const uint32_t *)(a + off[3]);
+    m->span_tab = (const uint64_t *)(a + off[4]);
+    m->span_hot = (const uint64_t *)(a + off[5]);
+    m->info = (const uint32_t *)(a + off[6]);
+    m->int_ext = (const uint32_t *)(a + off[7]);
+    m->dec_off = (const uint32_t *)(a + off[8]);
+    m->dec_bytes = (const uint8_t *)(a + off[9]);
+    m->trie = (const uint32_t *)(a + off[10]);
+    m->pair_small_mem = a + off[11];
+    m->huge_mem = a;
+    m->huge_len = total;
+#else
+    (void)m;
+#endif
+}
+
+static void tables_from_huge(bpe_model *m) {
+    if (!m->huge_mem) {
+        free(m->pair_small_mem);
+        m->pair_small_mem = NULL;
+        m->pair_small = NULL;
+        return;
+    }
+    m->pair_small_mem = NULL;
+    m->pair_small = NULL;
+    const void **orig = m->huge_orig;
+    m->pair_tab = (const uint64_t *)orig[0];
+    m->pair_hot = (const uint64_t *)orig[1];
+    m->pair_bloom = (const uint64_t *)orig[2];
+    m->byte_pair = (const uint32_t *)orig[3];
+    m->span_tab = (const uint64_t *)orig[4];
+    m->span_hot = (const uint64_t *)orig[5];
+    m->info = (const uint32_t *)orig[6];
+    m->int_ext = (const uint32_t *)orig[7];
+    m->dec_off = (const uint32_t *)orig[8];
+    m->dec_bytes = (const uint8_t *)orig[9];
+    m->trie = (const uint32_t *)orig[10];
+    munmap(m->huge_mem, m->huge_len);
+    m->huge_mem = NULL;
+    m->huge_len = 0;
+}
+
+/* The dense pair table of the BPE_PAIR_SMALL lowest-ranked internal ids (bpe_pair_get): the merged id of every
+ * canonical pair of two such tokens, BPE_NONE elsewhere.  Internal ids are ranks, so these are the byte tokens and
+ * the earliest merges, the parts of most lookups a first encoding of a piece makes (English under cl100k: 61% of
+ * them have both parts below 512); one load answers them, where the hashed table reads its Bloom filter and then
+ * one or two probe lines. */
+static void pair_small_build(bpe_model *m) {
+    uint32_t *t = (uint32_t *)m->pair_small_mem;
+    if (!t) t = (uint32_t *)(m->pair_small_mem = malloc((size_t)BPE_PAIR_SMALL * BPE_PAIR_SMALL * 4));
+    if (!t) return;
+    memset(t, 0xFF, (size_t)BPE_PAIR_SMALL * BPE_PAIR_SMALL * 4);
+    for (uint32_t x = 0; x < m->n_int; x++) {
+        uint32_t l = BPE_SPLIT_L(m, x), r = BPE_SPLIT_R(m, x);
+        if (l == x || l >= BPE_PAIR_SMALL || r >= BPE_PAIR_SMALL) continue;
+        if (bpe_pair_lookup(m, l, r, 0) != x) continue; /* (only pairs the hashed table holds) */
+        t[l * BPE_PAIR_SMALL + r] = x;
+    }
+    m->pair_small = t;
+}
+
 int bpe_model_prepare(bpe_model *m) {
     bpe_model_release(m);
+    tables_to_huge(m);
+    pair_small_build(m);
     size_t tri_words = ((size_t)1 << BPE_SEG_TRI_BITS) / 64;
     uint64_t *mem = (uint64_t *)calloc(65536 / 8 + tri_words, 8);
     if (!mem) return -1;
@@ -97,6 +213,7 @@ int bpe_model_prepare(bpe_model *m) {
 }
 
 void bpe_model_release(bpe_model *m) {
+    tables_from_huge(m);
     free(m->win_vb);
     m->win_vb = NULL;
     for (size_t i = 0; i < sizeof m->win_alpha / sizeof m->win_alpha[0]; i++) {
@@ -956,3 +1073,4 @@ int bpe_encode_span_memo(const bpe_model *m, bpe_memo *memo, const uint8_t *s, s
 int bpe_encode_span(const bpe_model *m, const uint8_t *s, size_t n, bpe_vec *out) {
     return bpe_encode_span_avail(m, NULL, s, n, n, out);
 }
+

@@ -45,6 +45,7 @@
 #include "bpe_runtime.h"
 #include "bpe_specials.h"
 #include "bpe_validate.h"
+#include "utf8_text.h"
 
 
 /* ================================================================ helpers */
@@ -626,9 +627,11 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     const uint8_t *s;
     Py_ssize_t n;
     Py_buffer view = {0};
+    utf8_text u8 = {0};
     if (PyUnicode_Check(text)) {
-        s = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, &n);
-        if (!s) return NULL;
+        if (utf8_text_get(text, &u8)) return NULL;
+        s = u8.s;
+        n = u8.n;
     } else {
         if (PyObject_GetBuffer(text, &view, PyBUF_SIMPLE) < 0) return NULL;
         s = (const uint8_t *)view.buf;
@@ -636,6 +639,7 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     }
     if ((uint64_t)n >= 0xFFFFFFF0ull) {
         if (view.obj) PyBuffer_Release(&view);
+        utf8_text_release(&u8);
         PyErr_SetString(PyExc_ValueError, "text longer than 4 GiB");
         return NULL;
     }
@@ -660,6 +664,7 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     Py_DECREF(spo);
     Py_DECREF(sp2o);
     if (view.obj) PyBuffer_Release(&view);
+    utf8_text_release(&u8);
     memo_return(&self->r, st.memo);
     st.memo = NULL;
     if (rc) {
