@@ -1,4 +1,4 @@
-"""The encoders' own UTF-8 of a str (fstok/runtime/csrc/utf8_text.h) equals CPython's, for every code point,
+"""The encoders' own UTF-8 of a str (fstok/runtime/csrc/pystr_utf8.h) equals CPython's, for every code point,
 every str kind (1, 2, 4 bytes per code point), ASCII runs that start and end anywhere in the 16-unit SIMD
 blocks, and strs whose UTF-8 CPython already holds.  decode(encode(text)) gives back the bytes the encoder saw,
 so a transcoding error shows as a round-trip mismatch; ids are compared with the reference encoding too."""
@@ -63,3 +63,12 @@ def test_lone_surrogates_as_tiktoken():
 def test_long_text_beyond_the_kept_buffer():
     text = ("word \u2014 " * 300_000)  # > 4 MiB of worst-case UTF-8: its own allocation
     _roundtrip(text)
+
+
+def test_batch_items_transcoded_by_workers():
+    texts = [c for k in ("", "\u0100", "\U00010000") for c in _chunks(0, 0x3000, 512)]
+    texts = [("x" * (i % 37)) + t for i, t in enumerate(texts)] + ["plain ascii", "caf\u00e9" * 40, "a\ud800b"]
+    got = ENC.encode_ordinary_batch(texts, num_threads=2)
+    assert got == [ENC.encode_ordinary(t) for t in texts]
+    for t, ids in zip(texts[:-1], got[:-1]):
+        assert ENC.decode_bytes(ids) == t.encode("utf-8")

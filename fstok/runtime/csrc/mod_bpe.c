@@ -45,7 +45,6 @@
 #include "bpe_runtime.h"
 #include "bpe_specials.h"
 #include "bpe_validate.h"
-#include "utf8_text.h"
 
 
 /* ================================================================ helpers */
@@ -614,6 +613,35 @@ static PyObject *enc_result(ModelObject *self, enc_state *st, int kind) {
 
 /* encode(text: str | bytes, specials: Specials | None, kind) ; str with lone surrogates raises
  * UnicodeEncodeError (the caller repairs the text as tiktoken does and calls again) */
+/* The UTF-8 of one str for Model_encode (pystr_utf8.h): in place, or encoded into this thread's buffer, which is
+ * kept up to STR_UTF8_KEEP bytes between calls (repeated calls fault in no new pages).  A lone surrogate takes
+ * PyUnicode_AsUTF8AndSize, whose UnicodeEncodeError the Python layer repairs as tiktoken does.  0, or -1 with an
+ * exception. */
+#define STR_UTF8_KEEP ((size_t)4 << 20)
+static _Thread_local pystr_buf str_utf8_buf = {0};
+
+static int str_utf8(PyObject *text, const uint8_t **s, Py_ssize_t *n) {
+    pystr_src src;
+    int r = pystr_note(text, &src);
+    if (r < 0) return -1;
+    size_t len = 0;
+    if (r == 0) r = pystr_utf8(&src, &str_utf8_buf, s, &len);
+    if (r < 0) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (r == 1) { /* no UTF-8: CPython raises */
+        *s = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, n);
+        return *s ? 0 : -1;
+    }
+    *n = (Py_ssize_t)len;
+    return 0;
+}
+
+static void str_utf8_done(void) {
+    if (str_utf8_buf.cap > STR_UTF8_KEEP) pystr_buf_free(&str_utf8_buf);
+}
+
 static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     PyObject *text, *spo, *sp2o = Py_None;
     int kind = OUT_LIST, nthreads = 1;
@@ -627,11 +655,8 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     const uint8_t *s;
     Py_ssize_t n;
     Py_buffer view = {0};
-    utf8_text u8 = {0};
     if (PyUnicode_Check(text)) {
-        if (utf8_text_get(text, &u8)) return NULL;
-        s = u8.s;
-        n = u8.n;
+        if (str_utf8(text, &s, &n)) return NULL;
     } else {
         if (PyObject_GetBuffer(text, &view, PyBUF_SIMPLE) < 0) return NULL;
         s = (const uint8_t *)view.buf;
@@ -639,7 +664,7 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     }
     if ((uint64_t)n >= 0xFFFFFFF0ull) {
         if (view.obj) PyBuffer_Release(&view);
-        utf8_text_release(&u8);
+        str_utf8_done();
         PyErr_SetString(PyExc_ValueError, "text longer than 4 GiB");
         return NULL;
     }
@@ -664,7 +689,7 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     Py_DECREF(spo);
     Py_DECREF(sp2o);
     if (view.obj) PyBuffer_Release(&view);
-    utf8_text_release(&u8);
+    str_utf8_done();
     memo_return(&self->r, st.memo);
     st.memo = NULL;
     if (rc) {
