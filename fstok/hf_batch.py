@@ -18,7 +18,7 @@ import numpy as np
 from .hf_encoding import Encoding
 from .postprocess import finish
 
-__all__ = ["encode_batch_numpy", "layout", "Assembler"]
+__all__ = ["encode_batch_numpy", "layout", "Assembler", "batch_threads"]
 
 
 def layout(processor, pair: bool, add_special_tokens: bool) -> list[tuple[object, int]]:
@@ -32,6 +32,19 @@ def layout(processor, pair: bool, add_special_tokens: bool) -> list[tuple[object
     if [p for p, _ in out].count("A") != 1 or [p for p, _ in out].count("B") != (1 if pair else 0):
         raise NotImplementedError("post-processor repeats or drops a sequence: use encode_batch")
     return out
+
+
+def batch_threads() -> int:
+    """Threads for a batch when the caller names none, following HF tokenizers' settings: one with
+    TOKENIZERS_PARALLELISM=false (or 0/off/no), RAYON_NUM_THREADS when set, else every core."""
+    par = os.environ.get("TOKENIZERS_PARALLELISM", "").strip().lower()
+    if par in ("false", "0", "off", "no"):
+        return 1
+    try:
+        n = int(os.environ.get("RAYON_NUM_THREADS", "0"))
+    except ValueError:
+        n = 0
+    return n if n > 0 else (os.cpu_count() or 1)
 
 
 class Assembler:
@@ -163,7 +176,7 @@ def encode_batch_numpy(tok, texts: Sequence[str], pair: Optional[Sequence[str]] 
         if len(pair) != len(texts):
             raise ValueError(f"encode_batch_numpy: {len(texts)} texts but {len(pair)} pairs")
     if num_threads is None:
-        num_threads = os.cpu_count() or 1
+        num_threads = batch_threads()
     B = len(texts)
     oa = ob = None
     if return_offsets_mapping:

@@ -866,7 +866,9 @@ class Tokenizer:
 
     def _encode_texts(self, items: list[tuple[str, Optional[str]]], add_special_tokens: bool) -> list[Encoding]:
         """encode() of many (text, pair) items, the model step of all texts in one native batch."""
-        nt = os.cpu_count() or 1
+        from .hf_batch import batch_threads
+
+        nt = batch_threads()
         firsts = self._core.model_batch([a for a, _ in items], nt)
         pairs = [b for _, b in items if b is not None]
         seconds = iter(self._core.model_batch(pairs, nt)) if pairs else iter(())

@@ -66,3 +66,23 @@ def test_lone_surrogate_in_a_batch_is_encoded_as_alone():
     lines = _lines(10)
     got = ours.encode_batch(lines)
     assert [e.ids for e in got] == [ours.encode(t).ids for t in lines]
+
+
+def test_batch_threads_follow_hf_settings(monkeypatch):
+    from fstok.hf_batch import batch_threads
+
+    monkeypatch.delenv("RAYON_NUM_THREADS", raising=False)
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    assert batch_threads() == 1
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    assert batch_threads() == (os.cpu_count() or 1)
+    monkeypatch.setenv("RAYON_NUM_THREADS", "3")
+    assert batch_threads() == 3
+    monkeypatch.setenv("RAYON_NUM_THREADS", "junk")
+    assert batch_threads() == (os.cpu_count() or 1)
+    ours = fstok.Tokenizer.from_file(FILES["minilm"])
+    lines = [t for t in _lines(10) if "\ud800" not in t]  # (WordPiece refuses a lone surrogate, as HF does)
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
+    one = [e.ids for e in ours.encode_batch(lines)]
+    monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
+    assert [e.ids for e in ours.encode_batch(lines)] == one

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A padded, truncated numpy batch of BERT inputs, end to end: fstok.Tokenizer vs HF tokenizers vs transformers.
 
-    tools/bench hf [--lines 20000] [--threads 1,2] [--scenarios single,pairs+offsets]
+    tools/bench hf [--lines 20000] [--threads 1,2] [--scenarios single,pairs+offsets,lists]
 
 The tokenizer is all-MiniLM-L6-v2's tokenizer.json (WordPiece, BertProcessing template, truncation 128 and
 fixed padding 128 stored in the file). Each contender produces numpy input_ids, attention_mask and
@@ -12,7 +12,8 @@ code, stress and Chinese corpora interleaved):
   transformers      PreTrainedTokenizerFast(...)(lines, text_pair=..., return_tensors="np", ...), unpatched
                     and with fstok.transformers.patch()
 Scenarios: "single" pads every text to 128 (padding="max_length"); "pairs+offsets" encodes text pairs padded to
-the batch's longest (padding=True) with return_offsets_mapping=True. Each contender runs in a fresh process
+the batch's longest (padding=True) with return_offsets_mapping=True; "lists" is the call without numpy output
+(fstok.Tokenizer and HF: encode_batch Encoding objects; transformers: Python lists), padded to the longest. Each contender runs in a fresh process
 (one per thread count; HF's pool size is fixed at first use: RAYON_NUM_THREADS), is warmed up on other lines,
 and is timed on one pass over lines that process has not seen. The arrays of all contenders are checked
 identical (a digest) before the timings count.
@@ -55,9 +56,11 @@ def corpus_lines(n: int, skip: int) -> list[str]:
 
 CONTENDERS = ["fstok.Tokenizer", "HF tokenizers", "transformers", "transformers + fstok.patch()"]
 SCENARIOS = {
-    # name: (pairs?, transformers kwargs)
-    "single": (False, dict(padding="max_length", truncation=True, max_length=128)),
-    "pairs+offsets": (True, dict(padding=True, truncation=True, max_length=128, return_offsets_mapping=True)),
+    # name: (pairs?, transformers kwargs, numpy output?)
+    "single": (False, dict(padding="max_length", truncation=True, max_length=128), True),
+    "pairs+offsets": (True, dict(padding=True, truncation=True, max_length=128, return_offsets_mapping=True), True),
+    # Encoding objects / Python lists: fstok.Tokenizer.encode_batch, transformers without return_tensors
+    "lists": (False, dict(padding=True, truncation=True, max_length=128), False),
 }
 
 
@@ -67,11 +70,19 @@ def child(threads: int, n: int, contender: str, scenario: str) -> dict:
 
     import numpy as np
 
+    def encodings_to_arrays(encs):
+        out = {"input_ids": np.array([e.ids for e in encs], dtype=np.int64),
+               "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
+               "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64)}
+        if offsets:
+            out["offset_mapping"] = np.array([e.offsets for e in encs], dtype=np.int64)
+        return out
+
     warm = corpus_lines(2000, 0)
     lines = corpus_lines(n, 400)  # past the warm-up lines of every corpus
     seen = set(lines)
     warm = [w for w in warm if w not in seen] or warm[:10]
-    with_pairs, tf_kw = SCENARIOS[scenario]
+    with_pairs, tf_kw, numpy_out = SCENARIOS[scenario]
     offsets = bool(tf_kw.get("return_offsets_mapping"))
     pairs = lines[1:] + lines[:1] if with_pairs else None
     warm_pairs = warm[1:] + warm[:1] if with_pairs else None
@@ -83,6 +94,8 @@ def child(threads: int, n: int, contender: str, scenario: str) -> dict:
             ours.enable_padding(pad_id=0, pad_token="[PAD]")  # batch longest, as transformers' padding=True
 
         def run(xs, ps):
+            if not numpy_out:
+                return encodings_to_arrays(ours.encode_batch(xs if ps is None else list(zip(xs, ps))))
             return ours.encode_batch_numpy(xs, ps, num_threads=threads, return_offsets_mapping=offsets)
     elif contender == "HF tokenizers":
         import tokenizers
@@ -92,13 +105,7 @@ def child(threads: int, n: int, contender: str, scenario: str) -> dict:
             hf.enable_padding(pad_id=0, pad_token="[PAD]")
 
         def run(xs, ps):
-            encs = hf.encode_batch(xs if ps is None else list(zip(xs, ps)))
-            out = {"input_ids": np.array([e.ids for e in encs], dtype=np.int64),
-                   "attention_mask": np.array([e.attention_mask for e in encs], dtype=np.int64),
-                   "token_type_ids": np.array([e.type_ids for e in encs], dtype=np.int64)}
-            if offsets:
-                out["offset_mapping"] = np.array([e.offsets for e in encs], dtype=np.int64)
-            return out
+            return encodings_to_arrays(hf.encode_batch(xs if ps is None else list(zip(xs, ps))))
     else:
         from transformers import PreTrainedTokenizerFast
 
@@ -110,9 +117,10 @@ def child(threads: int, n: int, contender: str, scenario: str) -> dict:
         tf.pad_token = "[PAD]"
 
         def run(xs, ps):
-            r = tf(xs, text_pair=ps, return_tensors="np", return_token_type_ids=True, return_attention_mask=True,
-                   **tf_kw)
-            return {k: r[k] for k in ("input_ids", "attention_mask", "token_type_ids", "offset_mapping") if k in r}
+            r = tf(xs, text_pair=ps, return_tensors="np" if numpy_out else None, return_token_type_ids=True,
+                   return_attention_mask=True, **tf_kw)
+            return {k: np.asarray(r[k]) for k in ("input_ids", "attention_mask", "token_type_ids", "offset_mapping")
+                    if k in r}
     run(warm, warm_pairs)
     t0 = time.perf_counter()
     out = run(lines, pairs)
@@ -137,7 +145,7 @@ def main() -> None:
         print(json.dumps(child(args.child, args.lines, args.contender, args.scenario)))
         return
     for scenario in args.scenarios.split(","):
-        pairs, kw = SCENARIOS[scenario]
+        pairs, kw, numpy_out = SCENARIOS[scenario]
         rows = []
         for t in [int(x) for x in args.threads.split(",")]:
             env = dict(os.environ, RAYON_NUM_THREADS=str(t), TOKENIZERS_PARALLELISM="true")
@@ -158,7 +166,8 @@ def main() -> None:
         first = rows[0][CONTENDERS[0]]
         print(f"\n{scenario}: all-MiniLM-L6-v2 tokenizer.json, {first['lines']} unseen lines"
               f"{' + pairs' if pairs else ''} ({first['bytes'] / 1e6:.2f} MB), transformers call "
-              f"{', '.join(f'{k}={v!r}' for k, v in kw.items())}, return_tensors='np'; each contender in a fresh "
+              f"{', '.join(f'{k}={v!r}' for k, v in kw.items())}, "
+              f"{'return_tensors=np' if numpy_out else 'lists (fstok and HF: encode_batch Encoding objects)'}; each contender in a fresh "
               "process, warmed up on other lines")
         names = [c for c in CONTENDERS if c in rows[0]]
         print(f"| threads | {' | '.join(names)} | fstok vs HF tokenizers | patched vs unpatched transformers |")
