@@ -68,9 +68,8 @@ static inline int pystr_note(PyObject *o, pystr_src *d) {
 
 /* Code units -> UTF-8.  Runs of 16 ASCII code units are narrowed with SSE2 (most of the text of Latin-script
  * documents, which are 2-byte strs as soon as they hold one curly quote or dash), the rest a code point at a
- * time.  CPython's encoder goes a code point at a time and allocates a result the size of the worst case; it
- * took about 6% of a first encode of English documents.  The bytes are CPython's (tests/test_bpe_utf8.py:
- * every code point in every str kind). */
+ * time (CPython's encoder goes a code point at a time, into a new allocation the size of the worst case).  The
+ * bytes are CPython's (tests/test_bpe_utf8.py: every code point in every str kind). */
 /* code points [0, n) of a 1-byte str -> dst; returns bytes written */
 static inline size_t pystr_from_ucs1(const uint8_t *src, size_t n, uint8_t *dst) {
     uint8_t *o = dst;
