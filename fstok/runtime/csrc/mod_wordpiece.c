@@ -28,6 +28,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -442,6 +443,7 @@ static int run_jobs_src(const wp_tables *t, const char **s, Py_ssize_t *n, const
     if ((size_t)nthreads > count) nthreads = (int)(count > 0 ? count : 1);
     if (nthreads > 256) nthreads = 256;
     batch_job job;
+    memset(&job, 0, sizeof job);
     job.t = t;
     job.s = s;
     job.n = n;
@@ -845,6 +847,149 @@ done:
     return result;
 }
 
+/* item mode's translate (no GIL): the cached int of each id, or (id << 1) | 1 where there is none yet */
+static void wp_translate(const void *model, const uint32_t *ids, size_t n, void **dst, uint8_t *odd) {
+    const ModelObject *self = (const ModelObject *)model;
+    uint8_t o = 0;
+    for (size_t q = 0; q < n; q++) {
+        PyObject *v = peek_int(self, ids[q]);
+        if (!v) {
+            v = (PyObject *)(((uintptr_t)ids[q] << 1) | 1);
+            o = 1;
+        }
+        dst[q] = v;
+    }
+    *odd = o;
+}
+
+/* with the GIL: a text's list from the items a worker wrote (one allocation and a copy); odd items are
+ * ids whose int is made here.  Untracked by the cyclic GC (see the list loop of Model_encode_batch). */
+static PyObject *items_list(ModelObject *self, void **items, size_t n, int odd) {
+    PyObject *l = PyList_New(0);
+    if (!l) return NULL;
+    if (n) {
+        PyObject **dst = (PyObject **)PyMem_Malloc(n * sizeof(PyObject *));
+        if (!dst) {
+            Py_DECREF(l);
+            return PyErr_NoMemory();
+        }
+        memcpy(dst, items, n * sizeof(PyObject *));
+        ((PyListObject *)l)->ob_item = dst;
+        ((PyListObject *)l)->allocated = (Py_ssize_t)n;
+        if (odd)
+            for (size_t q = 0; q < n; q++) {
+                if (!((uintptr_t)dst[q] & 1)) continue;
+                PyObject *v = id_int_pinned(self, (uint32_t)((uintptr_t)dst[q] >> 1));
+                if (!v) {
+                    Py_SET_SIZE(l, (Py_ssize_t)q); /* (items before q are pinned) */
+                    Py_DECREF(l);
+                    return NULL;
+                }
+                dst[q] = v;
+            }
+        Py_SET_SIZE(l, (Py_ssize_t)n);
+    }
+    PyObject_GC_UnTrack(l);
+    return l;
+}
+
+/* A list batch with pinned ints on several threads: the workers encode chunks and write their list items
+ * (item mode of batch_job), and this thread makes each text's list as soon as its chunk is done, while
+ * the others still encode; when the text it needs next is not done it encodes a chunk itself.  Why: made
+ * after the workers, the lists were a serial part of every call (a tenth to a fifth of a call of short
+ * lines on one thread).  Returns the list, or NULL with an exception. */
+static PyObject *batch_lists_overlapped(ModelObject *self, const pystr_src *src, uint8_t *bad, outbuf *outs,
+                                        size_t cnt, int nthreads) {
+    batch_job job;
+    memset(&job, 0, sizeof job);
+    job.t = &self->t;
+    job.outs = outs;
+    job.count = cnt;
+    job.src = src;
+    job.bad = bad;
+    job.translate = wp_translate;
+    job.model = self;
+    pthread_mutex_init(&job.mu, NULL);
+    job.done = (uint8_t *)calloc(cnt + 1, 1);
+    job.items = (void ***)calloc(cnt + 1, sizeof(void **));
+    job.odd = (uint8_t *)calloc(cnt + 1, 1);
+    job.chunkbuf = (void **)calloc(cnt + 1, sizeof(void *));
+    PyObject *res = NULL;
+    if (!job.done || !job.items || !job.odd || !job.chunkbuf) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    res = PyList_New((Py_ssize_t)cnt);
+    if (!res) goto out;
+    {
+        pthread_t th[256];
+        int started = 0, pooled = 0;
+        pystr_buf buf = {0};
+        Py_BEGIN_ALLOW_THREADS
+        started = workers_start(batch_worker, &job, nthreads, th, &pooled);
+        Py_END_ALLOW_THREADS
+#if PY_VERSION_HEX >= 0x030A0000
+        int gc_was = PyGC_Disable(); /* (as in the list loop of Model_encode_batch) */
+#endif
+        void *chunk = NULL; /* the buffer of the chunk being read (freed when the next one starts) */
+        const int tr = tracing();
+        double c0 = tr ? thread_cpu_us() : 0, released = 0;
+        for (size_t i = 0; i < cnt; i++) {
+            if (!__atomic_load_n(&job.done[i], __ATOMIC_ACQUIRE)) {
+                double r0 = tr ? thread_cpu_us() : 0;
+                Py_BEGIN_ALLOW_THREADS
+                while (!__atomic_load_n(&job.done[i], __ATOMIC_ACQUIRE))
+                    if (!batch_chunk(&job, &buf)) sched_yield();
+                Py_END_ALLOW_THREADS
+                if (tr) released += thread_cpu_us() - r0;
+            }
+            if (job.chunkbuf[i]) {
+                free(chunk);
+                chunk = job.chunkbuf[i];
+                job.chunkbuf[i] = NULL;
+            }
+            /* the items of a text a few ahead, written by another core: fetched while this list is made */
+            if (i + 3 < cnt && __atomic_load_n(&job.done[i + 3], __ATOMIC_ACQUIRE) && job.items[i + 3]) {
+                __builtin_prefetch(job.items[i + 3], 0);
+                __builtin_prefetch((char *)job.items[i + 3] + 64, 0);
+            }
+            PyObject *o = NULL;
+            if (bad[i] == 1) PyErr_Format(PyExc_ValueError, "texts[%zd] is not encodable as UTF-8 (lone surrogate?)", (Py_ssize_t)i);
+            else if (bad[i] || outs[i].oom) PyErr_NoMemory();
+            else o = items_list(self, job.items[i], outs[i].n, job.odd[i]);
+            if (!o) {
+                Py_CLEAR(res);
+                break;
+            }
+            PyList_SET_ITEM(res, (Py_ssize_t)i, o);
+        }
+#if PY_VERSION_HEX >= 0x030A0000
+        if (gc_was) PyGC_Enable();
+#endif
+        if (!res) { /* stop handing out chunks; the workers finish the ones they hold */
+            pthread_mutex_lock(&job.mu);
+            job.next = cnt;
+            pthread_mutex_unlock(&job.mu);
+        }
+        double c1 = tr ? thread_cpu_us() : 0;
+        Py_BEGIN_ALLOW_THREADS
+        workers_join(started, th, pooled);
+        Py_END_ALLOW_THREADS
+        if (tr)
+            fprintf(stderr,
+                    "fstok wordpiece encode_batch: %zu texts %d threads (%s) | caller CPU: lists (GIL held) %.0f us, "
+                    "encoding or waiting %.0f us\n",
+                    cnt, started + 1, pooled ? "pool" : "own", c1 - c0 - released, released);
+        free(chunk);
+        pystr_buf_free(&buf);
+        for (size_t i = 0; i < cnt; i++) free(job.chunkbuf[i]); /* (after an error: those not read) */
+    }
+out:
+    pthread_mutex_destroy(&job.mu);
+    free(job.done), free(job.items), free(job.odd), free(job.chunkbuf);
+    return res;
+}
+
 #define BATCH_BYTES_PER_THREAD 4096
 static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     PyObject *seq;
@@ -890,6 +1035,10 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     }
     for (Py_ssize_t i = 0; i < cnt; i++)
         if (src[i].ukind < 0) src[i].utf8 = (const uint8_t *)"", src[i].len = 0; /* (reported below) */
+    if (mode == 0 && self->pinned && nthreads > 1 && cnt > 1) {
+        result = batch_lists_overlapped(self, src, bad, outs, (size_t)cnt, nthreads);
+        goto done;
+    }
     run_jobs_src(&self->t, NULL, NULL, src, bad, outs, (size_t)cnt, word, nthreads);
     for (Py_ssize_t i = 0; i < cnt; i++) {
         if (!bad[i]) continue;

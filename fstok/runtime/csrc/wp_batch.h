@@ -30,6 +30,11 @@ static double now_us(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
+static double thread_cpu_us(void) { /* (the calling thread's CPU time: a shared host preempts threads) */
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
 static _Atomic long long trace_busy_ns; /* summed encode time of the texts of the current call */
 static int tracing(void) {
     if (trace_threads < 0) {
@@ -50,40 +55,83 @@ typedef struct {
     int word;
     const pystr_src *src; /* a batch of strs: text i comes from src[i] (pystr_utf8.h), not s[i] / n[i] */
     uint8_t *bad;         /* with src: set where text i has no UTF-8 (a lone surrogate) or no memory */
+    /* Item mode (a list batch with pinned ints, mod_wordpiece.c): the thread that encodes a chunk also
+     * writes its texts' list items into one buffer per chunk (translate: id -> the cached int, or
+     * (id << 1) | 1 where there is none yet, flagging the text in odd[]), frees their ids, and then sets
+     * their done flags; the GIL-holding thread makes each text's list meanwhile. */
+    uint8_t *done;
+    void (*translate)(const void *model, const uint32_t *ids, size_t n, void **dst, uint8_t *odd);
+    const void *model;
+    void ***items;   /* per text: its first item */
+    uint8_t *odd;
+    void **chunkbuf; /* at a chunk's first text: the chunk's buffer (freed by the caller) */
 } batch_job;
+
+/* item mode: the items of texts [lo, hi) (just encoded) into one buffer; their ids are freed here */
+static void batch_items(batch_job *j, size_t lo, size_t hi) {
+    size_t total = 0;
+    for (size_t i = lo; i < hi; i++) total += j->outs[i].n;
+    void **buf = (void **)malloc((total ? total : 1) * sizeof(void *));
+    size_t used = 0;
+    for (size_t i = lo; i < hi; i++) {
+        outbuf *o = &j->outs[i];
+        if (!buf) {
+            o->oom = 1;
+            continue;
+        }
+        j->items[i] = buf + used;
+        if (o->n && !o->oom) j->translate(j->model, o->ids, o->n, buf + used, &j->odd[i]);
+        used += o->n;
+        free(o->ids); /* (freed by the thread that made it; n stays: the number of items) */
+        free(o->offs);
+        o->ids = NULL;
+        o->offs = NULL;
+        o->cap = 0;
+    }
+    j->chunkbuf[lo] = buf;
+}
+
+/* encode the next chunk of texts; 0 when none is left */
+static int batch_chunk(batch_job *j, pystr_buf *buf) {
+    const int tr = trace_threads > 0;
+    pthread_mutex_lock(&j->mu);
+    size_t i = j->next;
+    size_t chunk = j->count >= 64 * 16 ? 16 : 1; /* small batches: one text at a time */
+    j->next += chunk;
+    pthread_mutex_unlock(&j->mu);
+    if (i >= j->count) return 0;
+    size_t lo = i, end = i + chunk < j->count ? i + chunk : j->count;
+    double t0 = tr ? now_us() : 0;
+    for (; i < end; i++) {
+        /* encode into a copy on this thread's stack: the outs[] entries of neighbouring texts
+         * share cache lines, and the encoder updates its outbuf once per token (false sharing
+         * made 2 threads cost 2x the CPU of one) */
+        const uint8_t *s = (const uint8_t *)(j->s ? j->s[i] : NULL);
+        size_t n = j->s ? (size_t)j->n[i] : 0;
+        if (j->src) {
+            int u = pystr_utf8(&j->src[i], buf, &s, &n);
+            if (u) {
+                j->bad[i] = (uint8_t)(u > 0 ? 1 : 2);
+                continue;
+            }
+        }
+        outbuf local = j->outs[i];
+        if (j->word) wp_encode_word(j->t, s, n, &local);
+        else wp_encode_e2e(j->t, s, n, &local);
+        j->outs[i] = local;
+    }
+    if (j->done) {
+        if (j->items) batch_items(j, lo, end);
+        for (i = lo; i < end; i++) __atomic_store_n(&j->done[i], 1, __ATOMIC_RELEASE);
+    }
+    if (tr) atomic_fetch_add(&trace_busy_ns, (long long)((now_us() - t0) * 1e3));
+    return 1;
+}
 
 static void *batch_worker(void *arg) {
     batch_job *j = (batch_job *)arg;
-    const int tr = trace_threads > 0;
     pystr_buf buf = {0};
-    for (;;) {
-        pthread_mutex_lock(&j->mu);
-        size_t i = j->next;
-        size_t chunk = j->count >= 64 * 16 ? 16 : 1; /* small batches: one text at a time */
-        j->next += chunk;
-        pthread_mutex_unlock(&j->mu);
-        if (i >= j->count) break;
-        size_t end = i + chunk < j->count ? i + chunk : j->count;
-        double t0 = tr ? now_us() : 0;
-        for (; i < end; i++) {
-            /* encode into a copy on this thread's stack: the outs[] entries of neighbouring texts
-             * share cache lines, and the encoder updates its outbuf once per token (false sharing
-             * made 2 threads cost 2x the CPU of one) */
-            const uint8_t *s = (const uint8_t *)(j->s ? j->s[i] : NULL);
-            size_t n = j->s ? (size_t)j->n[i] : 0;
-            if (j->src) {
-                int u = pystr_utf8(&j->src[i], &buf, &s, &n);
-                if (u) {
-                    j->bad[i] = (uint8_t)(u > 0 ? 1 : 2);
-                    continue;
-                }
-            }
-            outbuf local = j->outs[i];
-            if (j->word) wp_encode_word(j->t, s, n, &local);
-            else wp_encode_e2e(j->t, s, n, &local);
-            j->outs[i] = local;
-        }
-        if (tr) atomic_fetch_add(&trace_busy_ns, (long long)((now_us() - t0) * 1e3));
+    while (batch_chunk(j, &buf)) {
     }
     pystr_buf_free(&buf);
     return NULL;
