@@ -339,8 +339,10 @@ class WordPieceTokenizer(Inspectable):
         if isinstance(texts, (str, bytes)):
             raise TypeError("encode_batch expects a sequence of texts, not a single str/bytes")
         texts = list(texts)
-        if num_threads is None:
-            num_threads = os.cpu_count() or 1
+        if num_threads is None:  # (the CPUs this process may run on; os.cpu_count() reads /sys each call)
+            from .validate import machine_threads
+
+            num_threads = machine_threads()
         num_threads = _check_threads(num_threads)
         if allowed_special:
             texts = [t if isinstance(t, str) else _as_text(t, f"texts[{i}]") for i, t in enumerate(texts)]
@@ -356,6 +358,27 @@ class WordPieceTokenizer(Inspectable):
             else:
                 res = [self._add_specials(i, None)[0] for i in res]
         return res
+
+    def encode_batch_to_numpy(self, texts: Sequence[str], num_threads: Optional[int] = None) -> tuple[np.ndarray, np.ndarray]:
+        """`encode_batch` as two arrays, with no Python object per text or token: `ids` (uint32), every
+        text's ids one after another, and `starts` (int64, one more entry than texts): text i's ids are
+        `ids[starts[i]:starts[i + 1]]`."""
+        if isinstance(texts, (str, bytes)):
+            raise TypeError("encode_batch_to_numpy expects a sequence of texts, not a single str/bytes")
+        texts = list(texts)
+        if num_threads is None:
+            from .validate import machine_threads
+
+            num_threads = machine_threads()
+        num_threads = _check_threads(num_threads)
+        try:
+            ids, lens = self._model.encode_batch(texts, num_threads, 4)
+        except TypeError:
+            texts = [t if isinstance(t, str) else _as_text(t, f"texts[{i}]") for i, t in enumerate(texts)]
+            ids, lens = self._model.encode_batch(texts, num_threads, 4)
+        starts = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum(np.frombuffer(lens, dtype=np.int64), out=starts[1:])
+        return np.frombuffer(ids, dtype=np.uint32), starts
 
     def encode_word_batch(self, words: Sequence[str], num_threads: int = 1) -> list[list[int]]:
         words = [_as_text(w, "word") for w in words]

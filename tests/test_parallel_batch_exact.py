@@ -119,3 +119,44 @@ def test_wordpiece_batch_lone_surrogate_error(bert):
     texts = ["fine", "東京 \ud800", "ok"] * 10
     with pytest.raises(ValueError, match=r"texts\[1\]"):
         bert.encode_batch(texts, num_threads=2)
+
+
+def _rows(ids, starts):
+    assert ids.dtype.name == "uint32" and starts.dtype.name == "int64" and starts[0] == 0
+    assert len(ids) == starts[-1]
+    return [ids[starts[i]:starts[i + 1]].tolist() for i in range(len(starts) - 1)]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_bpe_batch_to_numpy(o200k, seed):
+    texts = _texts(seed + 50, random.Random(seed).choice([0, 1, 9, 500, 1500]))
+    texts += ["bad \ud800 text", "<|endoftext|> special"]
+    want = [o200k.encode_ordinary(t) for t in texts]
+    for nt in (1, 2, 4):
+        assert _rows(*o200k.encode_batch_to_numpy(texts, num_threads=nt, disallowed_special=())) == want
+    want_sp = [o200k.encode(t, allowed_special="all") for t in texts]
+    assert _rows(*o200k.encode_batch_to_numpy(texts, num_threads=2, allowed_special="all")) == want_sp
+    with pytest.raises(ValueError):
+        o200k.encode_batch_to_numpy(texts, num_threads=2)
+
+
+def test_bpe_batch_disallowed_check(o200k):
+    # the batch check (one search over the texts joined) raises as the one-by-one check, for the same text
+    texts = ["fine"] * 100 + ["x <|endofprompt|> y <|endoftext|>"] + ["also fine"] * 10
+    with pytest.raises(ValueError) as batch_err:
+        o200k.encode_batch(texts, num_threads=2)
+    with pytest.raises(ValueError) as one_err:
+        o200k.encode(texts[100])
+    assert str(batch_err.value) == str(one_err.value)
+    assert o200k.encode_batch(["<|endoftext", "|>"], num_threads=2) == [o200k.encode_ordinary("<|endoftext"),
+                                                                        o200k.encode_ordinary("|>")]
+    with pytest.raises(TypeError):
+        o200k.encode_batch(["a", 3], num_threads=2)
+
+
+def test_wordpiece_batch_to_numpy(bert):
+    texts = [t.replace("<|endoftext|>", "[SEP]") for t in _texts(77, 700)] + [b"bytes text \xc3\xa9"]
+    want = [bert.encode(t if isinstance(t, str) else t.decode()) for t in texts]
+    for nt in (1, 2, 4):
+        assert _rows(*bert.encode_batch_to_numpy(texts, num_threads=nt)) == want
+    assert _rows(*bert.encode_batch_to_numpy([], num_threads=2)) == []

@@ -916,8 +916,8 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
         return NULL;
     }
-    if (kind != OUT_LIST && kind != OUT_COUNT) {
-        PyErr_SetString(PyExc_ValueError, "encode_batch kind must be list or count");
+    if (kind != OUT_LIST && kind != OUT_COUNT && kind != OUT_BYTES) {
+        PyErr_SetString(PyExc_ValueError, "encode_batch kind must be list, bytes or count");
         return NULL;
     }
     const bpe_specials *sp, *sp2;
@@ -1048,6 +1048,39 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         }
     }
     if (tr) tr_run = tr_join = tr_joined = cpu_us();
+    if (kind == OUT_BYTES) {
+        /* (all ids as one uint32 buffer and where each text's ids start, int64, count + 1 entries: a batch for
+         * numpy without a Python object per text or token; a text with no UTF-8 has none, listed as missing) */
+        size_t nids = 0;
+        for (size_t i = 0; i < count; i++) {
+            if (rc[i] < 0) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            if (!rc[i]) nids += st[i].ids.len;
+        }
+        PyObject *ids = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nids * 4));
+        PyObject *offs = ids ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((count + 1) * 8)) : NULL;
+        if (ids && offs) {
+            char *dst = PyBytes_AS_STRING(ids);
+            int64_t *of = (int64_t *)PyBytes_AS_STRING(offs);
+            size_t at = 0;
+            Py_BEGIN_ALLOW_THREADS /* (neither object is visible to another thread yet) */
+            for (size_t i = 0; i < count; i++) {
+                of[i] = (int64_t)at;
+                if (rc[i] || !st[i].ids.len) continue;
+                memcpy(dst + at * 4, st[i].ids.ids, st[i].ids.len * 4);
+                at += st[i].ids.len;
+            }
+            of[count] = (int64_t)at;
+            Py_END_ALLOW_THREADS
+            res = PyTuple_Pack(2, ids, offs);
+        }
+        Py_XDECREF(ids);
+        Py_XDECREF(offs);
+        if (!res || !want_missing) goto done;
+        goto missing;
+    }
     if (kind == OUT_LIST && ensure_ints(self) < 0) goto done;
     res = PyList_New((Py_ssize_t)count);
     if (!res) goto done;
