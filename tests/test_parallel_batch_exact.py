@@ -160,3 +160,10 @@ def test_wordpiece_batch_to_numpy(bert):
     for nt in (1, 2, 4):
         assert _rows(*bert.encode_batch_to_numpy(texts, num_threads=nt)) == want
     assert _rows(*bert.encode_batch_to_numpy([], num_threads=2)) == []
+
+
+def test_wordpiece_word_batch_on_threads(bert):
+    words = [w.strip().lower() for w in " ".join(_texts(5, 400)).split() if w.strip()][:3000]
+    want = [bert.encode_word(w) for w in words]
+    for nt in (1, 2, 4):
+        assert bert.encode_word_batch(words, num_threads=nt) == want

@@ -899,10 +899,11 @@ static PyObject *items_list(ModelObject *self, void **items, size_t n, int odd) 
  * after the workers, the lists were a serial part of every call (a tenth to a fifth of a call of short
  * lines on one thread).  Returns the list, or NULL with an exception. */
 static PyObject *batch_lists_overlapped(ModelObject *self, const pystr_src *src, uint8_t *bad, outbuf *outs,
-                                        size_t cnt, int nthreads) {
+                                        size_t cnt, int word, int nthreads) {
     batch_job job;
     memset(&job, 0, sizeof job);
     job.t = &self->t;
+    job.word = word;
     job.outs = outs;
     job.count = cnt;
     job.src = src;
@@ -1036,10 +1037,17 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     for (Py_ssize_t i = 0; i < cnt; i++)
         if (src[i].ukind < 0) src[i].utf8 = (const uint8_t *)"", src[i].len = 0; /* (reported below) */
     if (mode == 0 && self->pinned && nthreads > 1 && cnt > 1) {
-        result = batch_lists_overlapped(self, src, bad, outs, (size_t)cnt, nthreads);
+        result = batch_lists_overlapped(self, src, bad, outs, (size_t)cnt, word, nthreads);
         goto done;
     }
-    run_jobs_src(&self->t, NULL, NULL, src, bad, outs, (size_t)cnt, word, nthreads);
+    {
+        const int tr = tracing();
+        double r0 = tr ? thread_cpu_us() : 0;
+        int ran = run_jobs_src(&self->t, NULL, NULL, src, bad, outs, (size_t)cnt, word, nthreads);
+        if (tr)
+            fprintf(stderr, "fstok wordpiece encode_batch: %zd texts %d threads (mode %d) | caller CPU: encoding or "
+                    "waiting %.0f us\n", cnt, ran, mode, thread_cpu_us() - r0);
+    }
     for (Py_ssize_t i = 0; i < cnt; i++) {
         if (!bad[i]) continue;
         if (bad[i] == 2) PyErr_NoMemory();
