@@ -353,17 +353,9 @@ class PipelineTokenizer:
             return []
         tri = np.empty((len(sp), 3), dtype=np.uint32)
         tri[:, 2] = 0xFFFFFFFF
-        if not self._suffix:
-            tri[:, 0], tri[:, 1] = sp[:, 0], sp[:, 1]
-            return self._tables._model.encode_spans(data, tri.tobytes(), 0)
-        ln = sp[:, 1] - sp[:, 0] + 1
-        ends = np.cumsum(ln)
-        starts = ends - ln
-        src = np.arange(int(ends[-1]), dtype=np.int64) - np.repeat(starts - sp[:, 0], ln)
-        buf = np.frombuffer(data, dtype=np.uint8)[np.minimum(src, len(data) - 1)]
-        buf[ends - 1] = self.SENTINEL
-        tri[:, 0], tri[:, 1] = starts, ends
-        return self._tables._model.encode_spans(buf.tobytes(), tri.tobytes(), 0)
+        tri[:, 0], tri[:, 1] = sp[:, 0], sp[:, 1]
+        # with a suffix, C follows each piece with the sentinel byte (in a scratch copy) before its lookup
+        return self._tables._model.encode_spans(data, tri.tobytes(), 0, self.SENTINEL if self._suffix else -1)
 
     # ------------------------------------------------------------------ encoding
     def _ids(self, text: str) -> list[int]:

@@ -246,6 +246,50 @@ static int encode_triples_cached(const bpe_rt *self, const uint8_t *s, size_t n,
     return 0;
 }
 
+/* encode_triples_cached where each piece s[start:end) is followed by the byte `suffix` (an end-of-word sentinel,
+ * fstok.pipeline's `end_of_word_suffix`): the piece and its suffix are copied to a scratch buffer, zero padded,
+ * and go through the piece cache (without a memo: encoded directly) */
+static int encode_triples_suffixed(const bpe_rt *self, const uint8_t *s, const uint32_t *tri, size_t k, uint8_t suffix,
+                                   enc_state *st) {
+    const bpe_model *m = &self->m;
+    bpe_memo *memo = st->memo;
+    const uint32_t gen = memo ? memo->gen << 16 : 0;
+    uint8_t small[128], *buf = small;
+    size_t cap = sizeof small;
+    int rc = 0;
+    for (size_t j = 0; j < k && !rc; j++) {
+        uint32_t a = tri[3 * j], b = tri[3 * j + 1], lit = tri[3 * j + 2];
+        if (lit != BPE_NONE) {
+            rc = emit_literal(lit, a, st);
+            continue;
+        }
+        size_t len = (size_t)(b - a) + 1;
+        if (len + 16 > cap) {
+            size_t nc = 2 * (len + 16);
+            uint8_t *nb = buf == small ? (uint8_t *)malloc(nc) : (uint8_t *)realloc(buf, nc);
+            if (!nb) {
+                rc = -1;
+                break;
+            }
+            buf = nb;
+            cap = nc;
+        }
+        memcpy(buf, s + a, len - 1);
+        buf[len - 1] = suffix;
+        memset(buf + len, 0, 16);
+        if (memo) {
+            piece_key key;
+            cached_key(memo, buf, len, len + 16, &key);
+            rc = cached_piece(m, memo, gen, buf, len, len + 16, &key, st);
+        } else
+            rc = bpe_encode_span_avail(m, NULL, buf, len, len + 16, &st->ids) ? -1 : 0;
+        if ((j & 1023) == 1023) count_flush(st);
+    }
+    if (buf != small) free(buf);
+    if (!rc) count_flush(st);
+    return rc;
+}
+
 /* pre-tokenize s[a:b) as a text of its own and BPE every piece (offsets absolute in s) */
 static int encode_segment(const bpe_rt *self, const uint8_t *s, size_t a, size_t b, enc_state *st) {
     const bpe_model *m = &self->m;

@@ -242,17 +242,23 @@ enum { OUT_OFFSETS = 3 };
 
 static PyObject *enc_result(ModelObject *self, enc_state *st, int kind);
 
-/* encode_spans(data, spans u32[3k], out_kind=0)
+/* encode_spans(data, spans u32[3k], out_kind=0, suffix=-1)
  * spans: (start, end, literal) triples of byte offsets into data; literal != 0xFFFFFFFF emits that id for
  * the range (a special token), otherwise data[start:end) is one pre-token.
  * out_kind: 0 list, 1 bytes (u32 ids), 2 count, 3 (list, bytes of u32 token start byte offsets). */
 static PyObject *Model_encode_spans(ModelObject *self, PyObject *args) {
     Py_buffer data, spans;
-    int kind = OUT_LIST;
-    if (!PyArg_ParseTuple(args, "y*y*|i", &data, &spans, &kind)) return NULL;
+    int kind = OUT_LIST, suffix = -1;
+    if (!PyArg_ParseTuple(args, "y*y*|ii", &data, &spans, &kind, &suffix)) return NULL;
     const uint8_t *s = (const uint8_t *)data.buf;
     const uint32_t *sp = (const uint32_t *)spans.buf;
     size_t k = (size_t)spans.len / 12, n = (size_t)data.len;
+    if (suffix < -1 || suffix > 255 || (suffix >= 0 && kind == OUT_OFFSETS)) {
+        PyBuffer_Release(&data);
+        PyBuffer_Release(&spans);
+        PyErr_SetString(PyExc_ValueError, "suffix must be a byte (ids or a count only), or -1");
+        return NULL;
+    }
     bpe_vec v = {0}, st = {0};
     int rc = 0;
     for (size_t i = 0; i < k; i++)
@@ -268,9 +274,11 @@ static PyObject *Model_encode_spans(ModelObject *self, PyObject *args) {
         es.count_only = kind == OUT_COUNT;
         es.text_len = n;
         enc_attach_memo(&self->r, &es);
-        if (es.memo) {
+        if (es.memo || suffix >= 0) {
             Py_BEGIN_ALLOW_THREADS
-            rc = bpe_vec_reserve(&es.ids, n / 3 + 16) || encode_triples_cached(&self->r, s, n, sp, k, &es);
+            rc = bpe_vec_reserve(&es.ids, n / 3 + 16) ||
+                 (suffix >= 0 ? encode_triples_suffixed(&self->r, s, sp, k, (uint8_t)suffix, &es)
+                              : encode_triples_cached(&self->r, s, n, sp, k, &es));
             Py_END_ALLOW_THREADS
             PyBuffer_Release(&data);
             PyBuffer_Release(&spans);
