@@ -584,13 +584,7 @@ class Encoding:
         artifact's compiled DFA (its Unicode tables are tiktoken's), else the `regex` module."""
         cp = self.__dict__.get("_pieces")
         if cp is None:
-            tok = self._tok
-            if tok._pt_mode == "find":
-                from ..pretokenize import CompiledPattern
-
-                cp = CompiledPattern.from_sections(tok._art, "dfa.")
-            else:
-                cp = False
+            cp = self._tok._pattern or False  # the compiled pre-tokenizer (C spanner), when the artifact has one
             self.__dict__["_pieces"] = cp
         if cp:
             return cp.spans(text)
