@@ -133,60 +133,45 @@ def _raw_blocks(path: str, codec: Optional[str], lo: int, hi: Optional[int],
                 yield b
             return
         if codec == "gz":
-            d = zlib.decompressobj(wbits=47)   # gzip or zlib header; members follow each other
-            started = False
-            while True:
-                raw = f.read(BLOCK)
-                if progress and raw:
-                    progress(raw)
-                if not raw:
-                    if started and not d.eof:
-                        raise InputError("truncated gzip stream (the file ends inside a member)")
-                    return
-                while raw:
-                    started = True
-                    try:
-                        out = d.decompress(raw)
-                    except zlib.error as e:
-                        raise InputError(f"corrupt gzip stream ({e})") from None
-                    if out:
-                        yield out
-                    if d.eof:
-                        raw = d.unused_data
-                        d = zlib.decompressobj(wbits=47)
-                        started = False
-                    else:
-                        raw = b""
+            yield from _members(f, lambda: zlib.decompressobj(wbits=47), zlib.error, "gzip stream", "member",
+                                progress)   # gzip or zlib header; members follow each other
         elif codec == "zst":
             import zstandard
 
             dctx = zstandard.ZstdDecompressor()
-            d = dctx.decompressobj()
-            started = False
-            while True:
-                raw = f.read(BLOCK)
-                if progress and raw:
-                    progress(raw)
-                if not raw:
-                    if started and not d.eof:
-                        raise InputError("truncated zstd stream (the file ends inside a frame)")
-                    return
-                while raw:
-                    started = True
-                    try:
-                        out = d.decompress(raw)
-                    except zstandard.ZstdError as e:
-                        raise InputError(f"corrupt zstd stream ({e})") from None
-                    if out:
-                        yield out
-                    if d.eof:
-                        raw = d.unused_data
-                        d = dctx.decompressobj()
-                        started = False
-                    else:
-                        raw = b""
+            yield from _members(f, dctx.decompressobj, zstandard.ZstdError, "zstd stream", "frame", progress)
         else:  # pragma: no cover
             raise ValueError(f"unknown codec {codec!r}")
+
+
+def _members(f, new_decompressor, error, what: str, unit: str,
+             progress: Optional[Callable[[int], None]]) -> Iterator[bytes]:
+    """Decompressed blocks of a file of concatenated compressed members (gzip members, zstd frames): a new
+    decompressor starts on the unused data after each member; a file ending inside one raises InputError."""
+    d = new_decompressor()
+    started = False
+    while True:
+        raw = f.read(BLOCK)
+        if progress and raw:
+            progress(raw)
+        if not raw:
+            if started and not d.eof:
+                raise InputError(f"truncated {what} (the file ends inside a {unit})")
+            return
+        while raw:
+            started = True
+            try:
+                out = d.decompress(raw)
+            except error as e:
+                raise InputError(f"corrupt {what} ({e})") from None
+            if out:
+                yield out
+            if d.eof:
+                raw = d.unused_data
+                d = new_decompressor()
+                started = False
+            else:
+                raw = b""
 
 
 # ---------------------------------------------------------------------------------------------- text / jsonl
