@@ -367,26 +367,12 @@ def main() -> int:
                 for th in ([int(x) for x in a.threads.split(",")] if wl == "lines" else [1]):
                     cells.append((model, wl, corpus, th))
     peers = a.peers.split(",")
-    results: dict = {}
     t_start = time.time()
-    for r in range(a.rounds):
-        for cell in cells:
-            for peer in peers:
-                res = _run_worker(peer, *cell, timeout=a.timeout, clock=a.clock)
-                results.setdefault(cell, {}).setdefault(peer, []).append(res)
-                if "skip" in res and r == 0:
-                    continue
-                tag = "/".join(map(str, cell))
-                msg = res.get("error") or res.get("skip") or f"cold {res['cold_mbps']:.1f} MB/s, warm {res['warm_mbps']:.1f}"
-                print(f"round {r + 1} {tag:<40} {peer:<10} {msg}", file=sys.stderr, flush=True)
+    results = run_rounds(cells, peers, a.rounds,
+                         lambda peer, cell: _run_worker(peer, *cell, timeout=a.timeout, clock=a.clock))
     lines = _report(results, cells, peers, a, time.time() - t_start)
     print("\n".join(lines))
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "cold.md"), "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-        with open(os.path.join(a.out, "cold.json"), "w", encoding="utf-8") as f:
-            json.dump({"/".join(map(str, k)): v for k, v in results.items()}, f, indent=1)
+    save_report(a.out, "cold", lines, results)
     return 0
 
 
@@ -410,22 +396,7 @@ def _report(results, cells, peers, a, elapsed) -> list[str]:
         model, wl, corpus, th = cell
         ref = MODELS[model][1]
         row = results.get(cell, {})
-        ref_digest = next((x["digest"] for x in row.get(ref, []) if "digest" in x), None)
-        med = {}
-        cells_txt = []
-        for peer in peers:
-            runs = [x for x in row.get(peer, []) if "cold_mbps" in x]
-            if not runs:
-                first = (row.get(peer) or [{}])[0]
-                cells_txt.append("–" if "skip" in first else f"error: {first.get('error', '?')[:40]}")
-                continue
-            cs = [x["cold_mbps"] for x in runs]
-            med[peer] = (statistics.median(cs), statistics.median([x["warm_mbps"] for x in runs]))
-            exact = ref_digest is None or all(x["digest"] == ref_digest for x in runs)
-            txt = f"{med[peer][0]:.1f} ({min(cs):.0f}–{max(cs):.0f})" + ("" if exact else " ≠")
-            if peer != "fstok" and "fstok" in med:
-                txt += f" ×{med['fstok'][0] / med[peer][0]:.2f}"
-            cells_txt.append(txt)
+        cells_txt, med = peer_cells(row, peers, ref, 1)
         fw = f"{med['fstok'][1]:.1f}" if "fstok" in med else "–"
         others = {p: v[1] for p, v in med.items() if p != "fstok"}
         bw = max(others.items(), key=lambda kv: kv[1]) if others else None
@@ -434,6 +405,56 @@ def _report(results, cells, peers, a, elapsed) -> list[str]:
     out.append("")
     out.append("×N after a peer's figure: fstok's cold median divided by the peer's (above 1: fstok is faster).")
     return out
+
+
+# ---------------------------------------------------------------------------------------------- shared by the cold benchmarks
+def run_rounds(cells, peers, rounds: int, run_one) -> dict:
+    """{cell: {peer: [result per round]}}: rounds interleaved (round r of every cell and peer before round r + 1),
+    each result from run_one(peer, cell); a peer that skips a cell in round 1 is not asked again."""
+    results: dict = {}
+    for r in range(rounds):
+        for cell in cells:
+            for peer in peers:
+                if r and any("skip" in x for x in results.get(cell, {}).get(peer, [])):
+                    continue
+                res = run_one(peer, cell)
+                results.setdefault(cell, {}).setdefault(peer, []).append(res)
+                msg = res.get("error") or res.get("skip") or f"cold {res['cold_mbps']:.1f} MB/s, warm {res['warm_mbps']:.1f}"
+                print(f"round {r + 1} {'/'.join(map(str, cell)):<40} {peer:<14} {msg}", file=sys.stderr, flush=True)
+    return results
+
+
+def peer_cells(row: dict, peers, ref: str, digits: int) -> tuple[list[str], dict]:
+    """One report row's peer cells -- cold median (range), `≠` where the ids differ from `ref`'s, ×(fstok ÷ peer) --
+    and {peer: (cold median, warm median)}."""
+    ref_digest = next((x["digest"] for x in row.get(ref, []) if "digest" in x), None)
+    med: dict = {}
+    txt = []
+    for peer in peers:
+        runs = [x for x in row.get(peer, []) if "cold_mbps" in x]
+        if not runs:
+            first = (row.get(peer) or [{}])[0]
+            txt.append("–" if "skip" in first else f"error: {first.get('error', '?')[:40]}")
+            continue
+        cs = [x["cold_mbps"] for x in runs]
+        med[peer] = (statistics.median(cs), statistics.median([x["warm_mbps"] for x in runs]))
+        exact = ref_digest is None or all(x["digest"] == ref_digest for x in runs)
+        t = f"{med[peer][0]:.{digits}f} ({min(cs):.{max(digits - 1, 0)}f}–{max(cs):.{max(digits - 1, 0)}f})" + ("" if exact else " ≠")
+        if peer != "fstok" and "fstok" in med:
+            t += f" ×{med['fstok'][0] / med[peer][0]:.2f}"
+        txt.append(t)
+    return txt, med
+
+
+def save_report(out: str | None, stem: str, lines: list[str], results: dict) -> None:
+    """The report as OUT/stem.md and the raw results as OUT/stem.json."""
+    if not out:
+        return
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, f"{stem}.md"), "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(out, f"{stem}.json"), "w", encoding="utf-8") as f:
+        json.dump({"/".join(map(str, k)): v for k, v in results.items()}, f, indent=1)
 
 
 if __name__ == "__main__":

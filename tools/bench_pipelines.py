@@ -157,25 +157,11 @@ def main() -> int:
         if m not in FILES:
             raise SystemExit(f"unknown model {m!r}; known: {', '.join(FILES)}")
     peers = a.peers.split(",")
-    results: dict = {}
     t0 = time.time()
-    for r in range(a.rounds):
-        for cell in cells:
-            for peer in peers:
-                if r and any("skip" in x for x in results.get(cell, {}).get(peer, [])):
-                    continue
-                res = _run(peer, *cell, a.timeout, a.clock)
-                results.setdefault(cell, {}).setdefault(peer, []).append(res)
-                msg = res.get("error") or res.get("skip") or f"cold {res['cold_mbps']:.2f} MB/s, warm {res['warm_mbps']:.2f}"
-                print(f"round {r + 1} {'/'.join(cell):<28} {peer:<14} {msg}", file=sys.stderr, flush=True)
+    results = C.run_rounds(cells, peers, a.rounds, lambda peer, cell: _run(peer, *cell, a.timeout, a.clock))
     lines = report(results, cells, peers, a, time.time() - t0)
     print("\n".join(lines))
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-        with open(os.path.join(a.out, "pipelines.md"), "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
-        with open(os.path.join(a.out, "pipelines.json"), "w", encoding="utf-8") as f:
-            json.dump({"/".join(k): v for k, v in results.items()}, f, indent=1)
+    C.save_report(a.out, "pipelines", lines, results)
     return 0
 
 
@@ -203,21 +189,7 @@ def report(results, cells, peers, a, elapsed) -> list[str]:
     for cell in cells:
         row = results.get(cell, {})
         ref = "mistral-common" if cell[0] == "tekken" else "hf"
-        ref_digest = next((x["digest"] for x in row.get(ref, []) if "digest" in x), None)
-        med, txt = {}, []
-        for peer in peers:
-            runs = [x for x in row.get(peer, []) if "cold_mbps" in x]
-            if not runs:
-                first = (row.get(peer) or [{}])[0]
-                txt.append("–" if "skip" in first else f"error: {first.get('error', '?')[:40]}")
-                continue
-            cs = [x["cold_mbps"] for x in runs]
-            med[peer] = statistics.median(cs)
-            exact = ref_digest is None or all(x["digest"] == ref_digest for x in runs)
-            t = f"{med[peer]:.2f} ({min(cs):.1f}–{max(cs):.1f})" + ("" if exact else " ≠")
-            if peer != "fstok" and "fstok" in med:
-                t += f" ×{med['fstok'] / med[peer]:.2f}"
-            txt.append(t)
+        txt, _ = C.peer_cells(row, peers, ref, 2)
         fw = [x["warm_mbps"] for x in row.get("fstok", []) if "warm_mbps" in x]
         out.append(f"| {cell[0]} | {cell[1]} | " + " | ".join(txt) + f" | {statistics.median(fw):.2f} |" if fw else
                    f"| {cell[0]} | {cell[1]} | " + " | ".join(txt) + " | – |")
