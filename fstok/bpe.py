@@ -393,6 +393,9 @@ class BPETokenizer(Inspectable):
         return r
 
     def _resolve_special(self, allowed_special, disallowed_special) -> tuple[frozenset, frozenset]:
+        if type(allowed_special) is set and not allowed_special and type(disallowed_special) is tuple \
+                and not disallowed_special:  # encode_ordinary*: no ABC isinstance checks (a batch call's serial part)
+            return _NO_SPECIALS
         if allowed_special == "all" and (disallowed_special == "all" or disallowed_special == ()):
             # the common call of HF-style files (every special allowed): one frozenset per tokenizer, not per call
             hit = self.__dict__.get("_all_allowed")
@@ -846,6 +849,8 @@ class BPETokenizer(Inspectable):
 
         if num_threads is None:  # (not os.cpu_count(): it reads /sys each call, ~40 us of every batch call)
             return max(1, min(machine_threads(), n))
+        if type(num_threads) is int and num_threads >= 1:  # (check_threads' clamp without its type checks)
+            return max(1, min(num_threads, 4 * machine_threads(), 256, n))
         return max(1, min(check_threads(num_threads), n))
 
     # ------------------------------------------------------------------ decoding
@@ -931,6 +936,9 @@ def build_bundled(name: str, path: str, sha256: str | None = None, **options: An
         if got != sha256:
             raise ValueError(f"{path}: sha256 {got} does not match the expected {sha256}; the bundled file is damaged")
     return BPETokenizer.compile_tiktoken(path, name=name, **options)
+
+
+_NO_SPECIALS = (frozenset(), frozenset())
 
 
 def _flat(rows) -> tuple[np.ndarray, np.ndarray]:
