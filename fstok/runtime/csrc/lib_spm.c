@@ -1,20 +1,34 @@
 /* SentencePiece-family models over compiled tables (see spm.h). */
+#ifndef _DEFAULT_SOURCE
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
+#endif
 #include "spm.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define HOT static inline __attribute__((always_inline))
 
 #define DENSE_MIN 24 /* children from which a node gets a full row */
 
-int spm_trie_init(spm_trie *t) {
+void *spm_zalloc(size_t n) {
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void spm_zfree(void *p, size_t n) {
+    if (p) munmap(p, n);
+}
+
+int spm_trie_init(spm_trie *t, int dense) {
     for (int c = 0; c < 256; c++) t->root[c] = SPM_NONE;
     t->dense_of = NULL;
     t->rows = NULL;
     if (!t->n_nodes) return 0;
     for (uint32_t e = t->first[0]; e < t->first[1]; e++) t->root[t->label[e]] = t->target[e];
+    if (!dense) return 0;
     uint32_t nd = 0;
     for (uint32_t v = 1; v < t->n_nodes; v++) nd += t->first[v + 1] - t->first[v] >= DENSE_MIN;
     if (!nd) return 0;
@@ -70,10 +84,115 @@ void spm_trie_free(spm_trie *t) {
 
 #define trie_step spm_trie_step
 
+static spm_ftrie *ftrie_build(const spm_model *m) {
+    const spm_trie *t = &m->pieces;
+    const uint32_t n = t->n_nodes;
+    if (!n || n >= (1u << 24)) return NULL;
+    const uint32_t ne = t->first[n];
+    spm_ftrie *f = (spm_ftrie *)calloc(1, sizeof *f);
+    if (!f) return NULL;
+    f->nodes = (spm_fnode *)malloc((size_t)n * sizeof(spm_fnode));
+    f->edges = (uint32_t *)malloc(((size_t)ne + 1) * sizeof(uint32_t));
+    if (!f->nodes || !f->edges) {
+        free(f->nodes);
+        free(f->edges);
+        free(f);
+        return NULL;
+    }
+    for (uint32_t e = 0; e < ne; e++) f->edges[e] = t->target[e] << 8 | t->label[e];
+    uint32_t nd = 0, r = 0;
+    for (uint32_t v = 1; v < n; v++) nd += t->first[v + 1] - t->first[v] >= DENSE_MIN;
+    if (nd && !(f->rows = (uint32_t *)malloc((size_t)nd * 256 * sizeof(uint32_t)))) {
+        free(f->nodes);
+        free(f->edges);
+        free(f);
+        return NULL;
+    }
+    for (uint32_t v = 0; v < n; v++) {
+        spm_fnode *x = &f->nodes[v];
+        x->first = t->first[v];
+        if (v && t->first[v + 1] - t->first[v] >= DENSE_MIN) {
+            uint32_t *row = f->rows + (size_t)r * 256;
+            for (int c = 0; c < 256; c++) row[c] = SPM_NONE;
+            for (uint32_t e = t->first[v]; e < t->first[v + 1]; e++) row[t->label[e]] = t->target[e];
+            x->first = SPM_FT_DENSE | r++;
+        }
+        const int32_t id = t->value[v];
+        x->id = id;
+        x->end = t->first[v + 1];
+        x->score = 0.0f;
+        x->score64 = 0.0;
+        if (id >= 0) {
+            x->end |= (uint32_t)m->ptype[id] << 24;
+            if (m->score) x->score = m->score[id];
+            if (m->score64) x->score64 = m->score64[id];
+        }
+    }
+    return f;
+}
+
+const spm_ftrie *spm_ftrie_get(const spm_model *cm) {
+    spm_model *m = (spm_model *)cm;
+    const int st = __atomic_load_n(&m->ft_state, __ATOMIC_ACQUIRE);
+    if (st) return st > 0 ? m->ft : NULL;
+    pthread_mutex_lock(&m->ft_mu);
+    if (!m->ft_state) {
+        m->ft = ftrie_build(m);
+        __atomic_store_n(&m->ft_state, m->ft ? 1 : -1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&m->ft_mu);
+    return m->ft;
+}
+
+void spm_ftrie_free(spm_model *m) {
+    if (m->ft) {
+        free(m->ft->nodes);
+        free(m->ft->edges);
+        free(m->ft->rows);
+        free(m->ft);
+    }
+    m->ft = NULL;
+    m->ft_state = 0;
+}
+
+/* one edge from `node` on byte c in the walking layout, or SPM_NONE */
+HOT uint32_t ft_step(const spm_ftrie *f, const spm_trie *t, uint32_t node, uint8_t c) {
+    if (node == 0) return t->root[c];
+    const spm_fnode *x = &f->nodes[node];
+    uint32_t lo = x->first;
+    if (lo & SPM_FT_DENSE) return f->rows[(size_t)(lo & ~SPM_FT_DENSE) * 256 + c];
+    uint32_t hi = x->end & 0xFFFFFFu;
+    const uint32_t *E = f->edges;
+    if (hi - lo <= 8) {
+        for (; lo < hi; lo++)
+            if ((uint8_t)E[lo] == c) return E[lo] >> 8;
+        return SPM_NONE;
+    }
+    const uint32_t end = hi;
+    while (lo < hi) {
+        const uint32_t mid = (lo + hi) >> 1;
+        if ((uint8_t)E[mid] < c)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return (lo < end && (uint8_t)E[lo] == c) ? E[lo] >> 8 : SPM_NONE;
+}
+
 /* node of the whole key, or SPM_NONE */
 HOT uint32_t trie_find(const spm_trie *t, const uint8_t *k, size_t n) {
     uint32_t node = 0;
     for (size_t i = 0; i < n && node != SPM_NONE; i++) node = trie_step(t, node, k[i]);
+    return node;
+}
+
+/* the same over m's pieces, in the walking layout when there is one */
+HOT uint32_t pieces_walk(const spm_model *m, const spm_ftrie *f, uint32_t node, const uint8_t *k, size_t n) {
+    if (!f) {
+        for (size_t i = 0; i < n && node != SPM_NONE; i++) node = trie_step(&m->pieces, node, k[i]);
+        return node;
+    }
+    for (size_t i = 0; i < n && node != SPM_NONE; i++) node = ft_step(f, &m->pieces, node, k[i]);
     return node;
 }
 
@@ -347,7 +466,11 @@ static int lattice_emit(path_node *p, size_t size, spm_ints *out) {
  * the library stores them).  Ties then resolve exactly as the library's. */
 #define SCORE_RESET 100000.0f
 
+static int unigram_sp_ft(const spm_model *m, const spm_ftrie *f, const uint8_t *s, size_t size, spm_ints *out);
+
 static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
+    const spm_ftrie *f = spm_ftrie_get(m);
+    if (f) return unigram_sp_ft(m, f, s, size, out);
     float *score;
     path_node *best = lattice_new(size, sizeof(float), (void **)&score);
     if (!best) return -1;
@@ -400,7 +523,103 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
     return lattice_emit(best, size, out);
 }
 
+/* unigram_sp over the walking layout: the piece, type and score at each node come with the node */
+static int unigram_sp_ft(const spm_model *m, const spm_ftrie *f, const uint8_t *s, size_t size, spm_ints *out) {
+    float *score;
+    path_node *best = lattice_new(size, sizeof(float), (void **)&score);
+    if (!best) return -1;
+    const float unk_score = m->min_score - 10.0f;
+    const spm_trie *t = &m->pieces;
+    size_t st = 0, frontier = 0;
+    while (st < size) {
+        float here = score[st];
+        if (here < -SCORE_RESET || here > SCORE_RESET) {
+            const float off = here;
+            for (size_t i = st; i <= frontier; i++)
+                if (i == st || best[i].start != -1) score[i] -= off;
+            here = 0.0f;
+        }
+        int single = 0;
+        size_t mblen = one_char_len(s[st]);
+        if (mblen > size - st) mblen = size - st;
+        uint32_t node = 0;
+        for (size_t kp = st; kp < size;) {
+            node = ft_step(f, t, node, s[kp]);
+            kp++;
+            if (node == SPM_NONE) break;
+            const spm_fnode *x = &f->nodes[node];
+            const uint8_t ty = (uint8_t)(x->end >> 24);
+            if (!ty || ty == SPT_UNUSED) continue;
+            if (kp > frontier) frontier = kp;
+            const size_t length = kp - st;
+            /* a user-defined piece scores 0.1 per byte after its first (a double rounded to float) */
+            const float cand = (ty == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : x->score) + here;
+            if (best[kp].start == -1 || cand > score[kp]) {
+                score[kp] = cand;
+                best[kp].start = (int32_t)st;
+                best[kp].id = x->id;
+            }
+            if (!single && length == mblen) single = 1;
+        }
+        if (!single) {
+            const size_t e = st + mblen;
+            if (e > frontier) frontier = e;
+            const float cand = unk_score + here;
+            if (best[e].start == -1 || cand > score[e]) {
+                score[e] = cand;
+                best[e].start = (int32_t)st;
+                best[e].id = m->unk_id;
+            }
+        }
+        st += mblen;
+    }
+    return lattice_emit(best, size, out);
+}
+
+static int unigram_hf_ft(const spm_model *m, const spm_ftrie *f, const uint8_t *s, size_t size, spm_ints *out) {
+    double *score;
+    path_node *best = lattice_new(size, sizeof(double), (void **)&score);
+    if (!best) return -1;
+    const double unk_score = m->min_score64 - 10.0;
+    const spm_trie *t = &m->pieces;
+    size_t st = 0;
+    while (st < size) {
+        const double here = score[st];
+        int single = 0;
+        size_t mblen = one_char_len(s[st]);
+        if (mblen > size - st) mblen = size - st;
+        uint32_t node = 0;
+        for (size_t kp = st; kp < size;) {
+            node = ft_step(f, t, node, s[kp]);
+            kp++;
+            if (node == SPM_NONE) break;
+            const spm_fnode *x = &f->nodes[node];
+            if (x->id < 0) continue;
+            const double cand = x->score64 + here;
+            if (best[kp].start == -1 || cand > score[kp]) {
+                score[kp] = cand;
+                best[kp].start = (int32_t)st;
+                best[kp].id = x->id;
+            }
+            if (!single && kp - st == mblen) single = 1;
+        }
+        if (!single) {
+            const size_t e = st + mblen;
+            const double cand = unk_score + here;
+            if (best[e].start == -1 || cand > score[e]) {
+                score[e] = cand;
+                best[e].start = (int32_t)st;
+                best[e].id = m->unk_id;
+            }
+        }
+        st += mblen;
+    }
+    return lattice_emit(best, size, out);
+}
+
 static int unigram_hf(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
+    const spm_ftrie *f = spm_ftrie_get(m);
+    if (f && m->score64) return unigram_hf_ft(m, f, s, size, out);
     double *score;
     path_node *best = lattice_new(size, sizeof(double), (void **)&score);
     if (!best) return -1;
@@ -543,10 +762,8 @@ typedef struct {
 int spm_pair_memo_init(spm_model *m) {
     m->pair_memo = NULL;
     if (m->pieces.n_nodes >= PM_MASK) return 0; /* node ids do not fit: walks only */
-    m->pair_memo = (uint64_t *)aligned_alloc(64, ((size_t)1 << PM_BITS) * sizeof(pm_entry));
-    if (!m->pair_memo) return -1;
-    memset(m->pair_memo, 0, ((size_t)1 << PM_BITS) * sizeof(pm_entry));
-    return 0;
+    m->pair_memo = (uint64_t *)spm_zalloc(SPM_PAIR_MEMO_BYTES);
+    return m->pair_memo ? 0 : -1;
 }
 
 typedef struct {
@@ -582,10 +799,18 @@ HOT pm_answer concat_piece(const spm_model *m, uint32_t an, uint32_t bq, const u
             }
         }
     }
-    uint32_t node = an;
-    for (uint32_t i = 0; i < bn && node != SPM_NONE; i++) node = trie_step(&m->pieces, node, q[i]);
-    const int32_t id = node == SPM_NONE ? -1 : m->pieces.value[node];
-    if (id >= 0) {
+    const spm_ftrie *f = m->ft_state > 0 ? m->ft : NULL; /* spm_bpe asked for it */
+    const uint32_t node = pieces_walk(m, f, an, q, bn);
+    int32_t id = -1;
+    if (node != SPM_NONE && f) {
+        const spm_fnode *x = &f->nodes[node];
+        id = x->id;
+        if (id >= 0) {
+            r.node = node;
+            r.score = x->score;
+            if ((x->end >> 24) == SPT_UNUSED) r.id = id;
+        }
+    } else if (node != SPM_NONE && (id = m->pieces.value[node]) >= 0) {
         r.node = node;
         r.score = m->score[id];
         if (m->ptype[id] == SPT_UNUSED) r.id = id;
@@ -650,6 +875,7 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
     c.s = s;
     c.sym = (bpe_sym *)malloc(n * sizeof(bpe_sym));
     if (!c.sym) return -1;
+    const spm_ftrie *ft = spm_ftrie_get(m);
     int rc = -1;
     size_t ns = 0;
     for (size_t i = 0; i < n;) {
@@ -661,7 +887,7 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         y->prev = (int32_t)ns - 1;
         y->next = (int32_t)ns + 1;
         y->freeze = (uint8_t)found;
-        y->node = trie_find(&m->pieces, s + i, l);
+        y->node = pieces_walk(m, ft, 0, s + i, l);
         ns++;
         i += l;
     }
@@ -736,8 +962,7 @@ struct spm_cache {
 struct spm_cache *spm_cache_new(void) {
     struct spm_cache *c = (struct spm_cache *)calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->slot = (cw_slot *)aligned_alloc(64, CW_SLOTS * sizeof(cw_slot));
-    if (c->slot) memset(c->slot, 0, CW_SLOTS * sizeof(cw_slot));
+    c->slot = (cw_slot *)spm_zalloc(CW_SLOTS * sizeof(cw_slot));
     if (!c->slot) {
         free(c);
         return NULL;
@@ -749,7 +974,7 @@ struct spm_cache *spm_cache_new(void) {
 void spm_cache_free(struct spm_cache *c) {
     if (!c) return;
     pthread_mutex_destroy(&c->mu);
-    free(c->slot);
+    spm_zfree(c->slot, CW_SLOTS * sizeof(cw_slot));
     free(c);
 }
 

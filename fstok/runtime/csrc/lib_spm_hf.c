@@ -538,16 +538,15 @@ static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_
 }
 
 int spm_hf_cache_init(spm_hf *h) {
-    h->cache = (struct spm_hf_cache_slot *)aligned_alloc(64, PC_SLOTS * sizeof(struct spm_hf_cache_slot));
+    h->cache = (struct spm_hf_cache_slot *)spm_zalloc(PC_SLOTS * sizeof(struct spm_hf_cache_slot));
     if (!h->cache) return -1;
-    memset(h->cache, 0, PC_SLOTS * sizeof(struct spm_hf_cache_slot));
     pthread_mutex_init(&h->mu, NULL);
     return 0;
 }
 
 void spm_hf_free(spm_hf *h) {
     if (h->cache) pthread_mutex_destroy(&h->mu);
-    free(h->cache);
+    spm_zfree(h->cache, PC_SLOTS * sizeof(struct spm_hf_cache_slot));
     free(h->mtab);
     free(h->gbmp);
     h->cache = NULL;

@@ -25,7 +25,9 @@ static void handle_free(PyObject *cap) {
     if (!h) return;
     for (int i = 0; i < h->nbuf; i++) PyBuffer_Release(&h->buf[i]);
     spm_cache_free(h->m.cache);
-    free(h->m.pair_memo);
+    spm_zfree(h->m.pair_memo, SPM_PAIR_MEMO_BYTES);
+    spm_ftrie_free(&h->m);
+    pthread_mutex_destroy(&h->m.ft_mu);
     spm_trie_free(&h->m.pieces);
     spm_trie_free(&h->m.user);
     free(h);
@@ -56,6 +58,7 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
     if (PyTuple_GET_SIZE(arrays) != N_ARR) return PyErr_Format(PyExc_ValueError, "expected %d arrays", N_ARR);
     handle *h = (handle *)calloc(1, sizeof(handle));
     if (!h) return PyErr_NoMemory();
+    pthread_mutex_init(&h->m.ft_mu, NULL);
     Py_ssize_t len;
     const void *p[N_ARR];
     Py_ssize_t lens[N_ARR];
@@ -109,7 +112,7 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
             goto fail;
         }
     }
-    if (spm_trie_init(&m->pieces) || spm_trie_init(&m->user)) {
+    if (spm_trie_init(&m->pieces, 0) || spm_trie_init(&m->user, 1)) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -145,7 +148,7 @@ fail:
     spm_trie_free(&h->m.pieces);
     spm_trie_free(&h->m.user);
     spm_cache_free(h->m.cache);
-    free(h->m.pair_memo);
+    spm_zfree(h->m.pair_memo, SPM_PAIR_MEMO_BYTES);
     free(h);
     return NULL;
 }
@@ -489,7 +492,87 @@ static PyObject *py_hf_encode(PyObject *self, PyObject *args) {
     return r;
 }
 
+/* The first byte of the first ill-formed UTF-8 sequence in s (Python's strict decoder: no surrogates,
+ * overlongs or code points past U+10FFFF), or n */
+static size_t utf8_bad(const uint8_t *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        if (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!(w & 0x8080808080808080ull)) {
+                i += 8;
+                continue;
+            }
+        }
+        const uint8_t b = s[i];
+        if (b < 0x80) {
+            i++;
+            continue;
+        }
+        size_t k;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (b >= 0xC2 && b <= 0xDF)
+            k = 1;
+        else if (b >= 0xE0 && b <= 0xEF) {
+            k = 2;
+            if (b == 0xE0) lo = 0xA0;
+            if (b == 0xED) hi = 0x9F;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            k = 3;
+            if (b == 0xF0) lo = 0x90;
+            if (b == 0xF4) hi = 0x8F;
+        } else
+            return i;
+        if (i + k >= n) return i; /* truncated at the end */
+        if (s[i + 1] < lo || s[i + 1] > hi) return i;
+        for (size_t j = 2; j <= k; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return i;
+        i += k + 1;
+    }
+    return n;
+}
+
+/* check_pieces(pieces u8, piece_off u32) -> None, or (what, index): "utf8" and the first byte of an
+ * ill-formed sequence, "order" and the first offset out of order (or past the blob, or not starting at
+ * 0 / ending at its length: index -1), "cut" and an offset inside a character */
+static PyObject *py_check_pieces(PyObject *self, PyObject *args) {
+    Py_buffer blob, off;
+    if (!PyArg_ParseTuple(args, "y*y*", &blob, &off)) return NULL;
+    const uint8_t *b = blob.buf;
+    const uint32_t *o = off.buf;
+    const size_t n = (size_t)blob.len, no = (size_t)off.len / 4;
+    PyObject *r = NULL;
+    size_t bad;
+    if (!no || o[0] != 0 || o[no - 1] != n) {
+        r = Py_BuildValue("(sn)", "order", (Py_ssize_t)-1);
+        goto done;
+    }
+    for (size_t i = 1; i < no; i++)
+        if (o[i] < o[i - 1]) {
+            r = Py_BuildValue("(sn)", "order", (Py_ssize_t)i);
+            goto done;
+        }
+    Py_BEGIN_ALLOW_THREADS bad = utf8_bad(b, n);
+    Py_END_ALLOW_THREADS if (bad < n) {
+        r = Py_BuildValue("(sn)", "utf8", (Py_ssize_t)bad);
+        goto done;
+    }
+    for (size_t i = 0; i < no; i++)
+        if (o[i] > 0 && o[i] < n && (b[o[i]] & 0xC0) == 0x80) {
+            r = Py_BuildValue("(sn)", "cut", (Py_ssize_t)o[i]);
+            goto done;
+        }
+    r = Py_None;
+    Py_INCREF(r);
+done:
+    PyBuffer_Release(&blob);
+    PyBuffer_Release(&off);
+    return r;
+}
+
 static PyMethodDef methods[] = {
+    {"check_pieces", py_check_pieces, METH_VARARGS, "check_pieces(pieces, piece_off) -> None or (what, index)"},
     {"model_ids", py_model_ids, METH_VARARGS, "model_ids(handle, normalized utf8, unk_id) -> ids or None"},
     {"make", py_make, METH_VARARGS, "build a model handle over validated arrays"},
     {"hf_make", py_hf_make, METH_VARARGS, "build a tokenizer.json pipeline handle over a model handle"},

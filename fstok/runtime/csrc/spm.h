@@ -50,6 +50,24 @@ static inline __attribute__((always_inline)) uint32_t spm_trie_step(const spm_tr
     return (lo < t->first[node + 1] && L[lo] == c) ? t->target[lo] : SPM_NONE;
 }
 
+/* The pieces trie as the hot loops walk it, built from the artifact's arrays on first use: one record per
+ * node with its edge range, its piece and that piece's score, and one word per edge (target << 8 | label),
+ * so that a step and the piece at the node it reaches cost one or two cache lines instead of five. */
+#define SPM_FT_DENSE 0x80000000u
+typedef struct {
+    uint32_t first;  /* the first edge; SPM_FT_DENSE | r: the node's children are spm_trie.rows row r */
+    uint32_t end;    /* the end edge (low 24 bits); the piece's type in the top 8 (0: no piece) */
+    int32_t id;      /* pieces.value of the node */
+    float score;     /* score[id] (.model) */
+    double score64;  /* score64[id] (tokenizer.json) */
+} spm_fnode;
+
+typedef struct {
+    spm_fnode *nodes;
+    uint32_t *edges;
+    uint32_t *rows; /* the full rows of SPM_FT_DENSE nodes */
+} spm_ftrie;
+
 /* piece types (sentencepiece_model.proto) */
 #define SPT_NORMAL 1
 #define SPT_UNKNOWN 2
@@ -95,6 +113,9 @@ typedef struct {
      * (the trie has too many nodes to pack three node ids into 63 bits) */
     uint64_t *pair_memo;
     const uint8_t *cut_pairs; /* 8192 bytes, or NULL (SPF_CUTS) */
+    spm_ftrie *ft;            /* the walking layout of `pieces` (NULL until first use, or when too large) */
+    int ft_state;             /* 0 not built, 1 built, -1 cannot be built */
+    pthread_mutex_t ft_mu;
 } spm_model;
 
 typedef struct {
@@ -107,15 +128,23 @@ typedef struct {
     size_t n, cap;
 } spm_ints;
 
-int spm_trie_init(spm_trie *t); /* -1: out of memory */
+/* root row filled; with `dense`, full rows for the nodes with many children too.  -1: out of memory */
+int spm_trie_init(spm_trie *t, int dense);
+/* zeroed memory of n bytes, page-aligned, its pages mapped on first touch (loading stays cheap); NULL */
+void *spm_zalloc(size_t n);
+void spm_zfree(void *p, size_t n);
 /* the layout spm_trie_init and the walks rely on (lengths in elements): NULL, or what is wrong */
 const char *spm_trie_check(const uint32_t *first, size_t n_first, const uint8_t *label, size_t n_label,
                            const uint32_t *target, size_t n_target, const int32_t *value, size_t n,
                            const int32_t *value2, size_t n_value2, int64_t n_values);
 void spm_trie_free(spm_trie *t);
+/* the walking layout of m->pieces, built on first call (thread-safe); NULL: walk the arrays */
+const spm_ftrie *spm_ftrie_get(const spm_model *m);
+void spm_ftrie_free(spm_model *m);
 struct spm_cache *spm_cache_new(void);
 /* the pair memo for m (BPE, tries of fewer than 2^21 - 1 nodes); 0, or -1 out of memory */
 int spm_pair_memo_init(spm_model *m);
+#define SPM_PAIR_MEMO_BYTES (((size_t)1 << 16) * 16)
 void spm_cache_free(struct spm_cache *c);
 void spm_bytes_free(spm_bytes *b);
 void spm_ints_free(spm_ints *v);
