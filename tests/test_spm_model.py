@@ -258,3 +258,42 @@ def test_threads_share_the_caches():
     with ThreadPoolExecutor(4) as ex:
         got = list(ex.map(tok.encode, docs * 3))
     assert got == want * 3
+
+
+def test_piece_check_equals_its_oracle():
+    # loading checks the piece strings natively (offsets in order, well-formed UTF-8, no offset inside a
+    # character); validate_spm.check_pieces_py is its pure-Python form: both accept and refuse alike
+    import random
+
+    import numpy as np
+
+    from fstok.artifact import ArtifactError
+    from fstok.runtime import _spm
+    from fstok.validate_spm import check_pieces_py
+
+    rng = random.Random(3)
+    alphabet = [b"a", b"\xc3\xa9", b"\xe2\x96\x81", b"\xf0\x9f\x98\x80", b"\xed\x9f\xbf", b"\xee\x80\x80"]
+    bad_bytes = [b"\x80", b"\xc0\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe0\x80\xaf", b"\xff", b"\xe2\x96"]
+    for trial in range(3000):
+        pieces = [b"".join(rng.choice(alphabet) for _ in range(rng.randint(0, 4))) for _ in range(rng.randint(1, 6))]
+        if trial % 3 == 1:
+            k = rng.randrange(len(pieces))
+            pieces[k] = pieces[k] + rng.choice(bad_bytes) + b"a" * rng.randint(0, 9)
+        blob = np.frombuffer(b"".join(pieces), dtype=np.uint8)
+        off = np.zeros(len(pieces) + 1, dtype=np.uint32)
+        np.cumsum([len(p) for p in pieces], out=off[1:])
+        if trial % 3 == 2 and len(blob):
+            off[rng.randrange(1, len(off))] = rng.randrange(len(blob) + 1)
+            off[-1] = len(blob)
+        got = _spm.check_pieces(blob, off)
+        try:
+            check_pieces_py(blob, off, "x")
+            want = None
+        except ArtifactError as e:
+            want = str(e)
+        if got is None:
+            assert want is None, (pieces, off, want)
+        else:
+            what, i = got
+            assert want is not None, (pieces, off, got)
+            assert {"order": "inconsistent", "utf8": f"pieces[{i}]", "cut": f"offset {i} cuts"}[what] in want, (got, want)
