@@ -57,7 +57,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         if not -1 <= self.unk_id < n or np.any(a["byte_id"] < 0) or (n and np.any(a["byte_id"] >= n)):
             raise _art.ArtifactError(f"{where}: unk_id or byte ids out of range")
         po = a["piece_off"]
-        if po[0] != 0 or po[-1] != len(a["pieces"]) or _native().check_pieces(a["pieces"], po) is not None:
+        if po[0] != 0 or po[-1] != len(a["pieces"]) or _native().check_pieces(a["pieces"], po, False) is not None:
             raise _art.ArtifactError(f"{where}: piece offsets are inconsistent")
         if not (len(a["g_start"]) == len(a["g_end"]) == len(a["g_bits"])):
             raise _art.ArtifactError(f"{where}: grapheme tables disagree in length")

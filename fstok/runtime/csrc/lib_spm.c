@@ -121,11 +121,9 @@ static spm_ftrie *ftrie_build(const spm_model *m) {
         x->id = id;
         x->end = t->first[v + 1];
         x->score = 0.0f;
-        x->score64 = 0.0;
         if (id >= 0) {
             x->end |= (uint32_t)m->ptype[id] << 24;
             if (m->score) x->score = m->score[id];
-            if (m->score64) x->score64 = m->score64[id];
         }
     }
     return f;
@@ -302,8 +300,26 @@ HOT size_t user_match(const spm_model *m, const uint8_t *s, size_t n, int *found
 static const uint8_t REPLACEMENT[3] = {0xEF, 0xBF, 0xBD};
 static const uint8_t SPACE_SYM[3] = {0xE2, 0x96, 0x81};
 
+/* An ASCII byte that starts no user-defined piece and no charsmap key normalizes to itself, whatever
+ * follows it: NormalizePrefix's answer without its two prefix searches. */
+void spm_model_prepare(spm_model *m) {
+    for (int c = 0; c < 128; c++) {
+        int pass = !m->user.n_nodes || m->user.root[c] == SPM_NONE;
+        if (pass && m->n_cm) {
+            const uint32_t node = DA_OFFSET(m->cm_units[0]) ^ (uint32_t)c;
+            pass = node >= m->n_cm || (m->cm_units[node] & 0x800000FFu) != (uint32_t)c;
+        }
+        m->ascii_pass[c] = (uint8_t)pass;
+    }
+}
+
 /* Normalizer::NormalizePrefix: the replacement (*out, *olen) of the prefix of s; returns its length */
 HOT size_t normalize_prefix(const spm_model *m, const uint8_t *s, size_t n, const uint8_t **out, size_t *olen) {
+    if (s[0] < 0x80 && m->ascii_pass[s[0]]) {
+        *out = s;
+        *olen = 1;
+        return 1;
+    }
     int found;
     size_t ul = user_match(m, s, n, &found);
     if (found) {
@@ -595,7 +611,7 @@ static int unigram_hf_ft(const spm_model *m, const spm_ftrie *f, const uint8_t *
             if (node == SPM_NONE) break;
             const spm_fnode *x = &f->nodes[node];
             if (x->id < 0) continue;
-            const double cand = x->score64 + here;
+            const double cand = m->score64[x->id] + here;
             if (best[kp].start == -1 || cand > score[kp]) {
                 score[kp] = cand;
                 best[kp].start = (int32_t)st;

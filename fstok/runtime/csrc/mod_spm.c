@@ -131,6 +131,7 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
     }
     m->flags = flags;
     m->unk_id = unk_id;
+    spm_model_prepare(m);
     m->min_score = (float)min_score;
     m->max_score = (float)max_score;
     m->min_score64 = min_score;
@@ -533,12 +534,13 @@ static size_t utf8_bad(const uint8_t *s, size_t n) {
     return n;
 }
 
-/* check_pieces(pieces u8, piece_off u32) -> None, or (what, index): "utf8" and the first byte of an
+/* check_pieces(pieces u8, piece_off u32, utf8=True) -> None, or (what, index): "utf8" and the first byte of an
  * ill-formed sequence, "order" and the first offset out of order (or past the blob, or not starting at
  * 0 / ending at its length: index -1), "cut" and an offset inside a character */
 static PyObject *py_check_pieces(PyObject *self, PyObject *args) {
     Py_buffer blob, off;
-    if (!PyArg_ParseTuple(args, "y*y*", &blob, &off)) return NULL;
+    int utf8 = 1;
+    if (!PyArg_ParseTuple(args, "y*y*|p", &blob, &off, &utf8)) return NULL;
     const uint8_t *b = blob.buf;
     const uint32_t *o = off.buf;
     const size_t n = (size_t)blob.len, no = (size_t)off.len / 4;
@@ -553,6 +555,11 @@ static PyObject *py_check_pieces(PyObject *self, PyObject *args) {
             r = Py_BuildValue("(sn)", "order", (Py_ssize_t)i);
             goto done;
         }
+    if (!utf8) {
+        r = Py_None;
+        Py_INCREF(r);
+        goto done;
+    }
     Py_BEGIN_ALLOW_THREADS bad = utf8_bad(b, n);
     Py_END_ALLOW_THREADS if (bad < n) {
         r = Py_BuildValue("(sn)", "utf8", (Py_ssize_t)bad);
@@ -572,7 +579,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"check_pieces", py_check_pieces, METH_VARARGS, "check_pieces(pieces, piece_off) -> None or (what, index)"},
+    {"check_pieces", py_check_pieces, METH_VARARGS, "check_pieces(pieces, piece_off, utf8=True) -> None or (what, index)"},
     {"model_ids", py_model_ids, METH_VARARGS, "model_ids(handle, normalized utf8, unk_id) -> ids or None"},
     {"make", py_make, METH_VARARGS, "build a model handle over validated arrays"},
     {"hf_make", py_hf_make, METH_VARARGS, "build a tokenizer.json pipeline handle over a model handle"},

@@ -50,16 +50,16 @@ static inline __attribute__((always_inline)) uint32_t spm_trie_step(const spm_tr
     return (lo < t->first[node + 1] && L[lo] == c) ? t->target[lo] : SPM_NONE;
 }
 
-/* The pieces trie as the hot loops walk it, built from the artifact's arrays on first use: one record per
- * node with its edge range, its piece and that piece's score, and one word per edge (target << 8 | label),
- * so that a step and the piece at the node it reaches cost one or two cache lines instead of five. */
+/* The pieces trie as the hot loops walk it, built from the artifact's arrays on first use: one 16-byte
+ * record per node with its edge range, its piece and that piece's score, and one word per edge
+ * (target << 8 | label), so that a step and the piece at the node it reaches cost one or two cache lines
+ * instead of five. */
 #define SPM_FT_DENSE 0x80000000u
 typedef struct {
     uint32_t first;  /* the first edge; SPM_FT_DENSE | r: the node's children are spm_trie.rows row r */
     uint32_t end;    /* the end edge (low 24 bits); the piece's type in the top 8 (0: no piece) */
     int32_t id;      /* pieces.value of the node */
-    float score;     /* score[id] (.model) */
-    double score64;  /* score64[id] (tokenizer.json) */
+    float score;     /* score[id] (.model; tokenizer.json scores stay in score64, by id) */
 } spm_fnode;
 
 typedef struct {
@@ -113,6 +113,7 @@ typedef struct {
      * (the trie has too many nodes to pack three node ids into 63 bits) */
     uint64_t *pair_memo;
     const uint8_t *cut_pairs; /* 8192 bytes, or NULL (SPF_CUTS) */
+    uint8_t ascii_pass[128];  /* 1: the ASCII byte normalizes to itself whatever follows (spm_model_prepare) */
     spm_ftrie *ft;            /* the walking layout of `pieces` (NULL until first use, or when too large) */
     int ft_state;             /* 0 not built, 1 built, -1 cannot be built */
     pthread_mutex_t ft_mu;
@@ -148,6 +149,9 @@ int spm_pair_memo_init(spm_model *m);
 void spm_cache_free(struct spm_cache *c);
 void spm_bytes_free(spm_bytes *b);
 void spm_ints_free(spm_ints *v);
+
+/* what the normalizer derives from the tables at load (after spm_trie_init of `user`) */
+void spm_model_prepare(spm_model *m);
 
 /* SentencePiece's Normalizer::Normalize: `out` the normalized bytes; `n2o` (may be NULL) one
  * original byte offset per output byte plus one.  0 or -1 (out of memory). */
