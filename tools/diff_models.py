@@ -362,6 +362,21 @@ def slug(path: str) -> str:
     return os.path.relpath(path, VOCAB).replace(os.sep, "__")
 
 
+def summary(out: str) -> int:
+    """A markdown table of the per-file results in `out`."""
+    ref = {"sentencepiece": "sentencepiece", "tokenizers": "tokenizers", "tekken": "mistral-common"}
+    print("| file | reference | inputs | checks | mismatches |\n|---|---|---|---|---|")
+    n = bad = 0
+    for p in sorted(glob.glob(os.path.join(out, "*.json"))):
+        with open(p, encoding="utf-8") as f:
+            r = json.load(f)
+        print(f"| `{r['file']}` | {ref[r['kind']]} | {r['n_inputs']:,} | {r['n_checks']:,} | {r['n_mismatches']} |")
+        n += r["n_checks"]
+        bad += r["n_mismatches"]
+    print(f"| all | | | {n:,} | {bad} |")
+    return 1 if bad else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a sample of the inputs")
@@ -370,7 +385,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", help="directory for one JSON result per file; files with a result there are skipped")
     ap.add_argument("--hypothesis", type=int, default=3000, help="hypothesis-generated strings (default 3000)")
     ap.add_argument("--list", action="store_true", help="list the files and their kind, and exit")
+    ap.add_argument("--summary", action="store_true", help="with --out: a markdown table of the results there")
     args = ap.parse_args(argv)
+    if args.summary:
+        return summary(args.out)
     files = [(p, k) for p, k in model_files()
              if (not args.files or any(w in p for w in args.files)) and (not args.kind or k in args.kind)]
     if args.list:
