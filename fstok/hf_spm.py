@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -323,41 +323,46 @@ class HFSentencePieceTokenizer(ArtifactIO):
             out.append((unk, s, e))
         return out
 
-    def _encode_segment(self, ns: NString, out_ids: list, out_offs: list | None) -> None:
-        for step in self._norm:
-            step(ns)
-        for tid, a, b in self._find_added(ns.get(), self._norm_rx):
-            sub = ns.slice(a, b)
+    def tokens(self, text: str) -> Iterator[tuple[int, tuple[int, int], int, str, bool]]:
+        """The pipeline step by step: (id, character span in `text`, word index, the text the token covers,
+        whether it is an added-token match) per token.  Words are numbered as HF does: one per added token and
+        per pre-tokenizer piece, in order."""
+        w = 0
+        for tid, a, b in self._find_added(text, self._raw_rx):
             if tid is not None:
-                out_ids.append(tid)
-                if out_offs is not None:
-                    out_offs.append((sub.align[0][0], sub.align[-1][1]) if sub.align else (0, 0))
+                yield tid, (a, b), w, text[a:b], True
+                w += 1
                 continue
-            pieces = [sub]
-            for pre in self._pre:
-                pieces = [q for p in pieces for q in pre(p)]
-            for p in pieces:
-                s = p.get()
-                if not s:
+            ns = NString.from_text(text[a:b], a)
+            for step in self._norm:
+                step(ns)
+            for tid2, c, d in self._find_added(ns.get(), self._norm_rx):
+                sub = ns.slice(c, d)
+                if tid2 is not None:
+                    yield tid2, ((sub.align[0][0], sub.align[-1][1]) if sub.align else (0, 0)), w, sub.get(), True
+                    w += 1
                     continue
-                for tid2, cs, ce in self._model(s):
-                    out_ids.append(tid2)
-                    if out_offs is not None:
+                pieces = [sub]
+                for pre in self._pre:
+                    pieces = [q for p in pieces for q in pre(p)]
+                for p in pieces:
+                    s = p.get()
+                    if not s:
+                        continue
+                    for tid3, cs, ce in self._model(s):
                         al = p.align[cs:ce]
-                        out_offs.append((al[0][0], al[-1][1]) if al else (p.orig_start, p.orig_start))
+                        yield tid3, ((al[0][0], al[-1][1]) if al else (p.orig_start, p.orig_start)), w, s[cs:ce], False
+                    w += 1
 
     def _encode(self, text: str, with_offsets: bool):
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}")
         ids: list[int] = []
         offs: list | None = [] if with_offsets else None
-        for tid, a, b in self._find_added(text, self._raw_rx):
-            if tid is not None:
-                ids.append(tid)
-                if offs is not None:
-                    offs.append((a, b))
-                continue
-            self._encode_segment(NString.from_text(text[a:b], a), ids, offs)
+        for tid, span, _, _, _ in self.tokens(text):
+            ids.append(tid)
+            if offs is not None:
+                offs.append(span)
         return ids, offs
 
     def _post(self, ids: list[int], offs: list | None):

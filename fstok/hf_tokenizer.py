@@ -1070,51 +1070,20 @@ class _SpmCore(_Core):
         self.tok = tok
 
     def model_encode(self, text):
-        from .hf_norm import NString
-
         t = self.tok
         ids: list[int] = []
         offs: list[tuple[int, int]] = []
         words: list[Optional[int]] = []
         toks: list[str] = []
         i2t = t.id_to_token
-        # HF's Unigram names an unknown piece by its text; BPE by the unk token
+        # HF's Unigram names an unknown piece by its text, BPE by the unk token; an added token is named by the
+        # text it matched (lstrip / rstrip included)
         unk_text = t.model_type == "unigram"
-        w = 0
-        for tid, a, b in t._find_added(text, t._raw_rx):
-            if tid is not None:
-                ids.append(tid)
-                offs.append((a, b))
-                words.append(w)
-                toks.append(text[a:b])  # an added token is named by the text it matched (lstrip/rstrip included)
-                w += 1
-                continue
-            ns = NString.from_text(text[a:b], a)
-            for step in t._norm:
-                step(ns)
-            for tid2, c, d in t._find_added(ns.get(), t._norm_rx):
-                sub = ns.slice(c, d)
-                if tid2 is not None:
-                    ids.append(tid2)
-                    offs.append((sub.align[0][0], sub.align[-1][1]) if sub.align else (0, 0))
-                    words.append(w)
-                    toks.append(sub.get())
-                    w += 1
-                    continue
-                pieces = [sub]
-                for pre in t._pre:
-                    pieces = [q for p in pieces for q in pre(p)]
-                for p in pieces:
-                    s = p.get()
-                    if not s:
-                        continue
-                    for tid3, cs, ce in t._model(s):
-                        ids.append(tid3)
-                        al = p.align[cs:ce]
-                        offs.append((al[0][0], al[-1][1]) if al else (p.orig_start, p.orig_start))
-                        words.append(w)
-                        toks.append(s[cs:ce] if unk_text and tid3 == t.unk_id else i2t(tid3))
-                    w += 1
+        for tid, span, w, piece, added in t.tokens(text):
+            ids.append(tid)
+            offs.append(span)
+            words.append(w)
+            toks.append(piece if added or (unk_text and tid == t.unk_id) else i2t(tid))
         return ids, offs, words, toks
 
     def ids_batch(self, texts, num_threads):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..loaders.bpe_source import BYTE_TO_CHAR
+from ..bytelevel_table import BYTE_TO_CHAR
 from .regex_dfa import ByteDFA, minimize
 from .regex_parse import RegexUnsupported
 

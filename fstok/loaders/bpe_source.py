@@ -55,21 +55,7 @@ OPENAI_ENCODINGS: dict[str, tuple[str, dict[str, int]]] = {
 }
 
 
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's reversible byte -> printable character table (used by HF ByteLevel)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
-BYTE_TO_CHAR = bytes_to_unicode()
-CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
+from ..bytelevel_table import BYTE_TO_CHAR, CHAR_TO_BYTE, bytes_to_unicode  # noqa: E402,F401  (re-exported)
 
 
 def bytelevel_to_bytes(s: str) -> bytes | None:

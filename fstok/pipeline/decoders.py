@@ -43,7 +43,7 @@ def decode_tokens(dec: Optional[Decoder], tokens: list[str]) -> str:
 
 class ByteLevel(Decoder):
     def __init__(self):
-        from ..loaders.bpe_source import CHAR_TO_BYTE
+        from ..bytelevel_table import CHAR_TO_BYTE
 
         self.c2b = CHAR_TO_BYTE
 

@@ -171,7 +171,7 @@ class Prepend(Normalizer):
 
 def byte_level_transform(p: Piece) -> Piece:
     """Every UTF-8 byte of every char becomes its GPT-2 byte character, aligned with the char."""
-    from ..loaders.bpe_source import BYTE_TO_CHAR
+    from ..bytelevel_table import BYTE_TO_CHAR
 
     t = p.text
     if t.isascii():
@@ -190,7 +190,7 @@ def byte_level_transform(p: Piece) -> Piece:
 
 
 def _ascii_table() -> dict[int, str]:
-    from ..loaders.bpe_source import BYTE_TO_CHAR
+    from ..bytelevel_table import BYTE_TO_CHAR
 
     return {b: BYTE_TO_CHAR[b] for b in range(128)}
 

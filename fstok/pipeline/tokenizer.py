@@ -230,7 +230,7 @@ class PipelineTokenizer:
         carries the suffix) and the rest merges as HF does.  Tokens holding the byte 0xFF itself can never
         match UTF-8 text and are left out.  Raises ValueError where this does not apply (a byte without its
         suffixed token)."""
-        from ..loaders.bpe_source import BYTE_TO_CHAR
+        from ..bytelevel_table import BYTE_TO_CHAR
 
         m = self.model
         suf = m.suffix

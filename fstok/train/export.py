@@ -22,7 +22,7 @@ import re
 from typing import Mapping, Sequence
 
 
-from ..loaders.bpe_source import bytes_to_unicode  # noqa: E402  (GPT-2 byte <-> char table)
+from ..bytelevel_table import bytes_to_unicode  # noqa: E402  (GPT-2 byte <-> char table)
 
 _B2U = bytes_to_unicode()
 
