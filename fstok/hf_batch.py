@@ -11,6 +11,7 @@ special tokens, where sequence A and B go and the type id of every position, for
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 from typing import Optional, Sequence
 
 import numpy as np
@@ -44,7 +45,16 @@ def batch_threads() -> int:
         n = int(os.environ.get("RAYON_NUM_THREADS", "0"))
     except ValueError:
         n = 0
-    return n if n > 0 else (os.cpu_count() or 1)
+    return n if n > 0 else _cores()
+
+
+@lru_cache(maxsize=1)
+def _cores() -> int:
+    """The cores this process may run on (asked once: os.cpu_count() takes tens of microseconds a call)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 class Assembler:
