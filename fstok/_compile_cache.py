@@ -18,27 +18,15 @@ import json
 import os
 from typing import Any, Callable
 
+from ._cache import code_stamp
+
 _FINGERPRINT: list[str] = []
 
 
 def _code_fingerprint() -> str:
     if not _FINGERPRINT:
-        root = os.path.dirname(os.path.abspath(__file__))
-        parts = []
-        for sub in ("", "compile", "loaders", "data", "pipeline", "runtime"):
-            d = os.path.join(root, sub)
-            try:
-                names = sorted(os.listdir(d))
-            except OSError:
-                continue
-            for n in names:
-                if n.endswith((".py", ".npz", ".json", ".so", ".pyd")):
-                    try:
-                        st = os.stat(os.path.join(d, n))
-                    except OSError:
-                        continue
-                    parts.append(f"{sub}/{n}:{st.st_size}:{st.st_mtime_ns}")
-        _FINGERPRINT.append(hashlib.sha256("|".join(parts).encode()).hexdigest())
+        stamp = code_stamp(("", "compile", "loaders", "data", "pipeline", "runtime"), (".py", ".npz", ".json", ".so", ".pyd"))
+        _FINGERPRINT.append(hashlib.sha256(stamp.encode()).hexdigest())
     return _FINGERPRINT[0]
 
 

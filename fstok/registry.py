@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ._cache import cache_dir  # noqa: F401  (re-exported: fstok.registry.cache_dir)
+from ._cache import code_stamp
 from ._version import __version__
 
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
@@ -46,19 +47,7 @@ class EncodingSpec:
 
 def _code_fingerprint() -> str:
     """Size and mtime of the compiler's code and data: a changed compiler never reuses a stale cache."""
-    root = os.path.dirname(os.path.abspath(__file__))
-    parts = []
-    for sub in ("", "compile", "loaders", "data"):
-        d = os.path.join(root, sub)
-        try:
-            names = sorted(os.listdir(d))
-        except OSError:
-            continue
-        for n in names:
-            if n.endswith((".py", ".npz", ".json")):
-                st = os.stat(os.path.join(d, n))
-                parts.append(f"{sub}/{n}:{st.st_size}:{int(st.st_mtime)}")
-    return "|".join(parts)
+    return code_stamp(("", "compile", "loaders", "data"), (".py", ".npz", ".json"))
 
 
 ENCODINGS: dict[str, EncodingSpec] = {}

@@ -11,9 +11,7 @@ tokenizers = pytest.importorskip("tokenizers")
 
 import fstok  # noqa: E402
 
-DATA = "/work/shared/data"
-if not os.path.isdir(DATA):
-    DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+from conftest import SHARED as DATA  # noqa: E402
 FILES = {
     "minilm": f"{DATA}/vocab/models/wordpiece/all-MiniLM-L6-v2/tokenizer.json",
     "llama3": f"{DATA}/vocab/hf-derived/llama3.tokenizer.json",
