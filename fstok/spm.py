@@ -19,7 +19,8 @@ import numpy as np
 from . import artifact as _art
 
 from .spm_layout import (_SECTIONS, _SPACE, KIND_SPM, SPF_ADD_DUMMY, SPF_BPE, SPF_BYTE_FALLBACK,  # noqa: F401
-                         SPF_CUTS, SPF_ESCAPE_WS, SPF_FUSE_UNK, SPF_HF, SPF_REMOVE_WS, SPF_WS_SUFFIX, SPT_BYTE, SPT_CONTROL,
+                         SPF_CUTS, SPF_ESCAPE_WS, SPF_FUSE_UNK, SPF_HF, SPF_REMOVE_WS, SPF_WORDS, SPF_WS_SUFFIX,
+                         SPT_BYTE, SPT_CONTROL,
                          SPT_NORMAL, SPT_UNKNOWN, SPT_UNUSED, SPT_USER, ArtifactIO, _native, decode_pieces,
                          make_model)
 
@@ -53,6 +54,12 @@ class SentencePieceTokenizer(ArtifactIO):
             self._max_score = float.fromhex(meta["max_score"])
         except (KeyError, TypeError, ValueError) as e:
             raise _art.ArtifactError(f"{where}: meta is incomplete ({e})") from None
+        known = (SPF_ADD_DUMMY | SPF_REMOVE_WS | SPF_ESCAPE_WS | SPF_WS_SUFFIX | SPF_BYTE_FALLBACK | SPF_BPE | SPF_HF
+                 | SPF_FUSE_UNK | SPF_WORDS | SPF_CUTS)
+        if self._flags & ~known or self._flags < 0:
+            raise _art.ArtifactError(f"{where}: meta.flags: {self._flags:#x} has bits this runtime does not know")
+        if self._flags & SPF_CUTS and not self._flags & SPF_BPE:
+            raise _art.ArtifactError(f"{where}: meta.flags: a cut-point table (section 'cut_pairs') on a Unigram model")
         is64 = bool(self._flags & SPF_HF)
         sname = "score64" if is64 else "score32"
         if not art.has(sname) or art.sections[sname].dtype != ("<u8" if is64 else "<u4"):
@@ -78,7 +85,7 @@ class SentencePieceTokenizer(ArtifactIO):
         cut = None
         if self._flags & SPF_CUTS:
             if not art.has("cut_pairs") or art.sections["cut_pairs"].dtype != "|u1" or len(art.array("cut_pairs")) != 8192:
-                raise _art.ArtifactError(f"{where}: section 'cut_pairs' is missing or is not 8192 bytes")
+                raise _art.ArtifactError(f"{where}: meta.flags asks for section 'cut_pairs', which is missing or is not 8192 bytes")
             cut = art.array("cut_pairs")
         arrays = arrays + (cut,)
         self._h = make_model(where, arrays, score, int(is64), a["ptype"], np.ascontiguousarray(a["byte_id"]),

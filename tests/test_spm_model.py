@@ -212,6 +212,35 @@ def test_corrupt_trie_is_refused_natively_and_by_the_oracle(damage):
 
 
 @needs_shared
+@pytest.mark.parametrize("flags, says", [(1 << 30, "bits this runtime does not know"), (-1, "outside"),
+                                         ("cuts-on-unigram", "on a Unigram model"),
+                                         ("cuts-without-table", "section 'cut_pairs'")])
+def test_meta_flags_are_checked_before_the_runtime_sees_them(flags, says):
+    # the flags steer the C encoder (which tables it reads); a value the compiler never writes is refused by name
+    from fstok import artifact as art
+    from fstok.compile.spm_tables import model_tables
+    from fstok.spm import SentencePieceTokenizer
+    from fstok.spm_layout import KIND_SPM, SPF_BPE, SPF_CUTS
+
+    path = os.path.join(MODELS, MODEL_FILES["llama-2"])
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not present")
+    meta, sec = model_tables(read_model(path), path)
+    meta = dict(meta)
+    if flags == "cuts-on-unigram":
+        meta["flags"] = (meta["flags"] | SPF_CUTS) & ~SPF_BPE
+    elif flags == "cuts-without-table":
+        assert meta["flags"] & SPF_CUTS
+        sec = {k: v for k, v in sec.items() if k != "cut_pairs"}
+    else:
+        meta["flags"] = meta["flags"] | flags
+    blob = art.write_artifact(None, KIND_SPM, meta, sec, "n/a", art.source_hash(b"spm-model", b"x"))
+    with pytest.raises(art.ArtifactError, match="meta.flags") as e:
+        SentencePieceTokenizer(art.parse_artifact(blob, where="x", expect_kind=KIND_SPM))
+    assert says in str(e.value)
+
+
+@needs_shared
 @pytest.mark.parametrize("name", ["gemma", "llama-2"])
 def test_cut_points_keep_every_piece_whole(name):
     # the runtime cuts BPE input between two characters whose byte pair no piece holds (cut_pairs); text
