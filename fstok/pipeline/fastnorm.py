@@ -1,191 +1,327 @@
-"""A tokenizer.json normalizer as whole-string operations (no per-character Python): the text the compiled
+"""A tokenizer.json normalizer as whole-text operations in C (no per-character Python): the UTF-8 the compiled
 tables encode when the normalizer is simple.
 
-    f = fast_normalizer(obj["normalizer"])     # None: no fast form; else f(text) -> normalized text or None
+    plan = fast_normalizer_plan(obj["normalizer"])   # None: no fast form
+    plan(text)                                       # normalized UTF-8 bytes, or None: run the stages
+    fast_normalizer(obj["normalizer"])(text)         # the same as a str (tests, the HF face)
 
-Each component is computed by one C-implemented string operation with HF's own facts:
-  NFC / NFD / NFKC / NFKD   `unicodedata.normalize` when the text holds none of the code points HF's tables
-                            do not know (`fstok.pipeline.unicode.opaque`): else None
-  Lowercase                 `str.translate` with HF's per-character lowercase table (no final-sigma rule)
+Each component is one pass with HF's own facts, over the text as a str or as its UTF-8:
+  NFC / NFD / NFKC / NFKD   `unicodedata` when the text holds none of the code points HF's tables do not
+                            know (`fstok.pipeline.unicode.opaque`, tested by a C bitmap scan): else None
+  Lowercase                 HF's per-character lowercase map over the UTF-8 (fstok.runtime._norm.map)
   Strip                     `str.strip` of Rust's White_Space characters
   StripAccents              `str.translate` deleting HF's combining marks
-  Replace                   String: `str.replace` (leftmost, non-overlapping, as HF); Regex: fstok's DFA
-                            finds the matches, replaced in one join
+  Replace                   String: `bytes.replace` (leftmost, non-overlapping, as HF); Regex: fstok's DFA
+                            finds the matches and C writes the result (fstok.runtime._dfa Spanner.replace)
   Prepend                   prefix on a non-empty text
   Sequence                  in order (None as soon as one part says None)
 None means "not here": the caller runs the stage normalizer (fstok.pipeline.normalizers, the oracle), which
 also gives the offsets.  Other components (ByteLevel, ...) have no fast form.
+
+The facts a plan needs (the code point sets, the lowercase map, the Replace DFAs) are computed when the
+tokenizer is compiled and kept in its artifact (`sections()` / `from_sections`), so loading one reads
+tables and compiles nothing.
 """
 from __future__ import annotations
 
-import functools
 import unicodedata
 from typing import Any, Callable, Optional
 
+import numpy as np
+
 Fast = Callable[[str], Optional[str]]
+NCP = 0x110000
+PREFIX = "norm."
 
 
 class NoFastForm(ValueError):
     pass
 
 
-def _any_of(chars) -> Callable[[str], bool]:
-    """`any(c in chars for c in t)` by fstok's compiled DFA (one pass in C over the UTF-8)."""
-    from ..pretokenize import CompiledPattern
-    from .native import char_class
-
-    chars = sorted(set(chars))
-    if not chars:
-        return lambda t: False
-    cp = CompiledPattern.compile(char_class(chars), "oniguruma", "find")
-    return lambda t: cp.count(t) > 0
+def _bitmap(cps: np.ndarray) -> np.ndarray:
+    """The 0x110000-bit set of these code points (fstok.runtime._norm's layout: bit cp of byte cp >> 3)."""
+    cps = np.asarray(cps, dtype=np.uint32)
+    bits = np.zeros(NCP, dtype=np.bool_)
+    bits[cps] = True
+    return np.packbits(bits, bitorder="little")
 
 
-def _unicode(form: str) -> Fast:
-    from . import unicode as _u
+def _sorted_cps(chars) -> np.ndarray:
+    return np.array(sorted({ord(c) for c in chars}), dtype=np.uint32)
 
-    has_opaque = _any_of(_u.opaque_compat() if "K" in form else _u.opaque())
 
-    def f(t: str) -> Optional[str]:
+def _native():
+    from ..runtime import _norm
+
+    return _norm
+
+
+class _Step:
+    """One component: `domain` "s" (runs on the str) or "b" (on the UTF-8 bytes); `data` the arrays it keeps
+    in the artifact."""
+
+    domain = "s"
+
+    def __init__(self):
+        self.data: dict[str, np.ndarray] = {}
+
+    def __call__(self, x):
+        raise NotImplementedError
+
+
+class _Unicode(_Step):
+    def __init__(self, form: str, opaque: np.ndarray):
+        super().__init__()
+        self.form = form
+        self.data = {"cps": opaque}
+        self._bm = _bitmap(opaque)
+        self._any = _native().any_in
+
+    @classmethod
+    def build(cls, form: str) -> "_Unicode":
+        from . import unicode as _u
+
+        return cls(form, _sorted_cps(_u.opaque_compat() if "K" in form else _u.opaque()))
+
+    def __call__(self, t: str) -> Optional[str]:
         if t.isascii():
             return t
-        if has_opaque(t):
+        if self._any(t, self._bm):
             return None
         # without the characters HF's tables do not know, Python's tables hold HF's facts (decompositions,
         # combining classes; fstok.pipeline.unicode checks them against HF)
-        return t if unicodedata.is_normalized(form, t) else unicodedata.normalize(form, t)
-    return f
+        return t if unicodedata.is_normalized(self.form, t) else unicodedata.normalize(self.form, t)
 
 
-@functools.lru_cache(maxsize=1)
-def _lower_differs_cached() -> tuple:
-    from . import unicode as _u
+class _Lowercase(_Step):
+    domain = "b"
+    _ASCII = bytes(range(65)) + bytes(range(97, 123)) + bytes(range(91, 128))
 
-    return tuple(sorted(_u.disk_cached("lower-differs", lambda: _lower_differs(dict(_u.facts().lower)))))
+    def __init__(self, keys: np.ndarray, offs: np.ndarray, blob: np.ndarray):
+        super().__init__()
+        if len(offs) != len(keys) + 1 or (len(keys) and (int(keys.max()) >= NCP or np.any(np.diff(keys.astype(np.int64)) <= 0))):
+            raise ValueError("Lowercase map: keys not increasing code points, or offsets of the wrong length")
+        self.data = {"keys": keys, "offs": offs, "blob": blob}
+        self._bm = _bitmap(keys)
+        self._args = (self._bm, keys, offs, blob, self._ASCII)
+        self._map = _native().map
 
+    @classmethod
+    def build(cls) -> "_Lowercase":
+        from . import unicode as _u
 
-def _lower_differs(table: dict) -> list[str]:
-    out = {chr(c) for c in table if chr(c).lower() != table[c]}
-    step = 4096
-    for lo in range(0, 0x110000, step):
-        chunk = "".join(chr(c) for c in range(lo, lo + step) if not 0xD800 <= c <= 0xDFFF)
-        if chunk.lower() == chunk:
-            continue  # no character here that str.lower changes
-        out.update(c for c in chunk if c.lower() != c and table.get(ord(c), c) != c.lower())
-    out.add("\u03a3")  # str.lower's final-sigma rule
-    return sorted(out)
+        table = _u.facts().lower  # HF's char::to_lowercase where it is not the character itself
+        keys = sorted(c for c, v in table.items() if v != chr(c) and c >= 0x80)
+        vals = [table[c].encode("utf-8") for c in keys]
+        offs = np.zeros(len(keys) + 1, dtype=np.uint32)
+        offs[1:] = np.cumsum([len(v) for v in vals]) if vals else []
+        return cls(np.array(keys, dtype=np.uint32), offs, np.frombuffer(b"".join(vals), dtype=np.uint8).copy())
 
-
-def _lowercase() -> Fast:
-    from . import unicode as _u
-
-    table = dict(_u.facts().lower)
-    # str.lower is HF's per-character table except on these characters (and the final-sigma rule on Σ):
-    # texts without them take str.lower, the others the table itself
-    has_differ = _any_of(_lower_differs_cached())
-
-    def f(t: str) -> str:
-        if t.isascii() or not has_differ(t):
-            return t.lower()
-        return t.translate(table)
-    return f
+    def __call__(self, b: bytes) -> bytes:
+        return self._map(b, *self._args)
 
 
-def _replace(cfg: dict) -> Fast:
-    pat, content = cfg.get("pattern"), cfg.get("content")
+class _ReplaceString(_Step):
+    domain = "b"
+
+    def __init__(self, pat: str, content: str):
+        super().__init__()
+        self.pat, self.content = pat.encode("utf-8"), content.encode("utf-8")
+
+    def __call__(self, b: bytes) -> bytes:
+        # leftmost non-overlapping, as HF: a match of valid UTF-8 in valid UTF-8 starts and ends on characters
+        return b.replace(self.pat, self.content)
+
+
+class _ReplaceRegex(_Step):
+    domain = "b"
+
+    def __init__(self, cp, content: str):
+        super().__init__()
+        self.cp, self.content = cp, content.encode("utf-8")
+        self._rep = cp.spanner.replace
+
+    def __call__(self, b: bytes) -> bytes:
+        return self._rep(b, self.content)
+
+
+class _Strip(_Step):
+    def __init__(self, left: bool, right: bool):
+        super().__init__()
+        from .unicode import WHITESPACE
+
+        ws = "".join(sorted(WHITESPACE))
+        self.f = (lambda x: x.strip(ws)) if left and right else (lambda x: x.lstrip(ws)) if left else (
+            (lambda x: x.rstrip(ws)) if right else (lambda x: x))
+
+    def __call__(self, t: str) -> str:
+        return self.f(t)
+
+
+class _StripAccents(_Step):
+    def __init__(self, marks: np.ndarray):
+        super().__init__()
+        self.data = {"cps": marks}
+        self._table = None
+
+    @classmethod
+    def build(cls) -> "_StripAccents":
+        from .unicode import _pipeline_sets
+
+        return cls(_sorted_cps(_pipeline_sets()[0]))
+
+    def __call__(self, t: str) -> str:
+        if t.isascii():
+            return t
+        if self._table is None:
+            self._table = dict.fromkeys(self.data["cps"].tolist())
+        return t.translate(self._table)
+
+
+class _Prepend(_Step):
+    domain = "b"
+
+    def __init__(self, pre: str):
+        super().__init__()
+        self.pre = pre.encode("utf-8")
+
+    def __call__(self, b: bytes) -> bytes:
+        return self.pre + b if b else b
+
+
+def _flatten(cfg: Any) -> list[dict]:
+    if cfg is None:
+        return []
+    if not isinstance(cfg, dict):
+        raise NoFastForm(repr(cfg))
+    if cfg.get("type") == "Sequence":
+        out = []
+        for c in cfg.get("normalizers") or []:
+            out += _flatten(c)
+        return out
+    return [cfg]
+
+
+def _replace_parts(c: dict) -> tuple[str, str, str]:
+    pat, content = c.get("pattern"), c.get("content")
     if not isinstance(content, str) or not isinstance(pat, dict) or len(pat) != 1:
         raise NoFastForm("Replace")
-    if isinstance(pat.get("String"), str) and pat["String"]:
-        s = pat["String"]
-        return lambda t: t.replace(s, content)
-    if not isinstance(pat.get("Regex"), str):
+    kind, value = next(iter(pat.items()))
+    if kind not in ("String", "Regex") or not isinstance(value, str) or not value:
         raise NoFastForm("Replace")
-    from .patterns import Matcher
-
-    m = Matcher(pat, "Replace")
-    cb = content.encode("utf-8")
-    if len(cb) <= 1 and m._cp is not None:
-        import numpy as np
-
-        cp = m._cp
-
-        def g(t: str) -> str:
-            # every match becomes the one-byte (or empty) content, in one vectorized pass over the UTF-8
-            data = t.encode("utf-8")
-            sp = cp.byte_spans(data)
-            if not len(sp):
-                return t
-            a = np.frombuffer(data, dtype=np.uint8).copy()
-            n1 = len(a) + 1
-            d = np.bincount(sp[:, 0], minlength=n1) - np.bincount(sp[:, 1], minlength=n1)
-            keep = np.cumsum(d[:-1]) == 0
-            if cb:
-                a[sp[:, 0]] = cb[0]
-                keep[sp[:, 0]] = True
-            return a[keep].tobytes().decode("utf-8")
-        return g
-
-    def f(t: str) -> str:
-        spans = m.spans(t)
-        if not spans:
-            return t
-        parts, last = [], 0
-        for a, b in spans:
-            parts.append(t[last:a])
-            last = b
-        parts.append(t[last:])
-        return content.join(parts)
-    return f
+    return kind, value, content
 
 
-def fast_normalizer(cfg: Any) -> Optional[Fast]:
+def _step(c: dict, i: int, art=None) -> _Step:
+    """The step of component `c` (index `i` of the flattened sequence): its facts computed, or read from the
+    artifact's sections `norm.{i}.*` when `art` is given."""
+    t = c.get("type")
+
+    def arr(name: str) -> np.ndarray:
+        return art.array(f"{PREFIX}{i}.{name}")
+
+    if t in ("NFC", "NFD", "NFKC", "NFKD"):
+        if art is None:
+            return _Unicode.build(t)
+        cps = arr("cps")
+        if cps.dtype != np.uint32 or (cps.size and int(cps.max()) >= NCP):
+            raise ValueError(f"{PREFIX}{i}.cps: not uint32 code points")
+        return _Unicode(t, cps)
+    if t == "Lowercase":
+        if art is None:
+            return _Lowercase.build()
+        keys, offs, blob = arr("keys"), arr("offs"), arr("blob")
+        if keys.dtype != np.uint32 or offs.dtype != np.uint32 or blob.dtype != np.uint8:
+            raise ValueError(f"{PREFIX}{i}: Lowercase map arrays of the wrong types")
+        return _Lowercase(keys, offs, blob)
+    if t == "Replace":
+        kind, value, content = _replace_parts(c)
+        if kind == "String":
+            return _ReplaceString(value, content)
+        if art is not None:
+            from ..pretokenize import CompiledPattern
+
+            cp = CompiledPattern.from_sections(art, f"{PREFIX}{i}.re.")
+            if cp.mode != "find":
+                raise ValueError(f"{PREFIX}{i}.re: not a find-mode DFA")
+            return _ReplaceRegex(cp, content)
+        from .patterns import Matcher
+
+        m = Matcher(c["pattern"], "Replace")
+        if m._cp is None:
+            raise NoFastForm("Replace")
+        return _ReplaceRegex(m._cp, content)
+    if t == "Strip":
+        return _Strip(bool(c.get("strip_left", True)), bool(c.get("strip_right", True)))
+    if t == "StripAccents":
+        if art is None:
+            return _StripAccents.build()
+        cps = arr("cps")
+        if cps.dtype != np.uint32 or (cps.size and int(cps.max()) >= NCP):
+            raise ValueError(f"{PREFIX}{i}.cps: not uint32 code points")
+        return _StripAccents(cps)
+    if t == "Prepend":
+        pre = c.get("prepend")
+        if not isinstance(pre, str):
+            raise NoFastForm("Prepend")
+        return _Prepend(pre)
+    raise NoFastForm(str(t))
+
+
+class NormPlan:
+    """The fast form of a normalizer: `plan(text)` -> normalized UTF-8 bytes, or None (run the stages)."""
+
+    def __init__(self, steps: list[_Step]):
+        self.steps = steps
+
+    def __call__(self, text: str) -> Optional[bytes]:
+        x: Any = text
+        in_bytes = False
+        try:
+            for st in self.steps:
+                if st.domain == "b":
+                    if not in_bytes:
+                        x, in_bytes = x.encode("utf-8"), True
+                elif in_bytes:
+                    x, in_bytes = x.decode("utf-8"), False
+                x = st(x)
+                if x is None:
+                    return None
+            return x if in_bytes else x.encode("utf-8")
+        except UnicodeEncodeError:
+            return None  # lone surrogates: the stages see the text as given
+
+    def text(self, text: str) -> Optional[str]:
+        b = self(text)
+        return None if b is None else b.decode("utf-8")
+
+    def sections(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for i, st in enumerate(self.steps):
+            for k, v in st.data.items():
+                out[f"{PREFIX}{i}.{k}"] = np.ascontiguousarray(v)
+            if isinstance(st, _ReplaceRegex):
+                out.update(st.cp.sections(f"{PREFIX}{i}.re."))
+        return out
+
+    @classmethod
+    def from_sections(cls, cfg: Any, art) -> "NormPlan":
+        """The plan of `cfg` with its facts read from the artifact (ValueError naming a bad section)."""
+        try:
+            return cls([_step(c, i, art) for i, c in enumerate(_flatten(cfg))])
+        except KeyError as e:
+            raise ValueError(f"normalizer section {e} is missing") from None
+
+
+def fast_normalizer_plan(cfg: Any) -> Optional[NormPlan]:
     """The fast form of a normalizer config, or None where it has none (a None config: the identity)."""
     try:
-        return _build(cfg)
+        return NormPlan([_step(c, i) for i, c in enumerate(_flatten(cfg))])
     except NoFastForm:
         return None
 
 
-def _build(cfg: Any) -> Fast:
-    if cfg is None:
-        return lambda t: t
-    if not isinstance(cfg, dict):
-        raise NoFastForm(repr(cfg))
-    t = cfg.get("type")
-    if t == "Sequence":
-        parts = [_build(c) for c in cfg.get("normalizers") or []]
-
-        def seq(x: str) -> Optional[str]:
-            for p in parts:
-                x = p(x)
-                if x is None:
-                    return None
-            return x
-        return seq
-    if t in ("NFC", "NFD", "NFKC", "NFKD"):
-        return _unicode(t)
-    if t == "Lowercase":
-        return _lowercase()
-    if t == "Strip":
-        from .unicode import WHITESPACE
-
-        ws = "".join(sorted(WHITESPACE))
-        left, right = bool(cfg.get("strip_left", True)), bool(cfg.get("strip_right", True))
-        if left and right:
-            return lambda x: x.strip(ws)
-        if left:
-            return lambda x: x.lstrip(ws)
-        return (lambda x: x.rstrip(ws)) if right else (lambda x: x)
-    if t == "StripAccents":
-        from .unicode import _pipeline_sets
-
-        table = {ord(c): None for c in _pipeline_sets()[0]}
-        return lambda x: x if x.isascii() else x.translate(table)
-    if t == "Replace":
-        return _replace(cfg)
-    if t == "Prepend":
-        pre = cfg.get("prepend")
-        if not isinstance(pre, str):
-            raise NoFastForm("Prepend")
-        return lambda x: pre + x if x else x
-    raise NoFastForm(str(t))
+def fast_normalizer(cfg: Any) -> Optional[Fast]:
+    """`fast_normalizer_plan` giving a str (None where it has no fast form)."""
+    plan = fast_normalizer_plan(cfg)
+    return None if plan is None else plan.text

@@ -172,6 +172,24 @@ class Cutter:
         keep = (k >= 0) & (sp[:, 0] < f[np.maximum(k, 0), 1])
         return sp[keep]
 
+    def triples(self, data: bytes) -> bytes:
+        """The pieces as native uint32 (start, end, 0xFFFFFFFF) triples (what the tables' `encode_spans`
+        takes), in one C call: the find matches, each split by the stages after it."""
+        f = self.find.spanner if self.find is not None else None
+        sp = self.split.spanner if self.split is not None else None
+        if (self.find is not None and f is None) or (self.split is not None and sp is None):
+            import numpy as np  # the C spanner is not built: the same triples from `spans`
+
+            s = self.spans(data)
+            tri = np.empty((len(s), 3), dtype=np.uint32)
+            tri[:, 2] = 0xFFFFFFFF
+            tri[:, 0], tri[:, 1] = s[:, 0], s[:, 1]
+            return tri.tobytes()
+        from ..runtime import _dfa
+
+        # `split` starts with the find pattern itself when there is one (its pieces never straddle a match)
+        return _dfa.cut(data, f, sp, 1 if (f is not None and sp is not None) else 0)
+
     def sections(self) -> dict:
         out = {}
         if self.find is not None:

@@ -3,8 +3,9 @@
     tok.save("falcon.fst"); fstok.load("falcon.fst")        # PipelineTokenizer / TekkenTokenizer
 
 Pipeline (docs/artifact-format.md): meta {pipeline_meta_version, name, where, n_vocab, has_pp, pp_ids,
-guards, standin_lo, mode, raw_guards, norm_guards, has_norm, normalizer, suffix, cut, has_tables}; section
-`tokenizer.json` (the file's JSON, UTF-8) and, when the compiled byte-level
+guards, standin_lo, mode, raw_guards, norm_guards, has_norm, normalizer, norm_sections, suffix, cut,
+has_tables}; section `tokenizer.json` (the file's JSON, UTF-8), the normalizer's facts (sections `norm.*`,
+fstok.pipeline.fastnorm) and, when the compiled byte-level
 tables encode the file, section `tables` (a whole BPE artifact, kind 3, with its own checksums).
 Tekken: meta {tekken_meta_version, name, n_special, specials, bos_id, eos_id}; section `tables` (the
 BPE artifact of the ranks).  Every meta field is checked and the nested BPE artifact validated (checksums,
@@ -91,10 +92,13 @@ def pipeline_artifact(tok) -> bytes:
         "standin_lo": tok._standin_lo,
         "mode": tok._mode, "raw_guards": list(tok._raw_guards), "norm_guards": list(tok._norm_guards),
         "has_norm": tok._norm_fast is not None, "suffix": bool(tok._suffix), "normalizer": norm_cfg,
+        "norm_sections": tok._norm_fast is not None,
         "cut": None if tok._pieces is None else {"find": tok._pieces.find is not None,
                                                  "split": tok._pieces.split is not None},
     }
     sections: dict[str, Any] = {"tokenizer.json": raw}
+    if tok._norm_fast is not None:
+        sections.update(tok._norm_fast.sections())  # the normalizer's facts: loading computes none
     if tok._pieces is not None:
         sections.update(tok._pieces.sections())
     uv = "n/a"
@@ -144,16 +148,24 @@ def load_pipeline(cls, art: _art.Artifact):
         cut = Cutter.from_sections(art, m["cut"]["find"], m["cut"]["split"])
     norm_fast = None
     if m["has_norm"] and inner is not None:
-        from .fastnorm import fast_normalizer
+        from .fastnorm import NoFastForm, NormPlan, fast_normalizer_plan
 
         if "normalizer" in m:
             norm_cfg = m["normalizer"]
         else:
             obj = obj if obj is not None else tokenizer_json(art, art.raw("tokenizer.json"))
             norm_cfg = obj.get("normalizer")
-        norm_fast = fast_normalizer(norm_cfg)
-        if norm_fast is None:
-            raise _bad(art, "the normalizer has no fast form, but the tables were compiled for one")
+        try:
+            if m.get("norm_sections") is True:
+                norm_fast = NormPlan.from_sections(norm_cfg, art)
+            else:  # written before the facts were kept in the artifact: computed here
+                norm_fast = fast_normalizer_plan(norm_cfg)
+                if norm_fast is None:
+                    raise NoFastForm()
+        except NoFastForm:
+            raise _bad(art, "the normalizer has no fast form, but the tables were compiled for one") from None
+        except (ValueError, KeyError) as e:
+            raise _bad(art, f"normalizer tables: {e}") from None
     tok = cls.__new__(cls)
     tok.where, tok.name, tok.n_vocab = m["where"], m["name"], m["n_vocab"]
     # the file's JSON is parsed when the Python stages are first needed (decode, the paths the tables do not

@@ -177,9 +177,9 @@ class PipelineTokenizer:
             return None
         m = self.model
         if self.normalizer is not None:
-            from .fastnorm import fast_normalizer
+            from .fastnorm import fast_normalizer_plan
 
-            self._norm_fast = fast_normalizer(obj.get("normalizer"))
+            self._norm_fast = fast_normalizer_plan(obj.get("normalizer"))
             if self._norm_fast is None:
                 return None
         from ..bpe import BPETokenizer
@@ -316,10 +316,11 @@ class PipelineTokenizer:
         self._guards = tuple(t.content for t in self.added.tokens if t.lstrip or t.rstrip or t.single_word)
         self._lens = np.diff(inner._tables["dec_off"].astype(np.int64))
 
-    def _native_text(self, text: str) -> Optional[str]:
-        """The text the compiled tables encode for `text` (normalized where the file normalizes), or None
-        where the stages must run (an added token that needs them occurs; the normalizer has no fast form
-        for this text)."""
+    def _native_text(self, text: str):
+        """What the compiled tables encode for `text`: the text itself ("direct" mode), or its normalized
+        UTF-8 bytes ("guarded" mode: the normalizer's fast form, fstok.pipeline.fastnorm); None where the
+        stages must run (an added token that needs them occurs; the normalizer has no fast form for this
+        text)."""
         if self._tables is None:
             return None
         if self._mode == "direct":
@@ -330,10 +331,19 @@ class PipelineTokenizer:
         for g in self._raw_guards:
             if g in text:
                 return None
-        t = text if self._norm_fast is None else self._norm_fast(text)
-        if t is None:
-            return None
-        for g in self._norm_guards:
+        if self._norm_fast is None:
+            try:
+                t = text.encode("utf-8")
+            except UnicodeEncodeError:
+                return None  # lone surrogates: the stages see the text as given
+        else:
+            t = self._norm_fast(text)
+            if t is None:
+                return None
+        ng = self.__dict__.get("_norm_guards_b")
+        if ng is None:
+            ng = self.__dict__["_norm_guards_b"] = tuple(g.encode("utf-8") for g in self._norm_guards if g)
+        for g in ng:
             if g in t:
                 return None
         return t
@@ -341,21 +351,15 @@ class PipelineTokenizer:
     def _native_ok(self, text: str) -> bool:
         return self._native_text(text) is not None
 
-    def _cut_ids(self, t: str) -> list[int]:
-        """The ids of the normalized text `t` where the pieces are cut here (`_pieces`, one C pass for the
-        DFAs) and encoded by the tables in one C call (through the piece cache); with end_of_word_suffix each
-        piece is followed by the sentinel byte."""
-        import numpy as np
-
-        data = t.encode("utf-8")
-        sp = self._pieces.spans(data)
-        if not len(sp):
+    def _cut_ids(self, data: bytes) -> list[int]:
+        """The ids of the normalized UTF-8 `data` where the pieces are cut here (`_pieces`: one C pass for
+        the DFAs) and encoded by the tables in one C call (through the piece cache); with end_of_word_suffix
+        each piece is followed by the sentinel byte."""
+        tri = self._pieces.triples(data)
+        if not tri:
             return []
-        tri = np.empty((len(sp), 3), dtype=np.uint32)
-        tri[:, 2] = 0xFFFFFFFF
-        tri[:, 0], tri[:, 1] = sp[:, 0], sp[:, 1]
         # with a suffix, C follows each piece with the sentinel byte (in a scratch copy) before its lookup
-        return self._tables._model.encode_spans(data, tri.tobytes(), 0, self.SENTINEL if self._suffix else -1)
+        return self._tables._model.encode_spans(data, tri, 0, self.SENTINEL if self._suffix else -1)
 
     # ------------------------------------------------------------------ encoding
     def _ids(self, text: str) -> list[int]:

@@ -143,6 +143,7 @@ typedef struct {
 } SpannerObject;
 
 static PyTypeObject DFAType;
+static PyTypeObject SpannerType;
 
 static void Spanner_dealloc(SpannerObject *self) {
     free(self->levels);
@@ -452,6 +453,178 @@ static PyObject *Spanner_byte_spans_ends(SpannerObject *self, PyObject *args) {
     return offsets_to_bytes(v, k);
 }
 
+
+/* ------------------------------------------------------------- normalizer Replace, piece cutter */
+/* A growable byte buffer (the Replace output). */
+typedef struct {
+    uint8_t *p;
+    size_t len, cap;
+} bytebuf;
+
+static int bb_put(bytebuf *b, const uint8_t *src, size_t k) {
+    if (b->cap - b->len < k) {
+        size_t nc = b->cap * 2 > b->len + k ? b->cap * 2 : b->len + k + 64;
+        uint8_t *np_ = (uint8_t *)realloc(b->p, nc);
+        if (!np_) return -1;
+        b->p = np_;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->len, src, k);
+    b->len += k;
+    return 0;
+}
+
+/* replace(data, content) -> bytes: every match of the find-mode DFA in the UTF-8 `data` replaced by
+ * `content` (HF `Replace` with a Regex: leftmost-first, non-overlapping, as regex finditer). */
+static PyObject *Spanner_replace(SpannerObject *self, PyObject *args) {
+    if (!spanner_ready(self)) return NULL;
+    PyObject *text;
+    Py_buffer content;
+    if (!PyArg_ParseTuple(args, "Oy*", &text, &content)) return NULL;
+    if (self->mode != MODE_FIND) {
+        PyBuffer_Release(&content);
+        PyErr_SetString(PyExc_ValueError, "replace needs a find-mode spanner");
+        return NULL;
+    }
+    TextIn ti;
+    if (text_in(text, &ti, 1) < 0) {
+        PyBuffer_Release(&content);
+        return NULL;
+    }
+    const uint8_t *s = ti.s, *c = (const uint8_t *)content.buf;
+    size_t n = (size_t)ti.n, clen = (size_t)content.len, pos = 0, last = 0;
+    bytebuf out = {NULL, 0, 0};
+    int oom = 0, any = 0;
+    size_t buf[2 * 256];
+    Py_BEGIN_ALLOW_THREADS
+    while (pos < n && !oom) {
+        size_t got = fstok_dfa_find_all(&self->levels[0], s, n, &pos, buf, 256);
+        if (got && !any) {
+            any = 1;
+            out.cap = n + 64;
+            out.p = (uint8_t *)malloc(out.cap);
+            if (!out.p) oom = 1;
+        }
+        for (size_t j = 0; j < got && !oom; j++) {
+            oom = bb_put(&out, s + last, buf[2 * j] - last) || bb_put(&out, c, clen);
+            last = buf[2 * j + 1];
+        }
+    }
+    if (any && !oom) oom = bb_put(&out, s + last, n - last);
+    Py_END_ALLOW_THREADS
+    PyObject *res = NULL;
+    if (oom)
+        PyErr_NoMemory();
+    else if (!any) /* no match: the input itself (bytes), or its UTF-8 (str) */
+        res = PyBytes_FromStringAndSize((const char *)s, (Py_ssize_t)n);
+    else
+        res = PyBytes_FromStringAndSize((const char *)out.p, (Py_ssize_t)out.len);
+    free(out.p);
+    text_release(&ti);
+    PyBuffer_Release(&content);
+    return res;
+}
+
+/* uint32 (start, end, 0xFFFFFFFF) triples, grown as needed */
+typedef struct {
+    uint32_t *p;
+    size_t len, cap; /* in triples */
+} tribuf;
+
+static int tri_push(tribuf *t, size_t a, size_t b) {
+    if (t->len == t->cap) {
+        size_t nc = t->cap ? 2 * t->cap : 256;
+        uint32_t *np_ = (uint32_t *)realloc(t->p, nc * 3 * sizeof(uint32_t));
+        if (!np_) return -1;
+        t->p = np_;
+        t->cap = nc;
+    }
+    uint32_t *q = t->p + 3 * t->len++;
+    q[0] = (uint32_t)a;
+    q[1] = (uint32_t)b;
+    q[2] = 0xFFFFFFFFu;
+    return 0;
+}
+
+/* the pieces of s[a:b) split by `levels` (each piece a text of its own), appended as triples */
+static int cut_split(const fstok_dfa *levels, int n_levels, const uint8_t *s, size_t a, size_t b, size_t **ends,
+                     size_t *elen, size_t *ecap, tribuf *out) {
+    if (a >= b) return 0;
+    if (n_levels == 0) return tri_push(out, a, b);
+    *elen = 0;
+    if (fstok_dfa_split_isolated(levels, n_levels, s + a, b - a, ends, elen, ecap)) return -1;
+    size_t prev = 0;
+    for (size_t j = 0; j < *elen; j++) {
+        if (tri_push(out, a + prev, a + (*ends)[j])) return -1;
+        prev = (*ends)[j];
+    }
+    return 0;
+}
+
+/* cut(data, find, split, skip) -> bytes of uint32 (start, end, 0xFFFFFFFF) triples: the pieces of the UTF-8
+ * `data` (fstok.pipeline.native.Cutter).  `find` (a find-mode Spanner or None): only its matches are kept
+ * (HF Split(Removed, invert=true)); `split` (a split-mode Spanner or None): its levels from `skip` on cut each
+ * kept piece (or the whole text without `find`) as HF Split(Isolated) levels do. */
+static PyObject *dfa_cut(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *text, *fo, *so;
+    int skip;
+    if (!PyArg_ParseTuple(args, "OOOi", &text, &fo, &so, &skip)) return NULL;
+    SpannerObject *f = NULL, *sp = NULL;
+    if (fo != Py_None) {
+        if (!PyObject_TypeCheck(fo, &SpannerType) || !spanner_ready((SpannerObject *)fo) ||
+            ((SpannerObject *)fo)->mode != MODE_FIND) {
+            PyErr_SetString(PyExc_TypeError, "cut: find must be a find-mode Spanner or None");
+            return NULL;
+        }
+        f = (SpannerObject *)fo;
+    }
+    if (so != Py_None) {
+        if (!PyObject_TypeCheck(so, &SpannerType) || !spanner_ready((SpannerObject *)so) ||
+            ((SpannerObject *)so)->mode != MODE_SPLIT) {
+            PyErr_SetString(PyExc_TypeError, "cut: split must be a split-mode Spanner or None");
+            return NULL;
+        }
+        sp = (SpannerObject *)so;
+    }
+    if (skip < 0 || (sp && skip > sp->n_levels) || (!sp && skip)) {
+        PyErr_SetString(PyExc_ValueError, "cut: skip out of range");
+        return NULL;
+    }
+    TextIn ti;
+    if (text_in(text, &ti, 1) < 0) return NULL;
+    if ((uint64_t)ti.n >= 0xFFFFFFFFull) {
+        text_release(&ti);
+        PyErr_SetString(PyExc_ValueError, "cut: text longer than 4 GiB");
+        return NULL;
+    }
+    const uint8_t *s = ti.s;
+    size_t n = (size_t)ti.n;
+    const fstok_dfa *lv = sp ? sp->levels + skip : NULL;
+    int nl = sp ? sp->n_levels - skip : 0;
+    tribuf out = {NULL, 0, 0};
+    size_t *ends = NULL, elen = 0, ecap = 0;
+    int oom = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (!f) {
+        oom = cut_split(lv, nl, s, 0, n, &ends, &elen, &ecap, &out);
+    } else {
+        size_t pos = 0, buf[2 * 256];
+        while (pos < n && !oom) {
+            size_t got = fstok_dfa_find_all(&f->levels[0], s, n, &pos, buf, 256);
+            for (size_t j = 0; j < got && !oom; j++)
+                oom = cut_split(lv, nl, s, buf[2 * j], buf[2 * j + 1], &ends, &elen, &ecap, &out);
+        }
+    }
+    Py_END_ALLOW_THREADS
+    free(ends);
+    text_release(&ti);
+    PyObject *res = oom ? PyErr_NoMemory()
+                        : PyBytes_FromStringAndSize((const char *)out.p, (Py_ssize_t)(out.len * 3 * sizeof(uint32_t)));
+    free(out.p);
+    return res;
+}
+
 static PyMethodDef Spanner_methods[] = {
     {"_byte_spans_ends", (PyCFunction)Spanner_byte_spans_ends, METH_VARARGS,
      "_byte_spans_ends(text, window) -> byte_spans computed with the consecutive-ends bulk function (tests)"},
@@ -461,6 +634,8 @@ static PyMethodDef Spanner_methods[] = {
     {"byte_spans", (PyCFunction)Spanner_byte_spans, METH_O,
      "byte_spans(text) -> bytes of native uint64: (start, end) pairs (find mode) or piece ends (split mode)"},
     {"count", (PyCFunction)Spanner_count, METH_O, "count(text) -> number of pieces"},
+    {"replace", (PyCFunction)Spanner_replace, METH_VARARGS,
+     "replace(text, content) -> UTF-8 bytes with every match (find mode) replaced by the bytes `content`"},
     {"match", (PyCFunction)Spanner_match, METH_VARARGS, "match(text, byte_pos) -> end of the anchored match or -1"},
     {NULL, NULL, 0, NULL},
 };
@@ -530,6 +705,9 @@ static PyObject *dfa_concat_lists(PyObject *mod, PyObject *arg) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"cut", (PyCFunction)dfa_cut, METH_VARARGS,
+     "cut(text, find, split, skip) -> bytes of uint32 (start, end, 0xFFFFFFFF) piece triples: find's matches "
+     "(or the whole text), each split by split's levels from `skip` on"},
     {"concat_lists", (PyCFunction)dfa_concat_lists, METH_O,
      "concat_lists(lists) -> one list (sub-lists referenced only by `lists` are emptied, their items moved)"},
     {NULL, NULL, 0, NULL},
