@@ -8,8 +8,9 @@ ByteLevel stage): T5, XLM-R, multilingual-e5, Llama-2-style and Phi-3 files.
     tok.decode(ids)                                     # == tokenizers' decode (skip_special_tokens=True)
 
 The pipeline (added tokens, normalizers, pre-tokenizer, decoders) follows `tokenizers` step by step
-with its alignments (fstok.hf_norm); the Unigram model runs in C (`fstok.runtime._spm`, f64 scores as
-tokenizers computes them).  The BPE model with a merge list runs in Python (fstok.reference.unigram.HFBPE).
+with its alignments (fstok.hf_norm); the models run in C (`fstok.runtime._spm`): Unigram with f64 scores as
+tokenizers computes them, BPE with a merge list (its pure-Python oracle, fstok.reference.unigram.HFBPE, runs
+only where a token's span is not fixed by its id, or for a continuing prefix / end-of-word suffix).
 """
 from __future__ import annotations
 
@@ -83,8 +84,20 @@ class HFSentencePieceTokenizer(ArtifactIO):
             self._added[int(t["id"])] = t
         self._special_ids = {i for i, t in self._added.items() if t.get("special")}
         self._added_by_content = {t["content"]: i for i, t in sorted(self._added.items())}
-        self._raw_rx = self._added_regex([t for t in self._added.values() if not t.get("normalized", not t.get("special"))])
-        self._norm_rx = self._added_regex([t for t in self._added.values() if t.get("normalized", not t.get("special"))])
+        raw = [t for t in self._added.values() if not t.get("normalized", not t.get("special"))]
+        self._raw_forms = {t["content"]: self._added_by_content[t["content"]] for t in raw}
+        self._raw_rx = self._added_regex(list(self._raw_forms))
+        # tokenizers matches a normalized added token by its content passed through the normalizer (a
+        # Prepend normalizer makes "</s>" match as "▁</s>"); special tokens first, then by id
+        self._norm_forms: dict[str, int] = {}
+        for i, t in sorted(self._added.items(), key=lambda kv: (not kv[1].get("special"), kv[0])):
+            if t.get("normalized", not t.get("special")):
+                form = t["content"]
+                for step in self._norm:
+                    form = step.apply_str(form)
+                if form:
+                    self._norm_forms.setdefault(form, i)
+        self._norm_rx = self._added_regex(list(self._norm_forms))
         self._h = None
         if self.model_type == "unigram" or self.model_type == "bpe":
             self._h = make_model(
@@ -93,6 +106,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
                 a["score64"], 1, a["ptype"], np.ascontiguousarray(a["byte_id"]), self._flags,
                 self.unk_id, float.fromhex(meta["min_score"]), 0.0)
         self._bpe_model = None
+        self._piece_bpe_h = None
         self._merges = None
         if self.model_type == "bpe":
             ma, mb, mn = arr("merge_a", "<i4"), arr("merge_b", "<i4"), arr("merge_new", "<i4")
@@ -151,23 +165,83 @@ class HFSentencePieceTokenizer(ArtifactIO):
         bp = meta.get("bpe") or {}
         if bp.get("continuing_subword_prefix") or bp.get("end_of_word_suffix"):
             return None
+        is_bpe = self.model_type == "bpe"
+        word_sep = str(meta.get("bpe_word_split") or "").encode("utf-8") if is_bpe and kind == 0 else b""
+        return self._hf_make(ops, kind, scheme, split, rep, word_sep)
+
+    def _byte_tok(self) -> np.ndarray:
+        """The token of each byte under byte fallback (-1: none), as the native pipeline reads it."""
+        meta = self._art.meta
         if self._art.has("byte_tok"):
             byte_tok = self._art.array("byte_tok")
             if (self._art.sections["byte_tok"].dtype != "<i4" or len(byte_tok) != 256 or byte_tok.min() < -1
                     or byte_tok.max() >= self._n):
                 raise _art.ArtifactError(f"{self._art.path or '<artifact>'}: section 'byte_tok': not 256 token ids")
-            byte_tok = np.ascontiguousarray(byte_tok)
-        elif meta.get("byte_fallback_complete"):
-            byte_tok = np.ascontiguousarray(a["byte_id"], dtype=np.int32)
-        else:
-            tid = self._token_ids_model()
-            byte_tok = np.array([tid.get(f"<0x{c:02X}>", -1) for c in range(256)], dtype=np.int32)
+            return np.ascontiguousarray(byte_tok)
+        if meta.get("byte_fallback_complete"):
+            return np.ascontiguousarray(self._art.array("byte_id"), dtype=np.int32)
+        tid = self._token_ids_model()
+        return np.array([tid.get(f"<0x{c:02X}>", -1) for c in range(256)], dtype=np.int32)
+
+    def _hf_make(self, ops: list, kind: int, scheme: int, split: int, rep: bytes, word_sep: bytes):
+        a = self._art
+        bp = a.meta.get("bpe") or {}
         is_bpe = self.model_type == "bpe"
         ma, mb, mn = self._merges if is_bpe else (None, None, None)
-        word_sep = str(meta.get("bpe_word_split") or "").encode("utf-8") if is_bpe and kind == 0 else b""
-        return _native().hf_make(self._h, ops, kind, scheme, split, rep, word_sep, a["g_start"], a["g_end"], a["g_bits"],
-                                 ma, mb, mn, byte_tok, int(is_bpe), int(bool(self._flags & SPF_BYTE_FALLBACK)),
-                                 int(bool(self._flags & SPF_FUSE_UNK)), int(bool(bp.get("ignore_merges"))))
+        return _native().hf_make(self._h, ops, kind, scheme, split, rep, word_sep, a.array("g_start"),
+                                 a.array("g_end"), a.array("g_bits"), ma, mb, mn, self._byte_tok(), int(is_bpe),
+                                 int(bool(self._flags & SPF_BYTE_FALLBACK)), int(bool(self._flags & SPF_FUSE_UNK)),
+                                 int(bool(bp.get("ignore_merges"))))
+
+    @property
+    def _piece_bpe(self):
+        """(native handle, byte span per id) of the merge-list BPE model alone, for pre-tokenized pieces
+        (the Encoding path and the string path); None where the model has no native form (a continuing
+        prefix or an end-of-word suffix).  Built on first use."""
+        if self._piece_bpe_h is None:
+            bp = self._art.meta.get("bpe") or {}
+            if (self.model_type != "bpe" or self._h is None or bp.get("continuing_subword_prefix")
+                    or bp.get("end_of_word_suffix")):
+                self._piece_bpe_h = False
+            else:
+                h = self._hf_make([], 0, 0, 1, b"", b"")
+                span = self._span_table()
+                nchar = [len(t) for t in self._vocab()]
+                is_byte = [False] * self._n
+                if self._flags & SPF_BYTE_FALLBACK:
+                    for i in self._byte_tok().tolist():
+                        if i >= 0:
+                            is_byte[i] = True
+                self._piece_bpe_h = (h, span, nchar, is_byte)
+        return self._piece_bpe_h or None
+
+    def _span_table(self) -> list[int]:
+        """The number of piece bytes each token id covers whenever the BPE model emits it, or -1 where that
+        depends on the text (the unknown token covers a run of characters; a byte-fallback token covers
+        one byte; a merge route that makes a token from parts covering another length than its own text).
+        Tokens of a pre-tokenized piece spell the piece in order, so their spans follow from these."""
+        po = self._po.astype(np.int64)
+        span = po[1:] - po[:-1]
+        ok = np.ones(self._n, dtype=bool)
+        if self._flags & SPF_BYTE_FALLBACK:
+            bt = self._byte_tok()
+            bt = bt[bt >= 0]
+            # a byte token spelled as one character of more than one byte would cover two lengths
+            ok[bt] = span[bt] == 1
+            if self._n:
+                single = np.array([len(self._vocab()[i]) == 1 for i in bt.tolist()], dtype=bool)
+                ok[bt] = ok[bt] | ~single
+            span[bt] = 1
+        if 0 <= self.unk_id < self._n:
+            ok[self.unk_id] = False
+        ma, mb, mn = (x.astype(np.int64) for x in self._merges)
+        while len(mn):
+            bad = ok[mn] & ~(ok[ma] & ok[mb] & (span[ma] + span[mb] == span[mn]))
+            if not bad.any():
+                break
+            ok[mn[bad]] = False
+        span[~ok] = -1
+        return span.tolist()
 
     # -- vocabulary ---------------------------------------------------------------------------
     def _vocab(self) -> list[str]:
@@ -226,22 +300,23 @@ class HFSentencePieceTokenizer(ArtifactIO):
 
     # -- added tokens ---------------------------------------------------------------------------
     @staticmethod
-    def _added_regex(tokens: list[dict]):
-        if not tokens:
+    def _added_regex(forms: list[str]):
+        if not forms:
             return None
-        # leftmost-longest over the literal contents
-        alts = sorted({t["content"] for t in tokens}, key=lambda s: (-len(s), s))
+        # leftmost-longest over the literal forms
+        alts = sorted(set(forms), key=lambda s: (-len(s), s))
         return re.compile("|".join(re.escape(x) for x in alts))
 
     def _find_added(self, s: str, rx) -> list[tuple[int | None, int, int]]:
         """AddedVocabulary::find_matches: (id or None, start, end) character spans covering s."""
         if rx is None or not s:
             return [(None, 0, len(s))]
+        forms = self._raw_forms if rx is self._raw_rx else self._norm_forms
         out = []
         start_offset = 0
         for m in _leftmost_longest(rx, s):
             a, b = m
-            tid = self._added_by_content[s[a:b]]
+            tid = forms[s[a:b]]
             t = self._added[tid]
             if t.get("single_word"):
                 if (a > 0 and _is_word(s[a - 1])) or (b < len(s) and _is_word(s[b])):
@@ -266,7 +341,10 @@ class HFSentencePieceTokenizer(ArtifactIO):
     def _model(self, piece: str) -> list[tuple[int, int, int]]:
         """Tokens of one pre-tokenized piece: (id, char start, char end) within the piece."""
         b = piece.encode("utf-8")
-        if self._bpe is not None:
+        if self.model_type == "bpe":
+            got = self._bpe_piece_chars(piece, b)
+            if got is not None:
+                return got
             toks = self._bpe.tokenize(piece)
         else:
             tri = np.frombuffer(_native().model(self._h, b), dtype=np.int32).reshape(-1, 3).tolist()
@@ -291,6 +369,69 @@ class HFSentencePieceTokenizer(ArtifactIO):
             return cum[x]
 
         return [(t, c_start(s), c_end(e)) for t, s, e in toks]
+
+    def _bpe_piece_chars(self, piece: str, b: bytes) -> list[tuple[int, int, int]] | None:
+        """The native BPE model on one piece as (id, char start, char end) within the piece, or None where
+        a span is not fixed by the ids (the Python model then runs).  A vocabulary token covers the
+        characters of its own text; the byte tokens of one character (byte fallback) each cover the whole
+        character, as tokenizers aligns them."""
+        nb = self._piece_bpe
+        if nb is None:
+            return None
+        h, span, nchar, is_byte = nb
+        ids = _native().hf_encode(h, b, 1)
+        if ids is None:
+            return None
+        if len(ids) == 1 and (span[ids[0]] == len(b) or self._vocab()[ids[0]] == piece):
+            return [(ids[0], 0, len(piece))]  # (ignore_merges: the piece is a token, whatever its merges)
+        out = []
+        e = c = pend = need = 0
+        for t in ids:
+            k = span[t]
+            if k < 0:
+                return None
+            if is_byte[t]:
+                if not pend:
+                    if e >= len(b):
+                        return None
+                    need = _U8LEN[b[e] >> 4]
+                out.append((t, c, c + 1))
+                e += 1
+                pend += 1
+                if pend == need:
+                    c += 1
+                    pend = 0
+            elif pend:
+                return None
+            else:
+                n = nchar[t]
+                out.append((t, c, c + n))
+                c += n
+                e += k
+        return out if e == len(b) and c == len(piece) and not pend else None
+
+    def _bpe_piece(self, piece: str, b: bytes) -> list[tuple[int, int, int]]:
+        """The BPE model on one piece: (id, byte start, byte end), the merges in C where they have a native
+        form; the Python model where a span is not fixed by the ids (the unknown token, an ambiguous id)."""
+        nb = self._piece_bpe
+        if nb is not None:
+            h, span = nb[:2]
+            ids = _native().hf_encode(h, b, 1)
+            if ids is not None:
+                if len(ids) == 1 and (span[ids[0]] == len(b) or self._vocab()[ids[0]] == piece):
+                    return [(ids[0], 0, len(b))]
+                out = []
+                e = 0
+                for t in ids:
+                    k = span[t]
+                    if k < 0:
+                        break
+                    out.append((t, e, e + k))
+                    e += k
+                else:
+                    if e == len(b):
+                        return out
+        return self._bpe.tokenize(piece)
 
     def _unigram_finish(self, b: bytes, tri: list[list[int]]) -> list[tuple[int, int, int]]:
         """Unigram::encode_optimized's unknown fusion and Unigram::tokenize's lookup."""
@@ -354,6 +495,53 @@ class HFSentencePieceTokenizer(ArtifactIO):
                         yield tid3, ((al[0][0], al[-1][1]) if al else (p.orig_start, p.orig_start)), w, s[cs:ce], False
                     w += 1
 
+    def hf_lists(self, text: str) -> tuple[list[int], list[tuple[int, int]], list[int], list[str]]:
+        """`tokens` as the lists the HF face reads: ids, character offsets, word indices and token strings
+        (tokenizers names an added-token match by the text it matched, Unigram's unknown piece by its text,
+        every other token by its vocabulary string)."""
+        ids: list[int] = []
+        offs: list[tuple[int, int]] = []
+        words: list[int] = []
+        toks: list[str] = []
+        vocab = self._vocab()
+        unk = self.unk_id if self.model_type == "unigram" else -2
+        w = 0
+        for tid, a, b in self._find_added(text, self._raw_rx):
+            if tid is not None:
+                ids.append(tid)
+                offs.append((a, b))
+                words.append(w)
+                toks.append(text[a:b])
+                w += 1
+                continue
+            ns = NString.from_text(text[a:b], a)
+            for step in self._norm:
+                step(ns)
+            for tid2, c, d in self._find_added(ns.get(), self._norm_rx):
+                sub = ns.slice(c, d)
+                if tid2 is not None:
+                    ids.append(tid2)
+                    offs.append((sub.align[0][0], sub.align[-1][1]) if sub.align else (0, 0))
+                    words.append(w)
+                    toks.append(sub.get())
+                    w += 1
+                    continue
+                pieces = [sub]
+                for pre in self._pre:
+                    pieces = [q for p in pieces for q in pre(p)]
+                for p in pieces:
+                    s = p.get()
+                    if not s:
+                        continue
+                    al = p.align
+                    for tid3, cs, ce in self._model(s):
+                        ids.append(tid3)
+                        offs.append((al[cs][0], al[ce - 1][1]) if ce > cs else (p.orig_start, p.orig_start))
+                        words.append(w)
+                        toks.append(s[cs:ce] if tid3 == unk or tid3 >= len(vocab) else vocab[tid3])
+                    w += 1
+        return ids, offs, words, toks
+
     def _encode(self, text: str, with_offsets: bool):
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}")
@@ -398,8 +586,11 @@ class HFSentencePieceTokenizer(ArtifactIO):
                 for p in pieces:
                     if not p:
                         continue
-                    if self._bpe is not None:
-                        got = [t for t, _, _ in self._bpe.tokenize(p)]
+                    if self.model_type == "bpe":
+                        nb = self._piece_bpe
+                        got = native.hf_encode(nb[0], p.encode("utf-8"), 1) if nb is not None else None
+                        if got is None:
+                            got = [t for t, _, _ in self._bpe.tokenize(p)]
                     else:
                         got = native.model_ids(self._h, p.encode("utf-8"), self.unk_id)
                         if got is None:  # an unknown piece: fusion, lookup and byte fallback in Python
@@ -464,6 +655,9 @@ class HFSentencePieceTokenizer(ArtifactIO):
 
     def decode_batch(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = True) -> list[str]:
         return [self.decode(x, skip_special_tokens=skip_special_tokens) for x in batch]
+
+
+_U8LEN = (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4)  # UTF-8 sequence length by the lead byte's high nibble
 
 
 def _is_word(c: str) -> bool:

@@ -1070,21 +1070,7 @@ class _SpmCore(_Core):
         self.tok = tok
 
     def model_encode(self, text):
-        t = self.tok
-        ids: list[int] = []
-        offs: list[tuple[int, int]] = []
-        words: list[Optional[int]] = []
-        toks: list[str] = []
-        i2t = t.id_to_token
-        # HF's Unigram names an unknown piece by its text, BPE by the unk token; an added token is named by the
-        # text it matched (lstrip / rstrip included)
-        unk_text = t.model_type == "unigram"
-        for tid, span, w, piece, added in t.tokens(text):
-            ids.append(tid)
-            offs.append(span)
-            words.append(w)
-            toks.append(piece if added or (unk_text and tid == t.unk_id) else i2t(tid))
-        return ids, offs, words, toks
+        return self.tok.hf_lists(text)
 
     def ids_batch(self, texts, num_threads):
         res = [np.asarray(self.tok.encode(t), dtype=np.uint32) for t in texts]
