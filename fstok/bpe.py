@@ -14,7 +14,6 @@ import os
 import re
 import threading
 import unicodedata
-from concurrent.futures import ThreadPoolExecutor
 from typing import AbstractSet, Any, Collection, Iterable, Literal, Optional, Sequence
 
 import numpy as np
@@ -770,6 +769,8 @@ class BPETokenizer(Inspectable):
                 raise TypeError(f"texts must be str, got {type(t).__name__}")
         if nt <= 1:
             return [self._run(t, allowed, 0)[0] for t in texts]
+        from concurrent.futures import ThreadPoolExecutor  # (imported here: loading a tokenizer needs no threads)
+
         with ThreadPoolExecutor(nt) as ex:
             return list(ex.map(lambda t: self._run(t, allowed, 0)[0], texts))
 

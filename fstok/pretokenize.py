@@ -225,10 +225,11 @@ class DFATables:
 
 def validate_tables(t: DFATables, where: str = "DFA") -> None:
     """Structural checks and the progress proof before C ever sees the tables (a crafted file must
-    raise, not crash or hang): fstok/validate_dfa.py.  `where` is "<file>: <section prefix>"."""
-    from .validate_dfa import check_tables
+    raise, not crash or hang): fstok/validate_dfa.py (one C pass, the Python checks for the message).
+    `where` is "<file>: <section prefix>"."""
+    from .validate_dfa import validate
 
-    check_tables(t, where)
+    validate(t, where)
 
 
 # --------------------------------------------------------------------------------- compiling

@@ -168,3 +168,38 @@ def check_tables(t, where: str) -> None:
         raise err(f"{info}[4]: start state {t.start} is not an ordinary state (a multiple of {stride} in "
                   f"[{t.live}, {t.n_states * stride}))")
     prove_progress(t, where)
+
+
+def _native_ok(t) -> bool:
+    """The rules of `check_tables` in one C pass where the runtime is built (`fstok_dfa_check`, run when a
+    `fstok.runtime._dfa.DFA` is made: ranges, the dead state, accept codes, give-back states and the same
+    progress proof), after the info-level facts only Python sees (dtypes, the class count, the give-back
+    count the info states).  True when all hold; False: the Python checks give the message."""
+    try:
+        from .runtime import _dfa
+    except ImportError:
+        return False
+    try:
+        stride = 1 << int(t.shift)
+        n, ng, nb = int(t.n_states), int(t.n_giveback), int(t.n_boundary)
+        acc = t.accept
+        if not (0 <= t.shift <= 9 and 2 <= t.n_classes <= stride and t.eoi == t.n_classes - 1
+                and t.trans.dtype == np.uint32 and t.classes.dtype == np.uint8 and acc.dtype == np.uint8
+                and acc.size == n and 2 <= n and 0 <= nb < n - 1 and 0 <= ng <= nb):
+            return False
+        # the give-back states are exactly 1..ng (C counts them from the accept bytes)
+        if (ng and not acc[ng] >> GIVEBACK_SHIFT) or (ng < nb and acc[ng + 1] >> GIVEBACK_SHIFT):
+            return False
+        _dfa.DFA(t.trans, t.classes, acc, n, int(t.shift), int(t.start), int(t.eoi), nb)
+        return True
+    except (ValueError, TypeError, OverflowError, BufferError):
+        return False
+
+
+def validate(t, where: str) -> None:
+    """`check_tables` by its C pass where it holds (loading an artifact computes no numpy proof); else the
+    Python checks, whose errors name the section and element."""
+    if _native_ok(t):
+        return
+    check_tables(t, where)
+    raise ArtifactError(f"{where}: the tables fail the C runtime's check (fstok_dfa_check)")
