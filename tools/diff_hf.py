@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import glob
 import json
+import operator
 import os
 import sys
 import time
@@ -28,8 +29,8 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
-DATA = os.path.join(HERE, "..", "..", "shared", "data")
-if not os.path.isdir(DATA):
+DATA = os.environ.get("FSTOK_SHARED_DATA") or os.path.join(HERE, "..", "..", "shared", "data")
+if not os.path.isdir(os.path.join(DATA, "corpus")):
     DATA = "/work/shared/data"
 
 FIELDS = ("ids", "type_ids", "tokens", "offsets", "word_ids", "special_tokens_mask", "attention_mask",
@@ -81,75 +82,158 @@ def outcome(f, *a, **k):
         return ("error", type(e).__name__)
 
 
-def diff_file(path: str, lines: list[str], report=lambda s: None) -> tuple[int, int]:
-    import numpy as np
+_GETTERS = [(f, operator.attrgetter(f)) for f in FIELDS]
+
+
+def _windows(e) -> list:
+    """The overflowing windows of an encoding that is itself a window. fstok's `overflowing` returns fresh
+    copies of the whole tree below (as HF returns new objects); the windows read at the top are already
+    such copies, so below the top its list is read as is (the tree is walked once, not once per level)."""
+    w = getattr(e, "_overflowing", None)
+    return e.overflowing if w is None else w
+
+
+def table(encs, top: bool = True) -> dict:
+    """Every field of every encoding as one list per field (the overflowing windows flattened into a table
+    of their own, with each encoding's number of windows), so that two batches compare with one `==`."""
+    cols = {f: [g(e) for e in encs] for f, g in _GETTERS}
+    ovs = [e.overflowing for e in encs] if top else [_windows(e) for e in encs]
+    cols["n_overflowing"] = [len(o) for o in ovs]
+    flat = [o for os_ in ovs for o in os_]
+    if flat:
+        cols["overflowing"] = table(flat, False)
+    return cols
+
+
+def first_difference(a, b) -> str:
+    """The first field (overflowing windows included) where two encodings differ."""
+    fa, fb = fields(a), fields(b)
+    for f in (*FIELDS, "overflowing"):
+        if fa[f] != fb[f]:
+            if f == "overflowing" and len(fa[f]) == len(fb[f]):
+                k = next(i for i, (x, y) in enumerate(zip(fa[f], fb[f])) if x != y)
+                return f"overflowing[{k}]: " + first_difference(a.overflowing[k], b.overflowing[k])
+            return f"{f}: HF {fa[f]!r:.300} fstok {fb[f]!r:.300}"
+    return "(no field differs)"
+
+
+def pairs_of(lines: list[str], k: int, n: int) -> list[tuple[str, str]]:
+    """Each line paired with another line of the corpus (a fixed, scattered choice)."""
+    m = len(lines)
+    return [(lines[i], lines[(i * 7919 + 1) % m]) for i in range(k, min(k + n, m))]
+
+
+def diff_file(path: str, lines: list[str], report=lambda s: None, chunk: int = 512, single_every: int = 16,
+              ours_path: str | None = None) -> tuple[int, int]:
+    """fstok.Tokenizer vs tokenizers.Tokenizer on `path` (fstok on `ours_path` where given: a way to check
+    that the comparison sees a planted difference). Per setting, chunks of `chunk` lines, alone and paired,
+    go through encode_batch on both sides and are compared field by field in bulk (the items of a differing
+    chunk one by one); every `single_every`-th item also through encode on both sides; decode_batch of the
+    ids without truncation and padding (skip_special_tokens True and False) and, where the setting pads,
+    the numpy batch. One check is one encoding (with its overflowing windows), one decoded text or one numpy row.
+    Returns (checks, differing)."""
     import tokenizers
 
     import fstok
 
     try:
-        ours0 = fstok.Tokenizer.from_file(path)
+        ours0 = fstok.Tokenizer.from_file(ours_path or path)
     except (NotImplementedError, ValueError) as e:
         report(f"  DIFF: fstok.Tokenizer refuses the file: {str(e)[:200]}")
         return 1, 1
     checks = bad = 0
     # one tokenizer of each side through the settings in order (the file's own first): compiling once
     ours, hf = ours0, tokenizers.Tokenizer.from_file(path)
+    own = hf.truncation is not None or hf.padding is not None
     for name, trunc, pad in SETTINGS:
+        if name == "file" and not own:
+            continue  # the file sets neither: the same as "none"
         try:
             apply(hf, trunc, pad)
         except Exception as e:
             report(f"  {name}: HF refuses the setting ({e}); skipped")
             continue
         apply(ours, trunc, pad)
+        pads = pad is not None and pad != "off" or name == "file" and hf.padding is not None
         nb = 0
-        for i, line in enumerate(lines):
-            other = lines[(i * 7919 + 1) % len(lines)]
-            for args in ((line,), (line, other)):
-                a = outcome(hf.encode, *args)
-                b = outcome(ours.encode, *args)
-                checks += 1
-                same = (a[0] == b[0] == "error") or (a[0] == b[0] == "ok" and fields(a[1]) == fields(b[1]))
-                if same and a[0] == "ok":
-                    dec_h = hf.decode(a[1].ids)
-                    same = dec_h == ours.decode(a[1].ids)
-                if not same:
-                    bad += 1
-                    nb += 1
-                    if nb <= 3:
-                        report(f"  {name}: DIFF on {args!r:.160}")
-        for k in range(0, len(lines), 256):
-            chunk = lines[k:k + 256]
-            pairs = list(zip(chunk, chunk[::-1]))
-            for inputs in (chunk, pairs):
+
+        def note(what):
+            nonlocal bad, nb
+            bad += 1
+            nb += 1
+            if nb <= 3:
+                report(f"  {name}: DIFF {what}")
+
+        for k in range(0, len(lines), chunk):
+            xs = lines[k:k + chunk]
+            for inputs in (xs, pairs_of(lines, k, chunk)):
                 a = outcome(hf.encode_batch, inputs)
                 b = outcome(ours.encode_batch, inputs)
-                checks += 1
-                if not ((a[0] == b[0] == "error") or (a[0] == b[0] == "ok" and
-                                                      [fields(x) for x in a[1]] == [fields(x) for x in b[1]])):
-                    bad += 1
-                    report(f"  {name}: encode_batch DIFF at chunk {k}")
-                if a[0] == "ok" and (pad is not None and pad != "off" or name == "file" and hf.padding):
-                    single = inputs if inputs is chunk else [p[0] for p in inputs]
-                    pair = None if inputs is chunk else [p[1] for p in inputs]
+                if a[0] == b[0] == "ok" and table(a[1]) == table(b[1]):
+                    checks += len(inputs)
+                    A = a[1]
+                else:  # item by item: which inputs differ, and in what
+                    A = None
+                    for x in inputs:
+                        args = (x,) if isinstance(x, str) else x
+                        ea, eb = outcome(hf.encode, *args), outcome(ours.encode, *args)
+                        checks += 1
+                        if ea[0] != eb[0]:
+                            note(f"on {args!r:.160}: HF {ea[1] if ea[0] == 'error' else 'ok'}, "
+                                 f"fstok {eb[1] if eb[0] == 'error' else 'ok'}")
+                        elif ea[0] == "ok" and fields(ea[1]) != fields(eb[1]):
+                            note(f"on {args!r:.160}: {first_difference(ea[1], eb[1])}")
+                    if a[0] == b[0] == "ok":
+                        # each item equal alone but the batch differs: the batch path (padding) differs
+                        checks += 1
+                        if nb == 0:
+                            i = next(i for i, (x, y) in enumerate(zip(a[1], b[1])) if fields(x) != fields(y))
+                            note(f"encode_batch item {i} of chunk {k}: {first_difference(a[1][i], b[1][i])}")
+                    elif a[0] != b[0]:
+                        checks += 1
+                        note(f"encode_batch of chunk {k}: HF {a[1] if a[0] == 'error' else 'ok'}, "
+                             f"fstok {b[1] if b[0] == 'error' else 'ok'}")
+                    continue
+                # the single-text path of fstok (encode) on a sample, against HF's encode
+                for i in range(0, len(inputs), single_every):
+                    args = (inputs[i],) if isinstance(inputs[i], str) else inputs[i]
+                    ea, eb = outcome(hf.encode, *args), outcome(ours.encode, *args)
+                    checks += 1
+                    if not ((ea[0] == eb[0] == "error") or
+                            (ea[0] == eb[0] == "ok" and fields(ea[1]) == fields(eb[1]))):
+                        note(f"encode on {args!r:.160}: " + (first_difference(ea[1], eb[1]) if ea[0] == eb[0]
+                                                             else f"HF {ea[0]}, fstok {eb[0]}"))
+                ids = [e.ids for e in A]
+                for skip in ((True, False) if name == "none" else ()):  # decode of whole, unpadded encodings
+                    da, db = hf.decode_batch(ids, skip_special_tokens=skip), ours.decode_batch(ids, skip)
+                    checks += len(ids)
+                    if da != db:
+                        i = next(i for i, (x, y) in enumerate(zip(da, db)) if x != y)
+                        note(f"decode(skip_special_tokens={skip}) of {ids[i]!r:.160}: HF {da[i]!r:.160} "
+                             f"fstok {db[i]!r:.160}")
+                if pads:
+                    single = inputs if inputs is xs else [p[0] for p in inputs]
+                    pair = None if inputs is xs else [p[1] for p in inputs]
                     try:
                         got = ours.encode_batch_numpy(single, pair)
                     except ValueError:
                         continue  # rows of different lengths (HF's Fixed padding below a row's length)
-                    checks += 1
-                    if got["input_ids"].tolist() != [e.ids for e in a[1]] or \
-                            got["attention_mask"].tolist() != [e.attention_mask for e in a[1]] or \
-                            got["token_type_ids"].tolist() != [e.type_ids for e in a[1]]:
-                        bad += 1
-                        report(f"  {name}: encode_batch_numpy DIFF at chunk {k}")
-        report(f"  {name}: {nb} differing encodings")
+                    checks += len(A)
+                    for key, want in (("input_ids", ids), ("attention_mask", [e.attention_mask for e in A]),
+                                      ("token_type_ids", [e.type_ids for e in A])):
+                        if got[key].tolist() != want:
+                            note(f"encode_batch_numpy {key} at chunk {k}")
+        report(f"  {name}: {nb} differing")
     return checks, bad
 
 
+# (a tokenizer.json without a tokenizer class in its config loads as TokenizersBackend, whose model inputs are
+# input_ids and attention_mask only: token_type_ids are asked for)
 TF_CALLS = [
-    dict(padding=True, truncation=True, max_length=64, return_tensors="np", return_offsets_mapping=True),
+    dict(padding=True, truncation=True, max_length=64, return_tensors="np", return_offsets_mapping=True,
+         return_token_type_ids=True),
     dict(padding="max_length", truncation=True, max_length=32, stride=8, return_tensors="np",
-         return_special_tokens_mask=True),
+         return_special_tokens_mask=True, return_token_type_ids=True),
     dict(padding=True, truncation=True, max_length=48, return_offsets_mapping=True, return_overflowing_tokens=True,
          stride=8),
 ]
@@ -166,10 +250,13 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk: int = 64) -> tuple[int, int]:
+def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk: int = 64,
+                      ours_path: str | None = None) -> tuple[int, int]:
     """transformers with fstok.transformers.patch() vs unpatched on the same directory: the __call__ forms of
     TF_CALLS (single and pair), batch_decode, apply_chat_template and a streaming decode (decode of every
-    growing prefix, as TextStreamer does). Returns (checks, differing)."""
+    growing prefix, as TextStreamer does). One check is one row of a call, one decoded text, one chat or one
+    prefix. The patched side loads `ours_path` where given (a way to check that the comparison sees a planted
+    difference). Returns (checks, differing)."""
     import json
     import shutil
     import tempfile
@@ -193,6 +280,8 @@ def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             plain = transformers.AutoTokenizer.from_pretrained(d)
+            if ours_path:
+                shutil.copy(ours_path, os.path.join(d, "tokenizer.json"))
             ftr.patch()
             try:
                 patched = transformers.AutoTokenizer.from_pretrained(d)
@@ -220,7 +309,7 @@ def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk:
             for tp in (None, ps):
                 a = outcome(plain, xs, text_pair=tp, **kw)
                 b = outcome(patched, xs, text_pair=tp, **kw)
-                checks += 1
+                checks += len(xs)
                 if a[0] != b[0]:
                     note(f"call {n} pair={tp is not None} chunk {k}: {a[0]} vs {b[0]} {a[1] if a[0] == 'error' else b[1]}")
                     continue
@@ -231,10 +320,11 @@ def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk:
                         A.n_sequences != B.n_sequences or (A.encodings and
                                                             [A.word_ids(i) for i in range(len(xs))] !=
                                                             [B.word_ids(i) for i in range(len(xs))]):
-                    note(f"call {n} pair={tp is not None} chunk {k}")
+                    keys = sorted(set(A.keys()) ^ set(B.keys())) or [x for x in A if not _same(A[x], B[x])]
+                    note(f"call {n} pair={tp is not None} chunk {k}: {', '.join(keys) or 'word_ids/n_sequences'}")
         ids = plain(xs)["input_ids"]
         for skip in (False, True):
-            checks += 1
+            checks += len(ids)
             if plain.batch_decode(ids, skip_special_tokens=skip) != patched.batch_decode(ids, skip_special_tokens=skip):
                 note(f"batch_decode skip={skip} chunk {k}")
         msgs = [{"role": "user", "content": xs[0]}, {"role": "assistant", "content": xs[-1]}]
@@ -245,7 +335,7 @@ def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk:
             if a != b:
                 note(f"apply_chat_template chunk {k}")
         seq = ids[0][:40]
-        checks += 1
+        checks += len(seq)
         if [plain.decode(seq[:j], skip_special_tokens=True) for j in range(1, len(seq) + 1)] != \
                 [patched.decode(seq[:j], skip_special_tokens=True) for j in range(1, len(seq) + 1)]:
             note(f"streaming decode chunk {k}")
@@ -253,15 +343,45 @@ def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk:
     return checks, bad
 
 
-def main() -> int:
+PARTS = {"tokenizers": diff_file, "transformers": diff_transformers}
+
+
+def result_path(out: str, f: str, part: str) -> str:
+    return os.path.join(out, os.path.relpath(f, DATA).replace(os.sep, "__") + f".{part}.json")
+
+
+def summary(out: str) -> int:
+    """A markdown table of the results under `out` (one row per file and part)."""
+    rows = []
+    for p in sorted(glob.glob(os.path.join(out, "*.json"))):
+        with open(p, encoding="utf-8") as fh:
+            rows.append(json.load(fh))
+    print("| file | part | lines | checks | differing |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| `{r['file']}` | {r['part']} | {r['lines']:,} | {r['checks']:,} | {r['differing']:,} |")
+    print(f"| all | | | {sum(r['checks'] for r in rows):,} | {sum(r['differing'] for r in rows):,} |")
+    return 1 if any(r["differing"] for r in rows) else 0
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--max-lines", type=int, default=0, help="lines per corpus file (0: all)")
     ap.add_argument("--spread", action="store_true",
                     help="with --max-lines N: N distinct lines evenly spaced through each corpus file")
     ap.add_argument("--files", nargs="*")
-    ap.add_argument("--no-transformers", action="store_true", help="skip the transformers patched/unpatched part")
-    ap.add_argument("--out", help="directory for one JSON result per file; files with a result there are skipped")
-    args = ap.parse_args()
+    ap.add_argument("--parts", nargs="*", choices=sorted(PARTS), default=sorted(PARTS),
+                    help="tokenizers (fstok.Tokenizer vs tokenizers.Tokenizer) and/or transformers (patched vs "
+                         "unpatched); default both")
+    ap.add_argument("--no-transformers", action="store_true", help="the tokenizers part only")
+    ap.add_argument("--chunk", type=int, default=512, help="lines per batch call (default 512)")
+    ap.add_argument("--out", help="directory for one JSON result per file and part; those already there are "
+                                  "skipped, so that a long run resumes")
+    ap.add_argument("--summary", action="store_true", help="with --out: a markdown table of the results there")
+    args = ap.parse_args(argv)
+    if args.summary:
+        return summary(args.out)
+    parts = [p for p in args.parts if not (args.no_transformers and p == "transformers")]
     every = sorted(set(glob.glob(os.path.join(DATA, "vocab", "**", "*.json"), recursive=True)))
     every = [f for f in every if os.path.basename(f) not in ("vocab.json",) and "tekken" not in f]
     files = [f for w in args.files for f in ([w] if os.path.isfile(w) else [g for g in every if w in g])] \
@@ -270,31 +390,34 @@ def main() -> int:
     print(f"{len(lines)} distinct lines", flush=True)
     total = total_bad = 0
     for f in dict.fromkeys(files):
-        t0 = time.time()
-        print(os.path.relpath(f, DATA), flush=True)
-        out = os.path.join(args.out, os.path.relpath(f, DATA).replace(os.sep, "__") + ".json") if args.out else None
-        if out and os.path.exists(out):
-            with open(out, encoding="utf-8") as fh:
-                res = json.load(fh)
-            print(f"  {res['checks']} checks, {res['differing']} differing (from {out})", flush=True)
-            total += res["checks"]
-            total_bad += res["differing"]
-            continue
-        c, b = diff_file(f, lines, lambda s: print(s, flush=True))
-        if not args.no_transformers:
-            c2, b2 = diff_transformers(f, lines, lambda s: print(s, flush=True))
-            c, b = c + c2, b + b2
-        total += c
-        total_bad += b
-        print(f"  {c} checks, {b} differing, {time.time() - t0:.0f}s", flush=True)
-        if out:
-            os.makedirs(args.out, exist_ok=True)
-            with open(out + ".tmp", "w", encoding="utf-8") as fh:
-                json.dump({"file": os.path.relpath(f, DATA), "lines": len(lines), "max_lines": args.max_lines,
-                           "spread": args.spread,
-                           "transformers": not args.no_transformers, "checks": c, "differing": b,
-                           "seconds": round(time.time() - t0)}, fh)
-            os.replace(out + ".tmp", out)
+        for part in parts:
+            t0 = time.time()
+            print(os.path.relpath(f, DATA), part, flush=True)
+            out = result_path(args.out, f, part) if args.out else None
+            if out and os.path.exists(out):
+                with open(out, encoding="utf-8") as fh:
+                    res = json.load(fh)
+                print(f"  {res['checks']} checks, {res['differing']} differing (from {out})", flush=True)
+                total += res["checks"]
+                total_bad += res["differing"]
+                continue
+            report: list[str] = []
+
+            def say(s):
+                report.append(s)
+                print(s, flush=True)
+
+            c, b = PARTS[part](f, lines, say, chunk=args.chunk)
+            total += c
+            total_bad += b
+            print(f"  {c} checks, {b} differing, {time.time() - t0:.0f}s", flush=True)
+            if out:
+                os.makedirs(args.out, exist_ok=True)
+                with open(out + ".tmp", "w", encoding="utf-8") as fh:
+                    json.dump({"file": os.path.relpath(f, DATA), "part": part, "lines": len(lines),
+                               "max_lines": args.max_lines, "spread": args.spread, "checks": c, "differing": b,
+                               "report": report[:40], "seconds": round(time.time() - t0)}, fh, indent=1)
+                os.replace(out + ".tmp", out)
     print(f"TOTAL {total} checks, {total_bad} differing")
     return 1 if total_bad else 0
 
