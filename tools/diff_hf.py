@@ -250,6 +250,20 @@ def _same(a, b) -> bool:
     return a == b
 
 
+# the transformers class that reads a SentencePiece .model of each model type (ModelProto's TrainerSpec.model_type)
+SPM_CLASSES = {1: "T5Tokenizer", 2: "LlamaTokenizer"}
+
+
+def spm_class(path: str) -> str | None:
+    """For a SentencePiece ModelProto file, the transformers tokenizer class that loads it; else None."""
+    from fstok.loaders.spm_model import looks_like_model, read_model
+
+    with open(path, "rb") as f:
+        if not looks_like_model(f.read(1 << 16)):
+            return None
+    return SPM_CLASSES.get(read_model(path).trainer.model_type)
+
+
 def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk: int = 64,
                       ours_path: str | None = None) -> tuple[int, int]:
     """transformers with fstok.transformers.patch() vs unpatched on the same directory: the __call__ forms of
@@ -269,19 +283,29 @@ def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk:
 
     d = tempfile.mkdtemp(prefix="fstok-diff-tf-")
     try:
-        shutil.copy(path, os.path.join(d, "tokenizer.json"))
-        hf = tokenizers.Tokenizer.from_file(path)
+        spm = spm_class(path)
+        cfg = {"chat_template": CHAT}
+        if spm:  # transformers converts the .model into a tokenizer.json pipeline itself
+            shutil.copy(path, os.path.join(d, "tokenizer.model"))
+            cfg["tokenizer_class"] = spm
+            with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+                json.dump(cfg, f)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                hf = transformers.AutoTokenizer.from_pretrained(d)._tokenizer
+        else:
+            shutil.copy(path, os.path.join(d, "tokenizer.json"))
+            hf = tokenizers.Tokenizer.from_file(path)
         specials = [a.content for a in hf.get_added_tokens_decoder().values() if a.special]
         first = hf.id_to_token(0)
-        pad = next((t for t in specials if "pad" in t.lower()), first)
-        cfg = {"pad_token": pad, "chat_template": CHAT}
+        cfg["pad_token"] = next((t for t in specials if "pad" in t.lower()), first)
         with open(os.path.join(d, "tokenizer_config.json"), "w", encoding="utf-8") as f:
             json.dump(cfg, f)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             plain = transformers.AutoTokenizer.from_pretrained(d)
             if ours_path:
-                shutil.copy(ours_path, os.path.join(d, "tokenizer.json"))
+                shutil.copy(ours_path, os.path.join(d, "tokenizer.model" if spm else "tokenizer.json"))
             ftr.patch()
             try:
                 patched = transformers.AutoTokenizer.from_pretrained(d)
@@ -384,6 +408,9 @@ def main(argv=None) -> int:
     parts = [p for p in args.parts if not (args.no_transformers and p == "transformers")]
     every = sorted(set(glob.glob(os.path.join(DATA, "vocab", "**", "*.json"), recursive=True)))
     every = [f for f in every if os.path.basename(f) not in ("vocab.json",) and "tekken" not in f]
+    if "transformers" in parts:  # SentencePiece .model files: through transformers' own conversion only
+        every += sorted(f for f in glob.glob(os.path.join(DATA, "vocab", "**", "*"), recursive=True)
+                        if os.path.isfile(f) and not f.endswith((".json", ".txt", ".md")) and spm_class(f))
     files = [f for w in args.files for f in ([w] if os.path.isfile(w) else [g for g in every if w in g])] \
         if args.files else every
     lines = corpus(args.max_lines, args.spread)
@@ -391,6 +418,8 @@ def main(argv=None) -> int:
     total = total_bad = 0
     for f in dict.fromkeys(files):
         for part in parts:
+            if part == "tokenizers" and spm_class(f):
+                continue  # HF tokenizers does not read .model files (tools/diff_models.py checks them)
             t0 = time.time()
             print(os.path.relpath(f, DATA), part, flush=True)
             out = result_path(args.out, f, part) if args.out else None
