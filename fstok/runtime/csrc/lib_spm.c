@@ -22,6 +22,35 @@ void spm_zfree(void *p, size_t n) {
     if (p) munmap(p, n);
 }
 
+#define HUGE_ALIGN ((size_t)2 << 20)
+
+void *spm_huge_alloc(size_t n, size_t *mapped) {
+    *mapped = 0;
+    if (!n) n = 1;
+    static int use = -1; /* FSTOK_TABLES_HUGE=0: small pages (the same switch as the byte-level tables) */
+    if (use < 0) {
+        const char *e = getenv("FSTOK_TABLES_HUGE");
+        use = !(e && e[0] == '0');
+    }
+    if (!use || n < HUGE_ALIGN / 2) {
+        void *p = spm_zalloc(n);
+        if (p) *mapped = n;
+        return p;
+    }
+    const size_t total = (n + HUGE_ALIGN - 1) & ~(HUGE_ALIGN - 1), big = total + HUGE_ALIGN;
+    uint8_t *q = (uint8_t *)mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (q == MAP_FAILED) return NULL;
+    uint8_t *a = (uint8_t *)(((uintptr_t)q + HUGE_ALIGN - 1) & ~(uintptr_t)(HUGE_ALIGN - 1));
+    if (a > q) munmap(q, (size_t)(a - q));
+    const size_t tail = (size_t)(q + big - (a + total));
+    if (tail) munmap(a + total, tail);
+#ifdef MADV_HUGEPAGE
+    madvise(a, total, MADV_HUGEPAGE); /* advice only: where it fails the table works in small pages */
+#endif
+    *mapped = total;
+    return a;
+}
+
 int spm_trie_init(spm_trie *t, int dense) {
     for (int c = 0; c < 256; c++) t->root[c] = SPM_NONE;
     t->dense_of = NULL;
@@ -84,6 +113,155 @@ void spm_trie_free(spm_trie *t) {
 
 #define trie_step spm_trie_step
 
+HOT uint32_t score_key(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* UTF-8 as sentencepiece reads it (string_util.h): the length a lead byte announces */
+HOT size_t one_char_len(uint8_t b) { return (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[b >> 4]; }
+
+HOT uint64_t pt_slot(uint64_t key, uint64_t mask) { return ((key * 0x9E3779B97F4A7C15ull) >> 29) & mask; }
+
+static void pt_put(spm_pt_entry *T, uint64_t mask, spm_pt_entry e) {
+    uint64_t i = pt_slot(e.key & SPM_PT_KEYMASK, mask);
+    while (T[i].key) i = (i + 1) & mask;
+    T[i] = e;
+}
+
+static void ch_put(uint64_t *T, uint64_t mask, uint64_t e) {
+    uint64_t i = pt_slot(e & SPM_CH_KEYMASK, mask);
+    while (T[i]) i = (i + 1) & mask;
+    T[i] = e;
+}
+
+/* a character's bytes as the character table keys them */
+HOT uint64_t ch_key(const uint8_t *s, size_t l) {
+    uint64_t k = (uint64_t)l << 32;
+    for (size_t i = 0; i < l; i++) k |= (uint64_t)s[i] << (8 * i);
+    return k;
+}
+
+static uint32_t ft_step_c(const spm_ftrie *f, const spm_trie *t, uint32_t node, uint8_t c);
+
+/* The pair and character tables of f (see spm_ftrie): a depth-first walk over the keys of the pieces
+ * trie; at each key (a piece c) every proper prefix that is a piece a is an ancestor on the walk's stack,
+ * and the rest of the key is looked up from the root (b).  0, or -1 (out of memory: the walks stay in
+ * use). */
+static int pairs_build(const spm_model *m, spm_ftrie *f) {
+    const spm_trie *t = &m->pieces;
+    const uint32_t n = t->n_nodes;
+    if (m->n_pieces > SPM_PT_ID_MAX || !m->score) return 0;
+    f->skey = (uint32_t *)spm_huge_alloc((size_t)m->n_pieces * 4, &f->bytes[4]);
+    uint32_t *stk = (uint32_t *)malloc((size_t)n * 4 * 2); /* node, next edge */
+    uint8_t *path = (uint8_t *)malloc(n + 1);
+    uint32_t *anc = (uint32_t *)malloc(((size_t)n + 1) * 4);
+    uint64_t *chars = NULL;
+    uint64_t cap = 1024, cnt = 0, ccap = 256, ccnt = 0;
+    while (cap * 3 < (uint64_t)m->n_pieces * 2 * 5) cap *= 2; /* room for ~2 pairs per piece at load 0.6 */
+    spm_pt_entry *T = (spm_pt_entry *)calloc(cap, sizeof *T);
+    chars = (uint64_t *)calloc(ccap, 8);
+    if (!f->skey || !stk || !path || !anc || !T || !chars) goto oom;
+    for (uint32_t i = 0; i < m->n_pieces; i++) f->skey[i] = score_key(m->score[i]);
+    for (int c = 0; c < 128; c++) f->ascii_id[c] = -1;
+    size_t sp = 0;
+    stk[0] = 0;
+    stk[1] = t->first[0];
+    anc[0] = 0;
+    while (1) {
+        uint32_t v = stk[2 * sp], e = stk[2 * sp + 1];
+        if (e >= t->first[v + 1]) {
+            if (!sp) break;
+            sp--;
+            continue;
+        }
+        stk[2 * sp + 1] = e + 1;
+        const uint32_t w = t->target[e];
+        sp++;
+        path[sp - 1] = t->label[e];
+        anc[sp] = w;
+        stk[2 * sp] = w;
+        stk[2 * sp + 1] = t->first[w];
+        const int32_t c = t->value[w];
+        if (c < 0) continue;
+        const int unused = m->ptype[c] == SPT_UNUSED;
+        if (sp == one_char_len(path[0]) && sp <= 4) { /* a piece of one character (as spm_bpe cuts them) */
+            if (sp == 1 && path[0] < 128) {
+                f->ascii_id[path[0]] = unused ? -2 : c;
+            } else {
+                if ((ccnt + 1) * 5 > ccap * 3) {
+                    uint64_t *U = (uint64_t *)calloc(ccap * 2, 8);
+                    if (!U) goto oom;
+                    for (uint64_t i = 0; i < ccap; i++)
+                        if (chars[i]) ch_put(U, ccap * 2 - 1, chars[i]);
+                    free(chars);
+                    chars = U;
+                    ccap *= 2;
+                }
+                ch_put(chars, ccap - 1, ch_key(path, sp) | (uint64_t)(c + 1) << 35 | (unused ? SPM_CH_UNUSED : 0));
+                ccnt++;
+            }
+        }
+        for (size_t k = 1; k < sp; k++) {
+            const int32_t a = t->value[anc[k]];
+            if (a < 0) continue;
+            uint32_t r = 0;
+            for (size_t q = k; q < sp && r != SPM_NONE; q++) r = ft_step_c(f, t, r, path[q]);
+            if (r == SPM_NONE || t->value[r] < 0) continue;
+            if ((cnt + 1) * 5 > cap * 3) { /* keep the load under 0.6 */
+                spm_pt_entry *U = (spm_pt_entry *)calloc(cap * 2, sizeof *U);
+                if (!U) goto oom;
+                for (uint64_t i = 0; i < cap; i++)
+                    if (T[i].key) pt_put(U, cap * 2 - 1, T[i]);
+                free(T);
+                T = U;
+                cap *= 2;
+            }
+            const spm_pt_entry pe = {SPM_PT_KEY(a, t->value[r]) | (unused ? SPM_PT_UNUSED : 0), (uint32_t)c,
+                                     f->skey[c]};
+            pt_put(T, cap - 1, pe);
+            cnt++;
+        }
+    }
+    free(stk);
+    free(path);
+    free(anc);
+    stk = NULL;
+    path = NULL;
+    anc = NULL;
+    if (!(f->pairs = (spm_pt_entry *)spm_huge_alloc(cap * sizeof *T, &f->bytes[3]))) goto oom;
+    if (!(f->chars = (uint64_t *)spm_huge_alloc(ccap * 8, &f->bytes[5]))) goto oom;
+    memcpy(f->pairs, T, cap * sizeof *T);
+    memcpy(f->chars, chars, ccap * 8);
+    free(T);
+    free(chars);
+    f->pmask = cap - 1;
+    f->cmask = ccap - 1;
+    return 0;
+oom:
+    free(stk);
+    free(path);
+    free(anc);
+    free(T);
+    free(chars);
+    spm_zfree(f->pairs, f->bytes[3]);
+    spm_zfree(f->skey, f->bytes[4]);
+    f->pairs = NULL;
+    f->skey = NULL;
+    return -1;
+}
+
+static void ftrie_release(spm_ftrie *f) {
+    spm_zfree(f->nodes, f->bytes[0]);
+    spm_zfree(f->edges, f->bytes[1]);
+    spm_zfree(f->rows, f->bytes[2]);
+    spm_zfree(f->pairs, f->bytes[3]);
+    spm_zfree(f->skey, f->bytes[4]);
+    spm_zfree(f->chars, f->bytes[5]);
+    free(f);
+}
+
 static spm_ftrie *ftrie_build(const spm_model *m) {
     const spm_trie *t = &m->pieces;
     const uint32_t n = t->n_nodes;
@@ -91,21 +269,17 @@ static spm_ftrie *ftrie_build(const spm_model *m) {
     const uint32_t ne = t->first[n];
     spm_ftrie *f = (spm_ftrie *)calloc(1, sizeof *f);
     if (!f) return NULL;
-    f->nodes = (spm_fnode *)malloc((size_t)n * sizeof(spm_fnode));
-    f->edges = (uint32_t *)malloc(((size_t)ne + 1) * sizeof(uint32_t));
+    f->nodes = (spm_fnode *)spm_huge_alloc((size_t)n * sizeof(spm_fnode), &f->bytes[0]);
+    f->edges = (uint32_t *)spm_huge_alloc(((size_t)ne + 1) * sizeof(uint32_t), &f->bytes[1]);
     if (!f->nodes || !f->edges) {
-        free(f->nodes);
-        free(f->edges);
-        free(f);
+        ftrie_release(f);
         return NULL;
     }
     for (uint32_t e = 0; e < ne; e++) f->edges[e] = t->target[e] << 8 | t->label[e];
     uint32_t nd = 0, r = 0;
     for (uint32_t v = 1; v < n; v++) nd += t->first[v + 1] - t->first[v] >= DENSE_MIN;
-    if (nd && !(f->rows = (uint32_t *)malloc((size_t)nd * 256 * sizeof(uint32_t)))) {
-        free(f->nodes);
-        free(f->edges);
-        free(f);
+    if (nd && !(f->rows = (uint32_t *)spm_huge_alloc((size_t)nd * 256 * sizeof(uint32_t), &f->bytes[2]))) {
+        ftrie_release(f);
         return NULL;
     }
     for (uint32_t v = 0; v < n; v++) {
@@ -126,6 +300,7 @@ static spm_ftrie *ftrie_build(const spm_model *m) {
             if (m->score) x->score = m->score[id];
         }
     }
+    if ((m->flags & SPF_BPE) && !(m->flags & SPF_HF)) pairs_build(m, f);
     return f;
 }
 
@@ -143,12 +318,7 @@ const spm_ftrie *spm_ftrie_get(const spm_model *cm) {
 }
 
 void spm_ftrie_free(spm_model *m) {
-    if (m->ft) {
-        free(m->ft->nodes);
-        free(m->ft->edges);
-        free(m->ft->rows);
-        free(m->ft);
-    }
+    if (m->ft) ftrie_release(m->ft);
     m->ft = NULL;
     m->ft_state = 0;
 }
@@ -175,6 +345,10 @@ HOT uint32_t ft_step(const spm_ftrie *f, const spm_trie *t, uint32_t node, uint8
             hi = mid;
     }
     return (lo < end && (uint8_t)E[lo] == c) ? E[lo] >> 8 : SPM_NONE;
+}
+
+static uint32_t ft_step_c(const spm_ftrie *f, const spm_trie *t, uint32_t node, uint8_t c) {
+    return ft_step(f, t, node, c);
 }
 
 /* node of the whole key, or SPM_NONE */
@@ -242,7 +416,6 @@ void spm_ints_free(spm_ints *v) {
 /* ------------------------------------------------------------------------------------------ */
 /* UTF-8 as sentencepiece reads it (string_util.h) */
 
-HOT size_t one_char_len(uint8_t b) { return (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[b >> 4]; }
 HOT int is_trail(uint8_t b) { return (b & 0xC0) == 0x80; }
 HOT int valid_cp(uint32_t c) { return c < 0xD800 || (c >= 0xE000 && c <= 0x10FFFF); }
 
@@ -686,47 +859,51 @@ int spm_unigram(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
  * and lazy invalidation: O(n log n) on any input). */
 
 typedef struct {
-    float score;
+    uint64_t prio; /* score_key(score) << 32 | ~left: the agenda's order as one integer */
     int32_t left, right;
     uint32_t size;
-    uint32_t node; /* trie node of the merged bytes */
+    uint32_t node; /* trie node of the merged bytes (SYM_LAZY: not looked up) */
+    int32_t id;    /* the merged piece */
+    int32_t unused; /* it is an unused piece */
 } bpe_pair;
+
+/* a symbol's node when it has not been looked up: symbols merged through the pair table carry their
+ * piece id only; the node is found (trie_find) when a walk needs it */
+#define SYM_LAZY 0xFFFFFFFEu
 
 typedef struct {
     uint32_t start, len;
     int32_t prev, next;
-    uint32_t node; /* trie node of the symbol's bytes (SPM_NONE: not a key prefix) */
+    uint32_t node; /* trie node of the symbol's bytes (SPM_NONE: not a key prefix; SYM_LAZY) */
+    int32_t id;    /* the piece of the symbol's bytes, -1: none */
     uint8_t freeze;
+    int8_t unused; /* the piece is an unused one: 1, 0, or -1 (not known: ptype[id]) */
 } bpe_sym;
 
-/* sentencepiece orders its agenda on the scores' bit patterns read as int32 (the order of the floats,
- * except that -0 ranks below +0): score_below(x, y) is its "x's score is less than y's" */
-HOT int score_below(float x, float y) {
-    int32_t i1, i2;
-    memcpy(&i1, &x, 4);
-    memcpy(&i2, &y, 4);
-    if ((i1 & i2) < 0) return i1 > i2;
-    if ((i1 ^ i2) < 0) return i1 < 0;
-    return i1 < i2;
-}
-
-/* a above b in the agenda: higher score, then smaller left */
-HOT int pair_above(const bpe_pair *a, const bpe_pair *b) {
-    if (score_below(b->score, a->score)) return 1;
-    return !score_below(a->score, b->score) && memcmp(&a->score, &b->score, 4) == 0 && a->left < b->left;
-}
-
+/* the agenda: a max-heap on prio; words of a few symbols keep it on the stack (`own` 0) */
 typedef struct {
     bpe_pair *h;
     size_t n, cap;
+    int own;
 } bpe_heap;
 
+static int heap_grow(bpe_heap *q) {
+    const size_t c = q->cap ? q->cap * 2 : 64;
+    bpe_pair *h = q->own ? (bpe_pair *)realloc(q->h, c * sizeof *h) : (bpe_pair *)malloc(c * sizeof *h);
+    if (!h) return -1;
+    if (!q->own && q->n) memcpy(h, q->h, q->n * sizeof *h);
+    q->h = h;
+    q->cap = c;
+    q->own = 1;
+    return 0;
+}
+
 static int heap_push(bpe_heap *q, bpe_pair p) {
-    if (q->n + 1 > q->cap && grow((void **)&q->h, &q->cap, q->n + 1, sizeof(bpe_pair))) return -1;
+    if (q->n + 1 > q->cap && heap_grow(q)) return -1;
     size_t i = q->n++;
     while (i > 0) {
         size_t par = (i - 1) >> 1;
-        if (!pair_above(&p, &q->h[par])) break;
+        if (p.prio <= q->h[par].prio) break;
         q->h[i] = q->h[par];
         i = par;
     }
@@ -741,8 +918,8 @@ static bpe_pair heap_pop(bpe_heap *q) {
     for (;;) {
         size_t c = 2 * i + 1;
         if (c >= n) break;
-        if (c + 1 < n && pair_above(&q->h[c + 1], &q->h[c])) c++;
-        if (!pair_above(&q->h[c], &last)) break;
+        if (c + 1 < n && q->h[c + 1].prio > q->h[c].prio) c++;
+        if (q->h[c].prio <= last.prio) break;
         q->h[i] = q->h[c];
         i = c;
     }
@@ -752,11 +929,11 @@ static bpe_pair heap_pop(bpe_heap *q) {
 
 typedef struct {
     const spm_model *m;
+    const spm_ftrie *ft;
     const uint8_t *s;
     bpe_sym *sym;
     bpe_heap q;
     uint32_t *rev_left; /* per piece id: length of the left part of its latest candidate pair (unused pieces) */
-    spm_ints touched;
 } bpe_ctx;
 
 #define PM_BITS 16
@@ -790,8 +967,10 @@ typedef struct {
 
 /* The piece formed by the symbol of node `an` followed by the `bn` bytes q (whose own node is `bq`,
  * SPM_NONE when they are no key prefix): node SPM_NONE when the concatenation is no piece.  Two nodes
- * name two byte strings, so the answer is a function of (an, bq), memoized. */
-HOT pm_answer concat_piece(const spm_model *m, uint32_t an, uint32_t bq, const uint8_t *q, uint32_t bn) {
+ * name two byte strings, so the answer is a function of (an, bq), memoized.  Pairs of two pieces go
+ * through the pair table when there is one; this is the path of symbols that are no piece. */
+HOT pm_answer concat_piece(const spm_model *m, const spm_ftrie *f, uint32_t an, uint32_t bq, const uint8_t *q,
+                           uint32_t bn) {
     pm_entry *slot = NULL;
     uint64_t key = 0;
     pm_answer r = {SPM_NONE, -1, 0.0f};
@@ -815,7 +994,6 @@ HOT pm_answer concat_piece(const spm_model *m, uint32_t an, uint32_t bq, const u
             }
         }
     }
-    const spm_ftrie *f = m->ft_state > 0 ? m->ft : NULL; /* spm_bpe asked for it */
     const uint32_t node = pieces_walk(m, f, an, q, bn);
     int32_t id = -1;
     if (node != SPM_NONE && f) {
@@ -842,41 +1020,109 @@ HOT pm_answer concat_piece(const spm_model *m, uint32_t an, uint32_t bq, const u
     return r;
 }
 
+HOT uint32_t sym_node(bpe_ctx *c, bpe_sym *y) {
+    if (y->node == SYM_LAZY) y->node = pieces_walk(c->m, c->ft, 0, c->s + y->start, y->len);
+    return y->node;
+}
+
+/* the pair table's entry for pieces (a, b), or NULL */
+HOT const spm_pt_entry *pt_get(const spm_ftrie *f, int32_t a, int32_t b) {
+    const uint64_t key = SPM_PT_KEY(a, b);
+    const spm_pt_entry *T = f->pairs;
+    for (uint64_t i = pt_slot(key, f->pmask);; i = (i + 1) & f->pmask) {
+        const uint64_t e = T[i].key;
+        if ((e & SPM_PT_KEYMASK) == key) return &T[i];
+        if (!e) return NULL;
+    }
+}
+
+/* the piece of the one character s[0, l) (l as one_char_len cut it), -1 none; *unused its flag */
+HOT int32_t ch_get(const spm_ftrie *f, const uint8_t *s, size_t l, int8_t *unused) {
+    const uint64_t key = ch_key(s, l);
+    const uint64_t *T = f->chars;
+    for (uint64_t i = pt_slot(key, f->cmask);; i = (i + 1) & f->cmask) {
+        const uint64_t e = T[i];
+        if ((e & SPM_CH_KEYMASK) == key) {
+            *unused = (e & SPM_CH_UNUSED) != 0;
+            return (int32_t)((e >> 35) & ((1u << 21) - 1)) - 1;
+        }
+        if (!e) {
+            *unused = 0;
+            return -1;
+        }
+    }
+}
+
+HOT void pt_prefetch(const spm_ftrie *f, int32_t a, int32_t b) {
+    __builtin_prefetch(&f->pairs[pt_slot(SPM_PT_KEY(a, b), f->pmask)]);
+}
+
 static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
     if (left < 0 || right < 0) return 0;
-    const bpe_sym *a = &c->sym[left], *b = &c->sym[right];
-    if (a->freeze || b->freeze || a->node == SPM_NONE) return 0;
-    const pm_answer got = concat_piece(c->m, a->node, b->node, c->s + b->start, b->len);
-    if (got.node == SPM_NONE) return 0;
-    bpe_pair p = {got.score, left, right, a->len + b->len, got.node};
+    bpe_sym *a = &c->sym[left], *b = &c->sym[right];
+    if (a->freeze || b->freeze) return 0;
+    const spm_model *m = c->m;
+    const spm_ftrie *f = c->ft;
+    bpe_pair p;
+    int32_t unused = -1;
+    if (f && f->pairs && a->id >= 0 && b->id >= 0) {
+        const spm_pt_entry *e = pt_get(f, a->id, b->id);
+        if (!e) return 0;
+        p.id = (int32_t)e->c;
+        p.prio = (uint64_t)e->skey << 32;
+        p.node = SYM_LAZY;
+        if (e->key & SPM_PT_UNUSED) unused = p.id;
+    } else {
+        const uint32_t an = sym_node(c, a);
+        if (an == SPM_NONE) return 0;
+        const pm_answer got = concat_piece(m, f, an, sym_node(c, b), c->s + b->start, b->len);
+        if (got.node == SPM_NONE) return 0;
+        p.id = f ? f->nodes[got.node].id : m->pieces.value[got.node];
+        p.prio = (uint64_t)(f && f->skey ? f->skey[p.id] : score_key(got.score)) << 32;
+        p.node = got.node;
+        unused = got.id;
+    }
+    p.prio |= ~(uint32_t)left;
+    p.unused = unused >= 0;
+    p.left = left;
+    p.right = right;
+    p.size = a->len + b->len;
     if (heap_push(&c->q, p)) return -1;
-    if (got.id >= 0) { /* an unused piece: remember the split that formed it (resegmentation) */
+    if (unused >= 0) { /* an unused piece: remember the split that formed it (resegmentation) */
         if (!c->rev_left) {
-            c->rev_left = (uint32_t *)calloc(c->m->n_pieces, sizeof(uint32_t));
+            c->rev_left = (uint32_t *)calloc(m->n_pieces, sizeof(uint32_t));
             if (!c->rev_left) return -1;
         }
-        c->rev_left[got.id] = a->len;
+        c->rev_left[unused] = a->len;
     }
     return 0;
 }
 
+#define ID_UNKNOWN (-2)
+
 /* Resegmentation of a final symbol (bpe_model.cc): a normal or user-defined piece is itself; an unused
  * piece splits into the pair that last formed it; anything else is the unknown piece.  Past a depth of
- * 100 the symbol is emitted as it is (the library's guard against deep merge chains). */
-static int reseg(bpe_ctx *c, uint32_t start, uint32_t len, spm_ints *out, int depth, uint32_t known) {
+ * 100 the symbol is emitted as it is (the library's guard against deep merge chains).  `known`: the
+ * symbol's piece (-1 none), or ID_UNKNOWN. */
+static int reseg(bpe_ctx *c, uint32_t start, uint32_t len, spm_ints *out, int depth, int32_t known, int unused) {
     const spm_model *m = c->m;
-    const uint32_t node = known != SPM_NONE ? known : trie_find(&m->pieces, c->s + start, len);
-    const int32_t v = node == SPM_NONE ? -1 : m->pieces.value[node];
     if (depth > 100) {
+        const uint32_t node = trie_find(&m->pieces, c->s + start, len);
         const int32_t any = node == SPM_NONE || m->pieces.value2[node] < 0 ? m->unk_id : m->pieces.value2[node];
         return ints_put3(out, any, (int32_t)start, (int32_t)(start + len));
     }
+    int32_t v = known;
+    if (v == ID_UNKNOWN) {
+        const uint32_t node = trie_find(&m->pieces, c->s + start, len);
+        v = node == SPM_NONE ? -1 : m->pieces.value[node];
+        unused = -1;
+    }
     int32_t id = v < 0 ? m->unk_id : v;
-    if (v >= 0 && m->ptype[v] == SPT_UNUSED) {
+    if (v >= 0 && (unused < 0 ? m->ptype[v] == SPT_UNUSED : unused)) {
         const uint32_t l = c->rev_left ? c->rev_left[v] : 0;
         if (l && l < len) {
-            if (reseg(c, start, l, out, depth + 1, SPM_NONE)) return -1;
-            return reseg(c, start + l, len - l, out, depth + 1, SPM_NONE);
+            if (reseg(c, start, l, out, depth + 1, ID_UNKNOWN, -1)) return -1;
+            return reseg(c, start + l, len - l, out, depth + 1, ID_UNKNOWN, -1);
         }
         id = m->unk_id;
     }
@@ -889,9 +1135,14 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
     memset(&c, 0, sizeof c);
     c.m = m;
     c.s = s;
-    c.sym = (bpe_sym *)malloc(n * sizeof(bpe_sym));
+    bpe_sym small[64];
+    c.sym = n <= 64 ? small : (bpe_sym *)malloc(n * sizeof(bpe_sym));
     if (!c.sym) return -1;
-    const spm_ftrie *ft = spm_ftrie_get(m);
+    bpe_pair small_h[64];
+    c.q.h = small_h;
+    c.q.cap = 64;
+    const spm_ftrie *ft = c.ft = spm_ftrie_get(m);
+    const int tab = ft && ft->pairs;
     int rc = -1;
     size_t ns = 0;
     for (size_t i = 0; i < n;) {
@@ -903,7 +1154,26 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         y->prev = (int32_t)ns - 1;
         y->next = (int32_t)ns + 1;
         y->freeze = (uint8_t)found;
-        y->node = pieces_walk(m, ft, 0, s + i, l);
+        y->unused = -1;
+        int32_t id = -2;
+        if (tab && !found) {
+            if (l == 1 && s[i] < 128) {
+                id = ft->ascii_id[s[i]];
+                y->unused = 0;
+            } else {
+                id = ch_get(ft, s + i, l, &y->unused);
+            }
+        }
+        if (id >= -1) {
+            y->id = id;
+            y->node = SYM_LAZY;
+        } else {
+            y->node = pieces_walk(m, ft, 0, s + i, l);
+            y->id = y->node == SPM_NONE ? -1 : ft ? ft->nodes[y->node].id : m->pieces.value[y->node];
+            y->unused = -1;
+        }
+        /* the candidate of this symbol and the one before it: its table slot is fetched now, read below */
+        if (tab && ns && y->id >= 0 && c.sym[ns - 1].id >= 0) pt_prefetch(ft, c.sym[ns - 1].id, y->id);
         ns++;
         i += l;
     }
@@ -916,22 +1186,28 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         if (!a->len || !b->len || a->len + b->len != top.size) continue;
         a->len += b->len;
         a->node = top.node;
+        a->id = top.id;
+        a->unused = (int8_t)top.unused;
         a->next = b->next;
         if (b->next >= 0) c.sym[b->next].prev = top.left;
         b->len = 0;
+        if (tab && a->prev >= 0 && a->next >= 0) {
+            const int32_t pl = c.sym[a->prev].id, nr = c.sym[a->next].id;
+            if (pl >= 0) pt_prefetch(ft, pl, a->id);
+            if (nr >= 0) pt_prefetch(ft, a->id, nr);
+        }
         if (maybe_add(&c, a->prev, top.left)) goto done;
         if (maybe_add(&c, top.left, a->next)) goto done;
     }
     for (int32_t k = 0; k != -1; k = c.sym[k].next)
-        if (reseg(&c, c.sym[k].start, c.sym[k].len, out, 0, c.sym[k].node)) goto done;
+        if (reseg(&c, c.sym[k].start, c.sym[k].len, out, 0, c.sym[k].id, c.sym[k].unused)) goto done;
     rc = 0;
 done:
-    free(c.sym);
-    free(c.q.h);
+    if (c.sym != small) free(c.sym);
+    if (c.q.own) free(c.q.h);
     free(c.rev_left);
     return rc;
 }
-
 /* ------------------------------------------------------------------------------------------ */
 
 int spm_finish(const spm_model *m, const uint8_t *s, const spm_ints *tri, spm_ints *ids) {

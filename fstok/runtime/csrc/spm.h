@@ -66,7 +66,36 @@ typedef struct {
     spm_fnode *nodes;
     uint32_t *edges;
     uint32_t *rows; /* the full rows of SPM_FT_DENSE nodes */
+    /* .model BPE: every (piece a, piece b) whose concatenation is a piece c, as one u64 per entry of an
+     * open-addressed table (SPM_PT_* below; NULL: none), so that a merge candidate of two pieces costs one
+     * probe instead of a trie walk over b's bytes; and each piece's score as an order key (higher ranks
+     * first, -0 below +0: sentencepiece's agenda order) */
+    struct spm_pt_entry *pairs;
+    uint64_t pmask;
+    uint32_t *skey;
+    /* the pieces of one character (a symbol before any merge): ASCII by byte (-1 none, -2 an unused piece:
+     * walk), the others in an open-addressed table of u64 (SPM_CH_* below) */
+    int32_t ascii_id[128];
+    uint64_t *chars;
+    uint64_t cmask;
+    size_t bytes[6]; /* the mapped sizes of nodes, edges, rows, pairs, skey, chars (spm_huge_alloc) */
 } spm_ftrie;
+
+/* a pair-table entry: key (a + 1) | (b + 1) << 21 | unused(c) << 63 (0: empty), the merged piece c and
+ * its score's order key, so that one probe answers a candidate */
+typedef struct spm_pt_entry {
+    uint64_t key;
+    uint32_t c;
+    uint32_t skey;
+} spm_pt_entry;
+#define SPM_PT_ID_MAX ((1u << 21) - 2)
+#define SPM_PT_KEY(a, b) ((uint64_t)((uint32_t)(a) + 1u) | (uint64_t)((uint32_t)(b) + 1u) << 21)
+#define SPM_PT_KEYMASK ((1ull << 42) - 1)
+#define SPM_PT_UNUSED (1ull << 63)
+/* a character-table entry: the character's bytes (little-endian) | length << 32 | (piece + 1) << 35 |
+ * unused << 56; 0: empty */
+#define SPM_CH_KEYMASK ((1ull << 35) - 1)
+#define SPM_CH_UNUSED (1ull << 56)
 
 /* piece types (sentencepiece_model.proto) */
 #define SPT_NORMAL 1
@@ -134,6 +163,9 @@ int spm_trie_init(spm_trie *t, int dense);
 /* zeroed memory of n bytes, page-aligned, its pages mapped on first touch (loading stays cheap); NULL */
 void *spm_zalloc(size_t n);
 void spm_zfree(void *p, size_t n);
+/* zeroed memory of n bytes in 2 MiB pages where the kernel gives them (tables walked at random: one TLB
+ * entry per 2 MiB); *mapped receives the size to pass to spm_zfree.  NULL: out of memory */
+void *spm_huge_alloc(size_t n, size_t *mapped);
 /* the layout spm_trie_init and the walks rely on (lengths in elements): NULL, or what is wrong */
 const char *spm_trie_check(const uint32_t *first, size_t n_first, const uint8_t *label, size_t n_label,
                            const uint32_t *target, size_t n_target, const int32_t *value, size_t n,
