@@ -301,41 +301,11 @@ class HFSentencePieceTokenizer(ArtifactIO):
     # -- added tokens ---------------------------------------------------------------------------
     @staticmethod
     def _added_regex(forms: list[str]):
-        if not forms:
-            return None
-        # leftmost-longest over the literal forms
-        alts = sorted(set(forms), key=lambda s: (-len(s), s))
-        return re.compile("|".join(re.escape(x) for x in alts))
+        return added_regex(forms)
 
     def _find_added(self, s: str, rx) -> list[tuple[int | None, int, int]]:
         """AddedVocabulary::find_matches: (id or None, start, end) character spans covering s."""
-        if rx is None or not s:
-            return [(None, 0, len(s))]
-        forms = self._raw_forms if rx is self._raw_rx else self._norm_forms
-        out = []
-        start_offset = 0
-        for m in _leftmost_longest(rx, s):
-            a, b = m
-            tid = forms[s[a:b]]
-            t = self._added[tid]
-            if t.get("single_word"):
-                if (a > 0 and _is_word(s[a - 1])) or (b < len(s) and _is_word(s[b])):
-                    continue
-            if t.get("lstrip"):
-                k = a
-                while k > 0 and s[k - 1] in WHITE_SPACE:
-                    k -= 1
-                a = max(k, start_offset)
-            if t.get("rstrip"):
-                while b < len(s) and s[b] in WHITE_SPACE:
-                    b += 1
-            if start_offset < a:
-                out.append((None, start_offset, a))
-            out.append((tid, a, b))
-            start_offset = b
-        if start_offset != len(s):
-            out.append((None, start_offset, len(s)))
-        return out
+        return find_added(s, rx, self._raw_forms if rx is self._raw_rx else self._norm_forms, self._added)
 
     # -- encoding -----------------------------------------------------------------------------
     def _model(self, piece: str) -> list[tuple[int, int, int]]:
@@ -658,6 +628,45 @@ class HFSentencePieceTokenizer(ArtifactIO):
 
 
 _U8LEN = (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4)  # UTF-8 sequence length by the lead byte's high nibble
+
+
+def added_regex(forms) -> re.Pattern | None:
+    """Leftmost-longest matching over literal added-token forms (None: no forms)."""
+    if not forms:
+        return None
+    alts = sorted(set(forms), key=lambda s: (-len(s), s))
+    return re.compile("|".join(re.escape(x) for x in alts))
+
+
+def find_added(s: str, rx, forms: dict[str, int], entries: dict[int, dict]) -> list[tuple[int | None, int, int]]:
+    """tokenizers' AddedVocabulary::find_matches: (id or None, start, end) character spans covering s, for
+    the matches of `rx` (an `added_regex` over `forms`, form -> id), with each token's single_word / lstrip /
+    rstrip as its tokenizer.json entry (`entries`, id -> entry) says."""
+    if rx is None or not s:
+        return [(None, 0, len(s))]
+    out = []
+    start_offset = 0
+    for a, b in _leftmost_longest(rx, s):
+        tid = forms[s[a:b]]
+        t = entries[tid]
+        if t.get("single_word"):
+            if (a > 0 and _is_word(s[a - 1])) or (b < len(s) and _is_word(s[b])):
+                continue
+        if t.get("lstrip"):
+            k = a
+            while k > 0 and s[k - 1] in WHITE_SPACE:
+                k -= 1
+            a = max(k, start_offset)
+        if t.get("rstrip"):
+            while b < len(s) and s[b] in WHITE_SPACE:
+                b += 1
+        if start_offset < a:
+            out.append((None, start_offset, a))
+        out.append((tid, a, b))
+        start_offset = b
+    if start_offset != len(s):
+        out.append((None, start_offset, len(s)))
+    return out
 
 
 def _is_word(c: str) -> bool:

@@ -175,10 +175,54 @@ class _Core:
                 np.asarray(offs, dtype=np.int64).reshape(-1, 2))
 
 
+def _wordpiece_face_added(obj: dict, source: str) -> Optional[list[dict]]:
+    """The added tokens of a WordPiece tokenizer.json that this face matches itself (all of them), or None
+    when the compiled core's own matching is HF's: every added token special, in the vocabulary with its id,
+    with no single_word / lstrip / rstrip.  Otherwise (a token outside the vocabulary takes its id from its
+    added_tokens entry, as HF gives it) the face splits the text at the added tokens with HF's rules and the
+    core encodes the text between them."""
+    added = obj.get("added_tokens") or []
+    vocab = obj["model"].get("vocab") or {}
+    if all(a.get("special") and vocab.get(a.get("content")) == a.get("id") and not a.get("single_word")
+           and not a.get("lstrip") and not a.get("rstrip") for a in added):
+        return None
+    if obj.get("normalizer") is not None:
+        for a in added:
+            if a.get("normalized", not a.get("special")):
+                raise NotImplementedError(
+                    f"{source}: added token {a.get('content')!r} is matched after the normalizer "
+                    f"(normalized: true), which fstok supports for a WordPiece tokenizer.json only for special "
+                    f"tokens of the vocabulary; set \"normalized\": false")
+    ids = [int(a["id"]) for a in added]
+    for a in added:
+        i = vocab.get(a["content"])
+        if (i is not None and i != int(a["id"])) or (i is None and a["id"] in set(vocab.values())):
+            raise NotImplementedError(f"{source}: added token {a['content']!r} has id {a['id']}, which the "
+                                      "WordPiece vocabulary gives to another token")
+    if len(set(ids)) != len(ids):
+        raise NotImplementedError(f"{source}: two added tokens share an id")
+    return added
+
+
 class _WordPieceCore(_Core):
-    def __init__(self, tok, added: dict[str, int], id_to_token: list[Optional[str]]):
+    def __init__(self, tok, added: dict[str, int], id_to_token: list[Optional[str]],
+                 face_added: Optional[list[dict]] = None):
         self.tok = tok
         self.allowed = [c for c in added if c in tok.special_tokens]
+        self.face = None
+        self.literals = list(self.allowed)
+        if face_added:
+            from .hf_spm import added_regex
+
+            entries = {int(a["id"]): a for a in face_added}
+            forms: dict[str, int] = {}
+            for i, a in sorted(entries.items(), key=lambda kv: (not kv[1].get("special"), kv[0])):
+                if a["content"]:
+                    forms.setdefault(a["content"], i)
+            self.face = (added_regex(list(forms)), forms, entries)
+            self.allowed = []  # the core matches nothing itself
+            self.literals = list(forms)
+            self.i2t = id_to_token
         prefix = tok.continuing_subword_prefix
         if not prefix:
             raise NotImplementedError("WordPiece without a continuing_subword_prefix: word ids cannot be derived")
@@ -190,7 +234,7 @@ class _WordPieceCore(_Core):
                 cont[i] = True
         self.cont = cont
 
-    def model_encode(self, text):
+    def _plain(self, text):
         ids, offs = self.tok.encode_with_offsets(text, allowed_special=self.allowed)
         if not ids:
             return [], [], []
@@ -198,7 +242,55 @@ class _WordPieceCore(_Core):
         words = (np.cumsum(starts) - 1).tolist()
         return ids, offs, words
 
+    def model_encode(self, text):
+        if self.face is None:
+            return self._plain(text)
+        from .hf_spm import find_added
+
+        ids: list[int] = []
+        offs: list[tuple[int, int]] = []
+        words: list[int] = []
+        toks: list[str] = []
+        i2t = self.i2t
+        w = 0
+        for tid, a, b in find_added(text, *self.face):
+            if tid is not None:  # HF names the match by the text it covers (lstrip / rstrip included)
+                ids.append(tid)
+                offs.append((a, b))
+                words.append(w)
+                toks.append(text[a:b])
+                w += 1
+                continue
+            i2, o2, w2 = self._plain(text[a:b])
+            ids += i2
+            offs += [(x + a, y + a) for x, y in o2]
+            words += [x + w for x in w2]
+            toks += [i2t[i] for i in i2]
+            if w2:
+                w += w2[-1] + 1
+        return ids, offs, words, toks
+
+    def _special_text(self, text: str, offsets: bool):
+        """(ids, offsets or None) of a text holding added-token text."""
+        if self.face is not None:
+            r = self.model_encode(text)
+            return r[0], (r[1] if offsets else None)
+        if offsets:
+            return self.tok.encode_with_offsets(text, allowed_special=self.allowed)
+        return self.tok.encode(text, allowed_special=self.allowed), None
+
     def model_batch(self, texts, num_threads):
+        if self.face is not None:  # texts holding added-token text: the face's split (its token strings)
+            special = _texts_holding(texts, self.literals) if self.literals else []
+            if special:
+                sp = set(special)
+                clean = [i for i in range(len(texts)) if i not in sp]
+                out: list = [None] * len(texts)
+                for i, r in zip(clean, self.model_batch([texts[i] for i in clean], num_threads) if clean else []):
+                    out[i] = r
+                for i in special:
+                    out[i] = self.model_encode(texts[i])
+                return out
         ids, lens, offs = self.offsets_batch(texts, num_threads)
         if not len(ids):
             return [([], [], []) for _ in texts]
@@ -212,7 +304,7 @@ class _WordPieceCore(_Core):
         return _rows(ids, offs, w, lens)
 
     def offsets_batch(self, texts, num_threads):
-        special = _texts_holding(texts, self.allowed) if self.allowed else []
+        special = _texts_holding(texts, self.literals) if self.literals else []
         # one C batch: per text a bytes object of ids and one of offsets, nothing per token; texts holding
         # special-token text are split at it (in Python) and spliced in
         if special:
@@ -223,7 +315,7 @@ class _WordPieceCore(_Core):
             for i, r in zip(clean, got):
                 res[i] = r
             for i in special:
-                ids, offs = self.tok.encode_with_offsets(texts[i], allowed_special=self.allowed)
+                ids, offs = self._special_text(texts[i], True)
                 res[i] = (np.asarray(ids, dtype=np.uint32).tobytes(),
                           np.asarray(offs, dtype=np.uint32).reshape(-1, 2).tobytes())
         else:
@@ -234,7 +326,7 @@ class _WordPieceCore(_Core):
         return ids, lens, offs
 
     def ids_batch(self, texts, num_threads):
-        special = _texts_holding(texts, self.allowed) if self.allowed else []
+        special = _texts_holding(texts, self.literals) if self.literals else []
         if not special:
             ids, lens = self.tok._model.encode_batch(texts, num_threads, 4)
             return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(lens, dtype=np.int64)
@@ -243,7 +335,7 @@ class _WordPieceCore(_Core):
         clean = [i for i in range(len(texts)) if i not in sp]
         ids_c, lens_c = self.tok._model.encode_batch([texts[i] for i in clean], num_threads, 4)
         flat_c, lens_c = np.frombuffer(ids_c, dtype=np.uint32), np.frombuffer(lens_c, dtype=np.int64)
-        rows = {i: np.asarray(self.tok.encode(texts[i], allowed_special=self.allowed), dtype=np.uint32) for i in special}
+        rows = {i: np.asarray(self._special_text(texts[i], False)[0], dtype=np.uint32) for i in special}
         lens = np.zeros(len(texts), dtype=np.int64)
         lens[clean] = lens_c
         for i, r in rows.items():
@@ -592,10 +684,18 @@ class Tokenizer:
                                 pad_id=pd.get("pad_id", 0), pad_type_id=pd.get("pad_type_id", 0),
                                 pad_token=pd.get("pad_token", "[PAD]"), length=length,
                                 pad_to_multiple_of=pd.get("pad_to_multiple_of"))
-        self._compiled = _core if _core is not None else _compile_core(obj, source, _raw)
+        face_added = _wordpiece_face_added(obj, source) if model.get("type") == "WordPiece" else None
+        if _core is not None:
+            self._compiled = _core
+        elif face_added is not None:  # the core without the added tokens this face matches itself
+            vocab = model.get("vocab") or {}
+            self._compiled = _compile_core(dict(obj, added_tokens=[
+                a for a in face_added if a.get("special") and vocab.get(a["content"]) == a["id"]]), source)
+        else:
+            self._compiled = _compile_core(obj, source, _raw)
         kind = type(self._compiled).__name__
         if kind == "WordPieceTokenizer":
-            self._core: _Core = _WordPieceCore(self._compiled, self._added, id_to_token)
+            self._core: _Core = _WordPieceCore(self._compiled, self._added, id_to_token, face_added)
         elif kind == "BPETokenizer":
             self._core = _BPECore(self._compiled, self._added, id_to_token)
         elif kind == "PipelineTokenizer":

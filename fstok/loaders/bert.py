@@ -184,7 +184,9 @@ def read_tokenizer_json(path: str) -> WordPieceSource:
     for a in added:
         c = a.get("content")
         if c not in src.token_to_id or src.token_to_id[c] != a.get("id"):
-            raise ValueError(f"{path}: added token {c!r} is not in the WordPiece vocab with the same id (unsupported)")
+            raise ValueError(f"{path}: added token {c!r} is not in the WordPiece vocab with the same id, which "
+                             "fstok.compile's WordPiece tokenizer does not support (fstok.Tokenizer.from_file, the "
+                             "HF face, matches it as HF does)")
         if a.get("special"):
             specials.append(c)
     src.special_tokens = specials
