@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import glob
 import hashlib
-import itertools
 import json
 import os
 import tempfile
@@ -465,15 +464,20 @@ class _BPECore(_Core):
             slow.update(i for i, t in enumerate(texts) if tok._text_needs_python(t))
         fast = [i for i in range(len(texts)) if i not in slow]
         sub = [texts[i] for i in fast]
-        got = tok._model.encode_batch(sub, None, num_threads, 0, None)
-        keep = [k for k, r in enumerate(got) if r is not None]
+        # every text's ids in one uint32 buffer with int64 starts (no Python int per token); a text the C
+        # path does not take as it is (lone surrogates) has no ids there and takes model_encode
+        (flat_b, starts_b), missing = tok._model.encode_batch(sub, None, num_threads, 1, None, True)
+        flat = np.frombuffer(flat_b, dtype=np.uint32)
+        lens = np.diff(np.frombuffer(starts_b, dtype=np.int64))
+        keep = list(range(len(sub)))
+        if missing:
+            gone = set(missing)
+            keep = [k for k in keep if k not in gone]
+            lens = lens[keep]
+            sub = [sub[k] for k in keep]
         out: list = [None] * len(texts)
         if keep:
-            if len(keep) < len(got):
-                sub, got = [sub[k] for k in keep], [got[k] for k in keep]
             out_idx = [fast[k] for k in keep]
-            lens = np.fromiter((len(r) for r in got), dtype=np.int64, count=len(got))
-            flat = np.fromiter(itertools.chain.from_iterable(got), dtype=np.int64, count=int(lens.sum()))
             blob = "".join(sub).encode("utf-8")
             d = np.frombuffer(blob, dtype=np.uint8)
             cum = np.zeros(len(d) + 1, dtype=np.int64)

@@ -84,3 +84,19 @@ def test_batch_threads_follow_hf_settings(monkeypatch):
     one = [e.ids for e in ours.encode_batch(lines)]
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "true")
     assert [e.ids for e in ours.encode_batch(lines)] == one
+
+
+def test_bpe_model_batch_rows_equal_model_encode():
+    """_BPECore.model_batch reads the ids of the batch as one uint32 buffer (with starts) from C: its rows
+    (ids, offsets, word ids) equal model_encode of each text, with texts the C path leaves out (lone
+    surrogates: first, in the middle, last) and added-token text mixed in."""
+    if not os.path.exists(FILES["llama3"]):
+        pytest.skip("shared data not present")
+    ours = fstok.Tokenizer.from_file(FILES["llama3"])
+    core = ours._core
+    lines = ["\ud800 first"] + _lines(12) + ["mid \udfff dle", "a <|eot_id|> b"] + _lines(3) + ["last \ud834"]
+    got = core.model_batch(lines, 2)
+    assert len(got) == len(lines)
+    for t, row in zip(lines, got):
+        want = core.model_encode(t)
+        assert [list(x) for x in row[:3]] == [list(x) for x in want[:3]], t
