@@ -152,3 +152,52 @@ def test_merge_of_byte_tokens_takes_the_oracle(tmp_path):
         a, b = ours.encode(text), hf.encode(text)
         assert (a.ids, a.tokens, a.offsets, a.word_ids) == (b.ids, b.tokens, b.offsets, b.word_ids), text
         assert ours.decode(a.ids) == hf.decode(b.ids)
+
+
+PHI3_CHAT = ("{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + message['content'] + "
+             "'<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}"
+             "{% elif message['role'] == 'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}"
+             "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}")
+
+
+@needs_shared
+def test_transformers_llama_class_patched_equals_unpatched(tmp_path):
+    """Phi-3's tokenizer.json under transformers' Llama tokenizer class with add_bos_token / add_eos_token (the
+    class rewrites the post-processor at load): patched and unpatched give the same arrays for a padded,
+    truncated pair batch with offsets, the same batch_decode and the same chat template ids."""
+    import shutil
+    import warnings
+
+    import numpy as np
+
+    transformers = pytest.importorskip("transformers")
+    import fstok.transformers as ftr
+
+    shutil.copy(PHI3, tmp_path / "tokenizer.json")
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "LlamaTokenizer", "add_bos_token": True, "add_eos_token": True, "chat_template": PHI3_CHAT,
+        "bos_token": "<s>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>", "unk_token": "<unk>",
+        "padding_side": "left"}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+        ftr.patch()
+        try:
+            patched = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+        finally:
+            ftr.unpatch()
+    assert isinstance(patched._tokenizer, ftr.Backend)
+    lines = _lines(2)
+    kw = dict(padding=True, truncation=True, max_length=40, return_tensors="np", return_offsets_mapping=True)
+    a, b = plain(lines, text_pair=lines[::-1], **kw), patched(lines, text_pair=lines[::-1], **kw)
+    assert list(a.keys()) == list(b.keys())
+    for k in a.keys():
+        assert np.array_equal(a[k], b[k]), k
+    ids = plain(lines)["input_ids"]
+    for skip in (True, False):
+        assert plain.batch_decode(ids, skip_special_tokens=skip) == patched.batch_decode(ids, skip_special_tokens=skip)
+    msgs = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi ꙮ there"},
+            {"role": "assistant", "content": "Hello!"}]
+    for gen in (True, False):
+        assert (plain.apply_chat_template(msgs, add_generation_prompt=gen)
+                == patched.apply_chat_template(msgs, add_generation_prompt=gen))
