@@ -64,3 +64,30 @@ def test_c_check_accepts_exactly_what_python_accepts(pattern):
             with pytest.raises(ArtifactError):
                 validate_tables(d, "t")
     assert seen[True] and seen[False]  # both outcomes exercised
+
+
+def test_bad_added_token_in_bpe_meta_is_named():
+    """check_meta's one-pass check of the added tokens lets through exactly the well-typed ones: each damage
+    is still an ArtifactError naming the token and field"""
+    import fstok
+    from fstok import artifact as A
+
+    tok = fstok.get_encoding("r50k_base")
+    art = A.parse_artifact(tok.to_bytes())
+    good = [{"content": "<a>", "id": 5, "normalized": False}, {"content": "<b>", "id": 7, "normalized": True}]
+    secs = {n: art.array(n) for n in art.sections if n != "meta"}
+
+    def load(added):
+        meta = dict(art.meta, added_tokens=added)
+        return fstok.loads(A.write_artifact(None, art.kind, meta, secs, art.unicode_version, art.source_hash))
+
+    assert [a.content for a in load(good)._added] == ["<a>", "<b>"]
+    for field, bad in [("content", ""), ("content", 3), ("id", -1), ("id", 10**9), ("id", "5"), ("id", True),
+                       ("normalized", 1), ("normalized", None)]:
+        added = [good[0], dict(good[1], **{field: bad})]
+        with pytest.raises(ArtifactError, match=rf"added_tokens\[1\]"):
+            load(added)
+    with pytest.raises(ArtifactError, match=r"added_tokens\[0\]"):
+        load([{"content": "<a>", "id": 5}])  # a missing field
+    with pytest.raises(ArtifactError, match=r"added_tokens\[0\]"):
+        load(["<a>"])

@@ -206,7 +206,7 @@ def load_tekken_artifact(cls, art: _art.Artifact):
     n = m.get("n_special")
     sp = m.get("specials")
     ok = (isinstance(m.get("name"), str) and _int(n) and isinstance(sp, list) and len(sp) == n
-          and all(isinstance(s, str) for s in sp) and len(set(sp)) == len(sp)
+          and all(type(s) is str for s in sp) and len(set(sp)) == len(sp)
           and _int(m.get("bos_id"), 0, max(n, 1)) and _int(m.get("eos_id"), 0, max(n, 1)))
     if not ok:
         raise _bad(art, "tekken meta (name, n_special, specials, bos_id, eos_id) missing or invalid")
