@@ -1249,12 +1249,13 @@ typedef struct {
 struct spm_cache {
     pthread_mutex_t mu;
     cw_slot *slot;
+    size_t bytes;
 };
 
 struct spm_cache *spm_cache_new(void) {
     struct spm_cache *c = (struct spm_cache *)calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->slot = (cw_slot *)spm_zalloc(CW_SLOTS * sizeof(cw_slot));
+    c->slot = (cw_slot *)spm_huge_alloc(CW_SLOTS * sizeof(cw_slot), &c->bytes);
     if (!c->slot) {
         free(c);
         return NULL;
@@ -1266,7 +1267,7 @@ struct spm_cache *spm_cache_new(void) {
 void spm_cache_free(struct spm_cache *c) {
     if (!c) return;
     pthread_mutex_destroy(&c->mu);
-    spm_zfree(c->slot, CW_SLOTS * sizeof(cw_slot));
+    spm_zfree(c->slot, c->bytes);
     free(c);
 }
 
