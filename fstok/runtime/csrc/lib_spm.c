@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define HOT static inline __attribute__((always_inline))
 
@@ -143,7 +146,7 @@ HOT uint64_t ch_key(const uint8_t *s, size_t l) {
     return k;
 }
 
-static uint32_t ft_step_c(const spm_ftrie *f, const spm_trie *t, uint32_t node, uint8_t c);
+static uint32_t ft_step_c(const spm_ftrie *f, uint32_t node, uint8_t c);
 
 /* The pair and character tables of f (see spm_ftrie): a depth-first walk over the keys of the pieces
  * trie; at each key (a piece c) every proper prefix that is a piece a is an ancestor on the walk's stack,
@@ -207,8 +210,8 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
             const int32_t a = t->value[anc[k]];
             if (a < 0) continue;
             uint32_t r = 0;
-            for (size_t q = k; q < sp && r != SPM_NONE; q++) r = ft_step_c(f, t, r, path[q]);
-            if (r == SPM_NONE || t->value[r] < 0) continue;
+            for (size_t q = k; q < sp && r != SPM_NONE; q++) r = ft_step_c(f, r, path[q]);
+            if (r == SPM_NONE || f->nodes[r].id < 0) continue;
             if ((cnt + 1) * 5 > cap * 3) { /* keep the load under 0.6 */
                 spm_pt_entry *U = (spm_pt_entry *)calloc(cap * 2, sizeof *U);
                 if (!U) goto oom;
@@ -218,7 +221,7 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
                 T = U;
                 cap *= 2;
             }
-            const spm_pt_entry pe = {SPM_PT_KEY(a, t->value[r]) | (unused ? SPM_PT_UNUSED : 0), (uint32_t)c,
+            const spm_pt_entry pe = {SPM_PT_KEY(a, f->nodes[r].id) | (unused ? SPM_PT_UNUSED : 0), (uint32_t)c,
                                      f->skey[c]};
             pt_put(T, cap - 1, pe);
             cnt++;
@@ -254,7 +257,6 @@ oom:
 
 static void ftrie_release(spm_ftrie *f) {
     spm_zfree(f->nodes, f->bytes[0]);
-    spm_zfree(f->edges, f->bytes[1]);
     spm_zfree(f->rows, f->bytes[2]);
     spm_zfree(f->pairs, f->bytes[3]);
     spm_zfree(f->skey, f->bytes[4]);
@@ -266,42 +268,61 @@ static spm_ftrie *ftrie_build(const spm_model *m) {
     const spm_trie *t = &m->pieces;
     const uint32_t n = t->n_nodes;
     if (!n || n >= (1u << 24)) return NULL;
-    const uint32_t ne = t->first[n];
     spm_ftrie *f = (spm_ftrie *)calloc(1, sizeof *f);
-    if (!f) return NULL;
-    f->nodes = (spm_fnode *)spm_huge_alloc((size_t)n * sizeof(spm_fnode), &f->bytes[0]);
-    f->edges = (uint32_t *)spm_huge_alloc(((size_t)ne + 1) * sizeof(uint32_t), &f->bytes[1]);
-    if (!f->nodes || !f->edges) {
-        ftrie_release(f);
-        return NULL;
+    uint32_t *ord = (uint32_t *)malloc((size_t)n * 4), *nid = (uint32_t *)malloc((size_t)n * 4);
+    if (!f || !ord || !nid) goto fail;
+    /* breadth-first numbering: the children of a node get consecutive numbers in label order.  A node
+     * reached twice (the artifact's edges are checked to lead forward, not to form a tree) keeps the
+     * arrays in use. */
+    for (uint32_t v = 0; v < n; v++) nid[v] = SPM_NONE;
+    uint32_t next = 1, nd = 0;
+    nid[0] = 0;
+    ord[0] = 0;
+    for (uint32_t q = 0; q < next; q++) {
+        const uint32_t v = ord[q];
+        nd += t->first[v + 1] - t->first[v] > SPM_FT_INLINE;
+        for (uint32_t e = t->first[v]; e < t->first[v + 1]; e++) {
+            const uint32_t w = t->target[e];
+            if (nid[w] != SPM_NONE) goto fail;
+            nid[w] = next;
+            ord[next++] = w;
+        }
     }
-    for (uint32_t e = 0; e < ne; e++) f->edges[e] = t->target[e] << 8 | t->label[e];
-    uint32_t nd = 0, r = 0;
-    for (uint32_t v = 1; v < n; v++) nd += t->first[v + 1] - t->first[v] >= DENSE_MIN;
-    if (nd && !(f->rows = (uint32_t *)spm_huge_alloc((size_t)nd * 256 * sizeof(uint32_t), &f->bytes[2]))) {
-        ftrie_release(f);
-        return NULL;
-    }
-    for (uint32_t v = 0; v < n; v++) {
-        spm_fnode *x = &f->nodes[v];
-        x->first = t->first[v];
-        if (v && t->first[v + 1] - t->first[v] >= DENSE_MIN) {
+    /* one record more than the nodes: the label compare reads 16 bytes from the last record's `nk` */
+    f->nodes = (spm_fnode *)spm_huge_alloc(((size_t)next + 1) * sizeof(spm_fnode), &f->bytes[0]);
+    if (!f->nodes) goto fail;
+    if (nd && !(f->rows = (uint32_t *)spm_huge_alloc((size_t)nd * 256 * sizeof(uint32_t), &f->bytes[2]))) goto fail;
+    uint32_t r = 0;
+    for (uint32_t q = 0; q < next; q++) {
+        const uint32_t v = ord[q];
+        spm_fnode *x = &f->nodes[q];
+        const uint32_t e0 = t->first[v], e1 = t->first[v + 1];
+        if (e1 - e0 > SPM_FT_INLINE) {
             uint32_t *row = f->rows + (size_t)r * 256;
             for (int c = 0; c < 256; c++) row[c] = SPM_NONE;
-            for (uint32_t e = t->first[v]; e < t->first[v + 1]; e++) row[t->label[e]] = t->target[e];
-            x->first = SPM_FT_DENSE | r++;
+            for (uint32_t e = e0; e < e1; e++) row[t->label[e]] = nid[t->target[e]];
+            x->kids = SPM_FT_DENSE | r++;
+        } else {
+            x->kids = e1 > e0 ? nid[t->target[e0]] : 0;
+            x->nk = (uint8_t)(e1 - e0);
+            for (uint32_t e = e0; e < e1; e++) x->lab[e - e0] = t->label[e];
         }
         const int32_t id = t->value[v];
         x->id = id;
-        x->end = t->first[v + 1];
-        x->score = 0.0f;
         if (id >= 0) {
-            x->end |= (uint32_t)m->ptype[id] << 24;
-            if (m->score) x->score = m->score[id];
+            x->type = m->ptype[id];
+            x->score = m->score ? (double)m->score[id] : m->score64 ? m->score64[id] : 0.0;
         }
     }
+    free(ord);
+    free(nid);
     if ((m->flags & SPF_BPE) && !(m->flags & SPF_HF)) pairs_build(m, f);
     return f;
+fail:
+    free(ord);
+    free(nid);
+    if (f) ftrie_release(f);
+    return NULL;
 }
 
 const spm_ftrie *spm_ftrie_get(const spm_model *cm) {
@@ -324,32 +345,24 @@ void spm_ftrie_free(spm_model *m) {
 }
 
 /* one edge from `node` on byte c in the walking layout, or SPM_NONE */
-HOT uint32_t ft_step(const spm_ftrie *f, const spm_trie *t, uint32_t node, uint8_t c) {
-    if (node == 0) return t->root[c];
+HOT uint32_t ft_step(const spm_ftrie *f, uint32_t node, uint8_t c) {
     const spm_fnode *x = &f->nodes[node];
-    uint32_t lo = x->first;
-    if (lo & SPM_FT_DENSE) return f->rows[(size_t)(lo & ~SPM_FT_DENSE) * 256 + c];
-    uint32_t hi = x->end & 0xFFFFFFu;
-    const uint32_t *E = f->edges;
-    if (hi - lo <= 8) {
-        for (; lo < hi; lo++)
-            if ((uint8_t)E[lo] == c) return E[lo] >> 8;
-        return SPM_NONE;
-    }
-    const uint32_t end = hi;
-    while (lo < hi) {
-        const uint32_t mid = (lo + hi) >> 1;
-        if ((uint8_t)E[mid] < c)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return (lo < end && (uint8_t)E[lo] == c) ? E[lo] >> 8 : SPM_NONE;
+    const uint32_t k = x->kids;
+    if (k & SPM_FT_DENSE) return f->rows[(size_t)(k & ~SPM_FT_DENSE) * 256 + c];
+#ifdef __SSE2__
+    /* the 16 bytes from nk: nk, type, then the labels */
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)&x->nk);
+    uint32_t hit = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)c))) >> 2;
+    hit &= (1u << x->nk) - 1;
+    return hit ? k + (uint32_t)__builtin_ctz(hit) : SPM_NONE;
+#else
+    for (uint32_t i = 0; i < x->nk; i++)
+        if (x->lab[i] == c) return k + i;
+    return SPM_NONE;
+#endif
 }
 
-static uint32_t ft_step_c(const spm_ftrie *f, const spm_trie *t, uint32_t node, uint8_t c) {
-    return ft_step(f, t, node, c);
-}
+static uint32_t ft_step_c(const spm_ftrie *f, uint32_t node, uint8_t c) { return ft_step(f, node, c); }
 
 /* node of the whole key, or SPM_NONE */
 HOT uint32_t trie_find(const spm_trie *t, const uint8_t *k, size_t n) {
@@ -364,7 +377,7 @@ HOT uint32_t pieces_walk(const spm_model *m, const spm_ftrie *f, uint32_t node, 
         for (size_t i = 0; i < n && node != SPM_NONE; i++) node = trie_step(&m->pieces, node, k[i]);
         return node;
     }
-    for (size_t i = 0; i < n && node != SPM_NONE; i++) node = ft_step(f, &m->pieces, node, k[i]);
+    for (size_t i = 0; i < n && node != SPM_NONE; i++) node = ft_step(f, node, k[i]);
     return node;
 }
 
@@ -655,16 +668,47 @@ static int lattice_emit(path_node *p, size_t size, spm_ints *out) {
  * the library stores them).  Ties then resolve exactly as the library's. */
 #define SCORE_RESET 100000.0f
 
-static int unigram_sp_ft(const spm_model *m, const spm_ftrie *f, const uint8_t *s, size_t size, spm_ints *out);
+/* one step of a Viterbi walk from `node` on byte c and the piece it reaches, in the walking layout when
+ * there is one (f) and over the artifact's arrays when there is none: the loops below are written once
+ * for both, and the branch on f is the same at every step */
+typedef struct {
+    uint32_t node; /* SPM_NONE: the walk ends */
+    int32_t id;
+    uint8_t type; /* 0: no piece at the node */
+} walk_at;
+
+HOT walk_at walk_step(const spm_model *m, const spm_ftrie *f, uint32_t node, uint8_t c) {
+    walk_at w;
+    if (f) {
+        w.node = ft_step(f, node, c);
+        if (w.node == SPM_NONE) return w;
+        const spm_fnode *x = &f->nodes[w.node];
+        w.id = x->id;
+        w.type = x->type;
+    } else {
+        w.node = trie_step(&m->pieces, node, c);
+        if (w.node == SPM_NONE) return w;
+        w.id = m->pieces.value[w.node];
+        w.type = w.id < 0 ? 0 : m->ptype[w.id];
+    }
+    return w;
+}
+
+/* the score of the piece at w (f32 for .model files, f64 for tokenizer.json) */
+HOT float score_sp(const spm_model *m, const spm_ftrie *f, walk_at w) {
+    return f ? (float)f->nodes[w.node].score : m->score[w.id];
+}
+
+HOT double score_hf(const spm_model *m, const spm_ftrie *f, walk_at w) {
+    return f ? f->nodes[w.node].score : m->score64[w.id];
+}
 
 static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
     const spm_ftrie *f = spm_ftrie_get(m);
-    if (f) return unigram_sp_ft(m, f, s, size, out);
     float *score;
     path_node *best = lattice_new(size, sizeof(float), (void **)&score);
     if (!best) return -1;
     const float unk_score = m->min_score - 10.0f;
-    const spm_trie *t = &m->pieces;
     size_t st = 0, frontier = 0;
     while (st < size) {
         float here = score[st];
@@ -679,21 +723,20 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
         if (mblen > size - st) mblen = size - st;
         uint32_t node = 0;
         for (size_t kp = st; kp < size;) {
-            node = trie_step(t, node, s[kp]);
+            const walk_at w = walk_step(m, f, node, s[kp]);
             kp++;
-            if (node == SPM_NONE) break;
-            const int32_t id = t->value[node];
-            if (id < 0) continue;
-            const uint8_t ty = m->ptype[id];
-            if (ty == SPT_UNUSED) continue;
+            if (w.node == SPM_NONE) break;
+            node = w.node;
+            if (!w.type || w.type == SPT_UNUSED) continue;
             if (kp > frontier) frontier = kp;
             const size_t length = kp - st;
             /* a user-defined piece scores 0.1 per byte after its first (a double rounded to float) */
-            const float cand = (ty == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : m->score[id]) + here;
+            const float cand =
+                (w.type == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : score_sp(m, f, w)) + here;
             if (best[kp].start == -1 || cand > score[kp]) {
                 score[kp] = cand;
                 best[kp].start = (int32_t)st;
-                best[kp].id = id;
+                best[kp].id = w.id;
             }
             if (!single && length == mblen) single = 1;
         }
@@ -701,100 +744,6 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
             const size_t e = st + mblen;
             if (e > frontier) frontier = e;
             const float cand = unk_score + here;
-            if (best[e].start == -1 || cand > score[e]) {
-                score[e] = cand;
-                best[e].start = (int32_t)st;
-                best[e].id = m->unk_id;
-            }
-        }
-        st += mblen;
-    }
-    return lattice_emit(best, size, out);
-}
-
-/* unigram_sp over the walking layout: the piece, type and score at each node come with the node */
-static int unigram_sp_ft(const spm_model *m, const spm_ftrie *f, const uint8_t *s, size_t size, spm_ints *out) {
-    float *score;
-    path_node *best = lattice_new(size, sizeof(float), (void **)&score);
-    if (!best) return -1;
-    const float unk_score = m->min_score - 10.0f;
-    const spm_trie *t = &m->pieces;
-    size_t st = 0, frontier = 0;
-    while (st < size) {
-        float here = score[st];
-        if (here < -SCORE_RESET || here > SCORE_RESET) {
-            const float off = here;
-            for (size_t i = st; i <= frontier; i++)
-                if (i == st || best[i].start != -1) score[i] -= off;
-            here = 0.0f;
-        }
-        int single = 0;
-        size_t mblen = one_char_len(s[st]);
-        if (mblen > size - st) mblen = size - st;
-        uint32_t node = 0;
-        for (size_t kp = st; kp < size;) {
-            node = ft_step(f, t, node, s[kp]);
-            kp++;
-            if (node == SPM_NONE) break;
-            const spm_fnode *x = &f->nodes[node];
-            const uint8_t ty = (uint8_t)(x->end >> 24);
-            if (!ty || ty == SPT_UNUSED) continue;
-            if (kp > frontier) frontier = kp;
-            const size_t length = kp - st;
-            /* a user-defined piece scores 0.1 per byte after its first (a double rounded to float) */
-            const float cand = (ty == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : x->score) + here;
-            if (best[kp].start == -1 || cand > score[kp]) {
-                score[kp] = cand;
-                best[kp].start = (int32_t)st;
-                best[kp].id = x->id;
-            }
-            if (!single && length == mblen) single = 1;
-        }
-        if (!single) {
-            const size_t e = st + mblen;
-            if (e > frontier) frontier = e;
-            const float cand = unk_score + here;
-            if (best[e].start == -1 || cand > score[e]) {
-                score[e] = cand;
-                best[e].start = (int32_t)st;
-                best[e].id = m->unk_id;
-            }
-        }
-        st += mblen;
-    }
-    return lattice_emit(best, size, out);
-}
-
-static int unigram_hf_ft(const spm_model *m, const spm_ftrie *f, const uint8_t *s, size_t size, spm_ints *out) {
-    double *score;
-    path_node *best = lattice_new(size, sizeof(double), (void **)&score);
-    if (!best) return -1;
-    const double unk_score = m->min_score64 - 10.0;
-    const spm_trie *t = &m->pieces;
-    size_t st = 0;
-    while (st < size) {
-        const double here = score[st];
-        int single = 0;
-        size_t mblen = one_char_len(s[st]);
-        if (mblen > size - st) mblen = size - st;
-        uint32_t node = 0;
-        for (size_t kp = st; kp < size;) {
-            node = ft_step(f, t, node, s[kp]);
-            kp++;
-            if (node == SPM_NONE) break;
-            const spm_fnode *x = &f->nodes[node];
-            if (x->id < 0) continue;
-            const double cand = m->score64[x->id] + here;
-            if (best[kp].start == -1 || cand > score[kp]) {
-                score[kp] = cand;
-                best[kp].start = (int32_t)st;
-                best[kp].id = x->id;
-            }
-            if (!single && kp - st == mblen) single = 1;
-        }
-        if (!single) {
-            const size_t e = st + mblen;
-            const double cand = unk_score + here;
             if (best[e].start == -1 || cand > score[e]) {
                 score[e] = cand;
                 best[e].start = (int32_t)st;
@@ -807,13 +756,11 @@ static int unigram_hf_ft(const spm_model *m, const spm_ftrie *f, const uint8_t *
 }
 
 static int unigram_hf(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
-    const spm_ftrie *f = spm_ftrie_get(m);
-    if (f && m->score64) return unigram_hf_ft(m, f, s, size, out);
+    const spm_ftrie *f = m->score64 ? spm_ftrie_get(m) : NULL;
     double *score;
     path_node *best = lattice_new(size, sizeof(double), (void **)&score);
     if (!best) return -1;
     const double unk_score = m->min_score64 - 10.0;
-    const spm_trie *t = &m->pieces;
     size_t st = 0;
     while (st < size) {
         const double here = score[st];
@@ -822,16 +769,16 @@ static int unigram_hf(const spm_model *m, const uint8_t *s, size_t size, spm_int
         if (mblen > size - st) mblen = size - st;
         uint32_t node = 0;
         for (size_t kp = st; kp < size;) {
-            node = trie_step(t, node, s[kp]);
+            const walk_at w = walk_step(m, f, node, s[kp]);
             kp++;
-            if (node == SPM_NONE) break;
-            const int32_t id = t->value[node];
-            if (id < 0) continue;
-            const double cand = m->score64[id] + here;
+            if (w.node == SPM_NONE) break;
+            node = w.node;
+            if (w.id < 0) continue;
+            const double cand = score_hf(m, f, w) + here;
             if (best[kp].start == -1 || cand > score[kp]) {
                 score[kp] = cand;
                 best[kp].start = (int32_t)st;
-                best[kp].id = id;
+                best[kp].id = w.id;
             }
             if (!single && kp - st == mblen) single = 1;
         }
@@ -1001,8 +948,8 @@ HOT pm_answer concat_piece(const spm_model *m, const spm_ftrie *f, uint32_t an, 
         id = x->id;
         if (id >= 0) {
             r.node = node;
-            r.score = x->score;
-            if ((x->end >> 24) == SPT_UNUSED) r.id = id;
+            r.score = (float)x->score;
+            if (x->type == SPT_UNUSED) r.id = id;
         }
     } else if (node != SPM_NONE && (id = m->pieces.value[node]) >= 0) {
         r.node = node;

@@ -50,26 +50,25 @@ static inline __attribute__((always_inline)) uint32_t spm_trie_step(const spm_tr
     return (lo < t->first[node + 1] && L[lo] == c) ? t->target[lo] : SPM_NONE;
 }
 
-/* The pieces trie as the hot loops walk it, built from the artifact's arrays on first use: one 16-byte
- * record per node with its edge range, its piece and that piece's score, and one word per edge
- * (target << 8 | label), so that a step and the piece at the node it reaches cost one or two cache lines
- * instead of five. */
+/* The pieces trie as the hot loops walk it, built from the artifact's arrays on first use: nodes renumbered
+ * breadth-first, so that the children of a node are consecutive nodes in label order, and one 32-byte record
+ * per node with its piece, that piece's type and score, and its children's labels: a step reads the record
+ * of the node it leaves (already read for its piece) and finds the child by comparing the labels at once;
+ * the record reached holds the piece.  Nodes with more children than fit get a full row of 256 children. */
 #define SPM_FT_DENSE 0x80000000u
+#define SPM_FT_INLINE 14
 typedef struct {
-    uint32_t first;  /* the first edge; SPM_FT_DENSE | r: the node's children are spm_trie.rows row r */
-    uint32_t end;    /* the end edge (low 24 bits); the piece's type in the top 8 (0: no piece) */
-    int32_t id;      /* pieces.value of the node */
-    float score;     /* score[id] (.model; tokenizer.json scores stay in score64, by id) */
+    int32_t id;      /* the piece of the node, -1: none */
+    uint32_t kids;   /* the first child (nk of them); SPM_FT_DENSE | r: the children are row r of rows */
+    double score;    /* the piece's score (.model floats are exact as doubles) */
+    uint8_t nk;      /* number of children (inline nodes) */
+    uint8_t type;    /* the piece's type (0: no piece) */
+    uint8_t lab[SPM_FT_INLINE]; /* the children's labels, ascending */
 } spm_fnode;
 
 typedef struct {
     spm_fnode *nodes;
-    uint32_t *edges;
     uint32_t *rows; /* the full rows of SPM_FT_DENSE nodes */
-    /* .model BPE: every (piece a, piece b) whose concatenation is a piece c, as one u64 per entry of an
-     * open-addressed table (SPM_PT_* below; NULL: none), so that a merge candidate of two pieces costs one
-     * probe instead of a trie walk over b's bytes; and each piece's score as an order key (higher ranks
-     * first, -0 below +0: sentencepiece's agenda order) */
     struct spm_pt_entry *pairs;
     uint64_t pmask;
     uint32_t *skey;
@@ -78,7 +77,7 @@ typedef struct {
     int32_t ascii_id[128];
     uint64_t *chars;
     uint64_t cmask;
-    size_t bytes[6]; /* the mapped sizes of nodes, edges, rows, pairs, skey, chars (spm_huge_alloc) */
+    size_t bytes[6]; /* the mapped sizes of nodes, (unused), rows, pairs, skey, chars (spm_huge_alloc) */
 } spm_ftrie;
 
 /* a pair-table entry: key (a + 1) | (b + 1) << 21 | unused(c) << 63 (0: empty), the merged piece c and
