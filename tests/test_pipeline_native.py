@@ -104,13 +104,14 @@ def test_missing_bytes_take_the_stages(s):
 
 
 def test_refused_stages_fall_back_to_python():
-    """Stages that remove text have no compiled form: the file runs its stages (still exact)."""
-    for pre in [{"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, _bl()]},
-                {"type": "Sequence", "pretokenizers": [{"type": "Punctuation", "behavior": "Removed"}, _bl()]},
-                _bl(add_prefix_space=True)]:
+    """Stages that remove text are cut before the tables run (tests/test_pipeline_split_behaviors.py); a prefix
+    space has no compiled form: the file runs its stages (still exact)."""
+    for pre, tables in [({"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, _bl()]}, True),
+                        ({"type": "Sequence", "pretokenizers": [{"type": "Punctuation", "behavior": "Removed"}, _bl()]}, True),
+                        (_bl(add_prefix_space=True), False)]:
         tok = PipelineTokenizer(_obj(pre), "x.json")
         hf = tokenizers.Tokenizer.from_str(json.dumps(_obj(pre)))
-        assert tok._inner is None
+        assert tok._inner is None and (tok._tables is not None) == tables
         for s in ["a b. c", " x!!y 12 ", ""]:
             assert tok.encode(s) == hf.encode(s, add_special_tokens=False).ids
 

@@ -12,14 +12,16 @@ Stages that compute exactly that:
   ByteLevel(add_prefix_space=false)    the GPT-2 regex (use_regex) and, for the stages after it, the
                                        byte-character reading of their patterns (dialect "...+bytelevel")
 
-Everything else (stages that remove text: Removed, Whitespace, WhitespaceSplit, CharDelimiterSplit; Split
-with another behavior; a prefix space; Metaspace, ...) raises NotNative naming it, and the file runs its
+Stages that remove or merge text (Split with another behavior or inverted, Whitespace, WhitespaceSplit,
+CharDelimiterSplit, BertPreTokenizer, Punctuation with a behavior) are `native_levels`: split levels with HF's
+behaviors, cut in one C call (`Cutter`, fstok.runtime._dfa.cut_levels) before the tables run.  Everything
+else (a prefix space, Metaspace, UnicodeScripts, ...) raises NotNative naming it, and the file runs its
 stages in Python (fstok.pipeline.pretokenizers, the oracle of this module).  The class P is HF's set
 (`fstok.pipeline.unicode`), written out as code point ranges, so the DFA tests exactly HF's predicate.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, NamedTuple, Optional
 
 from ..loaders.bpe_source import PreTokStage
 from ..pretokenize import BYTELEVEL_SUFFIX, HF_BYTELEVEL_PAT
@@ -115,6 +117,108 @@ def native_stages(cfg: Any) -> tuple[Optional[PreTokStage], list[PreTokStage]]:
     return find, stages
 
 
+#: HF SplitDelimiterBehavior codes of fstok.runtime._dfa.cut_levels (| INVERT: the pattern's matches and gaps swap)
+BEHAVIORS = {"isolated": 0, "removed": 1, "mergedwithprevious": 2, "mergedwithnext": 3, "contiguous": 4}
+INVERT = 8
+
+
+class Level(NamedTuple):
+    """One split level of the piece cutter: a regex, its dialect, and what HF does with its matches."""
+    pattern: str
+    dialect: str
+    code: int  # BEHAVIORS[...] | INVERT
+
+
+def native_levels(cfg: Any) -> list[Level]:
+    """The pre-tokenizer as split levels with HF's behaviors (every stage that splits by a pattern or a
+    character predicate: Split with any behavior and invert, Punctuation, Digits, Whitespace, WhitespaceSplit,
+    CharDelimiterSplit, BertPreTokenizer, ByteLevel without a prefix space); raises NotNative naming a stage
+    it cannot express (Metaspace, UnicodeScripts, FixedLength, a prefix space) or a file without ByteLevel."""
+    from . import unicode as _u
+    from .pretokenizers import WHITESPACE_REGEX
+
+    items = (cfg.get("pretokenizers") or []) if isinstance(cfg, dict) and cfg.get("type") == "Sequence" else [cfg]
+    levels: list[Level] = []
+    after = seen_bytelevel = False
+
+    def add(pattern: str, behavior: str, invert: bool = False, dialect: str = "oniguruma") -> None:
+        if behavior not in BEHAVIORS:
+            raise NotNative(f"behavior {behavior!r}")
+        levels.append(Level(pattern, dialect + (BYTELEVEL_SUFFIX if after else ""),
+                            BEHAVIORS[behavior] | (INVERT if invert else 0)))
+
+    ws = sorted(_u.WHITESPACE)
+    for it in items:
+        if not isinstance(it, dict):
+            raise NotNative(f"pre-tokenizer {it!r}")
+        t = it.get("type")
+        b = str(it.get("behavior", "")).lower()
+        if t == "Split":
+            pat = it.get("pattern")
+            if not isinstance(pat, dict) or len(pat) != 1:
+                raise NotNative(f"Split pattern {pat!r}")
+            kind, value = next(iter(pat.items()))
+            if kind == "String" and isinstance(value, str) and value:
+                value = char_class(value) if len(value) == 1 else "".join(char_class(c) for c in value)
+            elif kind != "Regex" or not isinstance(value, str):
+                raise NotNative(f"Split pattern {pat!r}")
+            add(value, b, bool(it.get("invert", False)))
+        elif t == "Punctuation":
+            add(char_class(sorted(_u.facts().punct)), b or "isolated")
+        elif t == "Digits":
+            from .unicode import _pipeline_sets
+
+            add(char_class(sorted(_pipeline_sets()[1])), "isolated" if it.get("individual_digits") else "contiguous")
+        elif t == "Whitespace":
+            add(WHITESPACE_REGEX, "removed", True, "rust-regex")  # HF runs it with the regex crate
+        elif t == "WhitespaceSplit":
+            add(char_class(ws), "removed")
+        elif t == "CharDelimiterSplit":
+            d = it.get("delimiter")
+            if not isinstance(d, str) or len(d) != 1:
+                raise NotNative(f"CharDelimiterSplit delimiter {d!r}")
+            add(char_class(d), "removed")
+        elif t == "BertPreTokenizer":
+            add(char_class(ws), "removed")
+            add(char_class(sorted(_u.facts().punct)), "isolated")
+        elif t == "ByteLevel":
+            if seen_bytelevel:
+                raise NotNative("a second ByteLevel")
+            if it.get("add_prefix_space", True):
+                raise NotNative("ByteLevel add_prefix_space")
+            if it.get("use_regex", True):
+                add(HF_BYTELEVEL_PAT, "isolated")
+            after = seen_bytelevel = True
+        else:
+            raise NotNative(f"pre-tokenizer {t!r}")
+    if not seen_bytelevel:
+        raise NotNative("no ByteLevel pre-tokenizer (not a byte-level BPE)")
+    return levels
+
+
+def compile_levels(levels: list[Level]) -> list[Level]:
+    """The levels whose DFA compiles.  A byte-level level that can never match splits nothing and is left
+    out, except an inverted Removed one (it would remove everything: NotNative)."""
+    from ..compile.regex_bytelevel import NeverMatches
+    from ..compile.regex_parse import RegexUnsupported
+    from ..pretokenize import CompiledPattern
+
+    out = []
+    for lv in levels:
+        try:
+            cp = CompiledPattern.compile(lv.pattern, lv.dialect, "find")
+        except NeverMatches:
+            if lv.code == BEHAVIORS["removed"] | INVERT:
+                raise NotNative(f"regex {lv.pattern[:80]!r} never matches the byte characters") from None
+            continue
+        except (RegexUnsupported, ValueError) as e:
+            raise NotNative(f"Split regex {lv.pattern[:80]!r}: {e}") from None
+        if cp.levels[0].match(b"", 0) >= 0:
+            raise NotNative(f"regex {lv.pattern[:80]!r} can match the empty string")
+        out.append(lv)
+    return out
+
+
 def compile_stages(stages: list[PreTokStage]) -> list[PreTokStage]:
     """The stages whose DFA compiles; a byte-level stage that can never match (its pattern needs characters
     no byte character is, e.g. `\\s`) splits nothing and is left out."""
@@ -143,8 +247,22 @@ class Cutter:
     `split` is the split pipeline of every stage (the find pattern first when there is one): its pieces never
     straddle a find match, and those outside every find match (HF removes them) are dropped."""
 
-    def __init__(self, find, split):
+    def __init__(self, find, split, behaviors: Optional[bytes] = None):
         self.find, self.split = find, split  # CompiledPattern (mode find) / CompiledPattern (mode split), or None
+        # one HF split behavior per level of `split` (BEHAVIORS, | INVERT; no `find` then), or None: `split`'s
+        # levels are all Isolated
+        self.behaviors = behaviors
+
+    @classmethod
+    def build_levels(cls, levels: list[Level]) -> "Cutter":
+        from ..pretokenize import CompiledPattern
+
+        if not levels:
+            return cls(None, None)
+        if all(lv.code == BEHAVIORS["isolated"] for lv in levels):
+            return cls(None, CompiledPattern.pipeline([(lv.pattern, lv.dialect) for lv in levels]))
+        return cls(None, CompiledPattern.pipeline([(lv.pattern, lv.dialect) for lv in levels]),
+                   bytes(lv.code for lv in levels))
 
     @classmethod
     def build(cls, find: Optional[PreTokStage], stages: list[PreTokStage]) -> "Cutter":
@@ -175,6 +293,10 @@ class Cutter:
     def triples(self, data: bytes) -> bytes:
         """The pieces as native uint32 (start, end, 0xFFFFFFFF) triples (what the tables' `encode_spans`
         takes), in one C call: the find matches, each split by the stages after it."""
+        if self.behaviors is not None:
+            from ..runtime import _dfa
+
+            return _dfa.cut_levels(data, self.split.spanner, self.behaviors)
         f = self.find.spanner if self.find is not None else None
         sp = self.split.spanner if self.split is not None else None
         if (self.find is not None and f is None) or (self.split is not None and sp is None):
@@ -199,13 +321,19 @@ class Cutter:
         return out
 
     @classmethod
-    def from_sections(cls, art, has_find: bool, has_split: bool) -> "Cutter":
+    def from_sections(cls, art, has_find: bool, has_split: bool, behaviors: Optional[list] = None) -> "Cutter":
+        from ..artifact import ArtifactError
         from ..pretokenize import CompiledPattern
 
         f = CompiledPattern.from_sections(art, "cut.find.") if has_find else None
         sp = CompiledPattern.from_sections(art, "cut.split.") if has_split else None
         if (f is not None and f.mode != "find") or (sp is not None and sp.mode != "split"):
-            from ..artifact import ArtifactError
-
             raise ArtifactError(f"{art.path or '<bytes>'}: pipeline piece cutter has the wrong DFA modes")
+        if behaviors is not None:
+            codes = set(BEHAVIORS.values())
+            if (f is not None or sp is None or len(behaviors) != len(sp.levels)
+                    or not all(type(c) is int and (c & ~INVERT) in codes for c in behaviors)):
+                raise ArtifactError(f"{art.path or '<bytes>'}: pipeline piece cutter behaviors {behaviors!r} do not "
+                                    "match its levels"[:300])
+            return cls(None, sp, bytes(behaviors))
         return cls(f, sp)

@@ -93,8 +93,9 @@ def pipeline_artifact(tok) -> bytes:
         "mode": tok._mode, "raw_guards": list(tok._raw_guards), "norm_guards": list(tok._norm_guards),
         "has_norm": tok._norm_fast is not None, "suffix": bool(tok._suffix), "normalizer": norm_cfg,
         "norm_sections": tok._norm_fast is not None,
-        "cut": None if tok._pieces is None else {"find": tok._pieces.find is not None,
-                                                 "split": tok._pieces.split is not None},
+        "cut": None if tok._pieces is None else dict(
+            {"find": tok._pieces.find is not None, "split": tok._pieces.split is not None},
+            **({} if tok._pieces.behaviors is None else {"behaviors": list(tok._pieces.behaviors)})),
     }
     sections: dict[str, Any] = {"tokenizer.json": raw}
     if tok._norm_fast is not None:
@@ -123,8 +124,9 @@ def load_pipeline(cls, art: _art.Artifact):
         "norm_guards": isinstance(m.get("norm_guards"), list) and all(isinstance(g, str) for g in m["norm_guards"]),
         "has_norm": isinstance(m.get("has_norm"), bool), "suffix": isinstance(m.get("suffix"), bool),
         "normalizer": m.get("normalizer") is None or isinstance(m["normalizer"], dict),
-        "cut": m.get("cut") is None or (isinstance(m["cut"], dict) and set(m["cut"]) == {"find", "split"}
-                                        and all(isinstance(v, bool) for v in m["cut"].values())),
+        "cut": m.get("cut") is None or (isinstance(m["cut"], dict) and set(m["cut"]) - {"behaviors"} == {"find", "split"}
+                                        and isinstance(m["cut"]["find"], bool) and isinstance(m["cut"]["split"], bool)
+                                        and isinstance(m["cut"].get("behaviors", []), list)),
         "pp_ids": m.get("pp_ids") is None or (isinstance(m["pp_ids"], list) and len(m["pp_ids"]) == 2
                                                 and all(_ids(x) for x in m["pp_ids"])),
     }
@@ -145,7 +147,7 @@ def load_pipeline(cls, art: _art.Artifact):
     if m["cut"] is not None and inner is not None:
         from .native import Cutter
 
-        cut = Cutter.from_sections(art, m["cut"]["find"], m["cut"]["split"])
+        cut = Cutter.from_sections(art, m["cut"]["find"], m["cut"]["split"], m["cut"].get("behaviors"))
     norm_fast = None
     if m["has_norm"] and inner is not None:
         from .fastnorm import NoFastForm, NormPlan, fast_normalizer_plan

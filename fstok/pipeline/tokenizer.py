@@ -197,7 +197,9 @@ class PipelineTokenizer:
                     from .native import Cutter
 
                     self._suffix = bool(m.suffix)
-                    if self._cut is not None:
+                    if isinstance(self._cut, list):
+                        self._pieces = Cutter.build_levels(self._cut)
+                    elif self._cut is not None:
                         self._pieces = Cutter.build(*self._cut)
                     else:
                         st = src.stages
@@ -272,7 +274,7 @@ class PipelineTokenizer:
         uses them, so the tables emit one exactly when the text holds such a byte, and that text is encoded
         again by the stages (HF drops the byte before merging)."""
         from ..loaders.hf_bpe import source_from_obj
-        from .native import NotNative, compile_stages, native_stages
+        from .native import NotNative, compile_levels, compile_stages, native_levels, native_stages
 
         bare = dict(obj, added_tokens=[], normalizer=None)
         self._cut = None
@@ -285,10 +287,19 @@ class PipelineTokenizer:
                 if find is not None:
                     compile_stages([dataclasses.replace(find, keep_gaps=True)])  # the empty-match check
             except NotNative:
-                return None
+                # stages that remove or merge text (Split behaviors, Whitespace, ...): the pieces are cut by
+                # their levels in one C call before the tables run (`_cut_ids`)
+                try:
+                    levels = compile_levels(native_levels(obj.get("pre_tokenizer")))
+                except NotNative:
+                    return None
+                find, stages = None, None
+                self._cut = levels
             src = source_from_obj(dict(bare, pre_tokenizer={"type": "ByteLevel", "add_prefix_space": False,
                                                             "use_regex": False}), where, self.name, check=False)
-            if find is None:
+            if stages is None:
+                pass  # cut by `_cut`'s levels
+            elif find is None:
                 src.stages = stages
             elif not stages:
                 src.stages = [find]

@@ -625,6 +625,135 @@ static PyObject *dfa_cut(PyObject *mod, PyObject *args) {
     return res;
 }
 
+
+/* HF pre-tokenizer split behaviors (SplitDelimiterBehavior), applied level after level: each level's finditer
+ * gives the elements of its piece in order (the gaps between matches and the matches, `invert` swapping the
+ * two roles), and the behavior turns them into the pieces the next level splits: Isolated keeps every
+ * element, Removed drops the matches, MergedWithPrevious joins a match to the gap before it, MergedWithNext a
+ * match to the gap after it, Contiguous joins consecutive matches.  Exactly tokenizers' normalizer.rs
+ * `split` folds, streamed (one pending piece per level). */
+enum { BEH_ISOLATED = 0, BEH_REMOVED = 1, BEH_MERGED_PREV = 2, BEH_MERGED_NEXT = 3, BEH_CONTIGUOUS = 4, BEH_INVERT = 8 };
+
+typedef struct {
+    const fstok_dfa *lv;
+    const uint8_t *beh;
+    int nl;
+    const uint8_t *s;
+    tribuf *out;
+} cutctx;
+
+typedef struct {
+    size_t a, b;
+    int valid, prev; /* a pending piece; the previous element was a match */
+} pending;
+
+static int cut_level(const cutctx *cx, int i, size_t a, size_t b);
+
+static int cut_elem(const cutctx *cx, int i, pending *p, size_t a, size_t b, int m) {
+    switch (cx->beh[i] & 7) {
+    case BEH_ISOLATED:
+        return cut_level(cx, i + 1, a, b);
+    case BEH_REMOVED:
+        return m ? 0 : cut_level(cx, i + 1, a, b);
+    case BEH_MERGED_PREV: /* a match after a gap joins it; else a piece of its own */
+        if (m && !p->prev && p->valid) {
+            p->b = b;
+        } else {
+            if (p->valid && cut_level(cx, i + 1, p->a, p->b)) return -1;
+            p->a = a, p->b = b, p->valid = 1;
+        }
+        p->prev = m;
+        return 0;
+    case BEH_MERGED_NEXT: /* a match waits for the element after it: a gap joins it, a match does not */
+        if (m) {
+            if (p->valid && cut_level(cx, i + 1, p->a, p->b)) return -1;
+            p->a = a, p->b = b, p->valid = 1;
+            return 0;
+        }
+        if (p->valid) {
+            p->valid = 0;
+            return cut_level(cx, i + 1, p->a, b);
+        }
+        return cut_level(cx, i + 1, a, b);
+    default: /* BEH_CONTIGUOUS */
+        if (p->valid && m == p->prev) {
+            p->b = b;
+        } else {
+            if (p->valid && cut_level(cx, i + 1, p->a, p->b)) return -1;
+            p->a = a, p->b = b, p->valid = 1;
+        }
+        p->prev = m;
+        return 0;
+    }
+}
+
+static int cut_level(const cutctx *cx, int i, size_t a, size_t b) {
+    if (a >= b) return 0; /* HF drops empty pieces */
+    if (i == cx->nl) return tri_push(cx->out, a, b);
+    const uint8_t *base = cx->s + a;
+    const int inv = (cx->beh[i] & BEH_INVERT) != 0;
+    size_t n = b - a, pos = 0, last = 0, buf[2 * 128];
+    pending p = {0, 0, 0, 0};
+    while (pos < n) {
+        size_t got = fstok_dfa_find_all(&cx->lv[i], base, n, &pos, buf, 128);
+        for (size_t j = 0; j < got; j++) {
+            size_t mb = buf[2 * j], me = buf[2 * j + 1];
+            if (mb > last && cut_elem(cx, i, &p, a + last, a + mb, inv)) return -1;
+            if (cut_elem(cx, i, &p, a + mb, a + me, !inv)) return -1;
+            last = me;
+        }
+    }
+    if (last < n && cut_elem(cx, i, &p, a + last, b, inv)) return -1;
+    return p.valid ? cut_level(cx, i + 1, p.a, p.b) : 0;
+}
+
+/* cut_levels(text, split, behaviors) -> bytes of uint32 (start, end, 0xFFFFFFFF) triples: the pieces of the
+ * UTF-8 text after every level of the split-mode Spanner, level i applying behaviors[i] (BEH_*, | BEH_INVERT) */
+static PyObject *dfa_cut_levels(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *text, *so;
+    Py_buffer beh;
+    if (!PyArg_ParseTuple(args, "OOy*", &text, &so, &beh)) return NULL;
+    if (!PyObject_TypeCheck(so, &SpannerType) || !spanner_ready((SpannerObject *)so) ||
+        ((SpannerObject *)so)->mode != MODE_SPLIT) {
+        PyBuffer_Release(&beh);
+        PyErr_SetString(PyExc_TypeError, "cut_levels: split must be a split-mode Spanner");
+        return NULL;
+    }
+    SpannerObject *sp = (SpannerObject *)so;
+    const uint8_t *bv = (const uint8_t *)beh.buf;
+    int bad = beh.len != sp->n_levels;
+    for (Py_ssize_t k = 0; k < beh.len && !bad; k++) bad = (bv[k] & 7) > BEH_CONTIGUOUS || (bv[k] & ~(uint8_t)15);
+    if (bad) {
+        PyBuffer_Release(&beh);
+        PyErr_SetString(PyExc_ValueError, "cut_levels: one behavior code (0..4, | 8 to invert) per level");
+        return NULL;
+    }
+    TextIn ti;
+    if (text_in(text, &ti, 1) < 0) {
+        PyBuffer_Release(&beh);
+        return NULL;
+    }
+    if ((uint64_t)ti.n >= 0xFFFFFFFFull) {
+        text_release(&ti);
+        PyBuffer_Release(&beh);
+        PyErr_SetString(PyExc_ValueError, "cut_levels: text longer than 4 GiB");
+        return NULL;
+    }
+    tribuf out = {NULL, 0, 0};
+    cutctx cx = {sp->levels, bv, sp->n_levels, ti.s, &out};
+    int oom;
+    Py_BEGIN_ALLOW_THREADS
+    oom = cut_level(&cx, 0, 0, (size_t)ti.n);
+    Py_END_ALLOW_THREADS
+    text_release(&ti);
+    PyBuffer_Release(&beh);
+    PyObject *res = oom ? PyErr_NoMemory()
+                        : PyBytes_FromStringAndSize((const char *)out.p, (Py_ssize_t)(out.len * 3 * sizeof(uint32_t)));
+    free(out.p);
+    return res;
+}
+
 static PyMethodDef Spanner_methods[] = {
     {"_byte_spans_ends", (PyCFunction)Spanner_byte_spans_ends, METH_VARARGS,
      "_byte_spans_ends(text, window) -> byte_spans computed with the consecutive-ends bulk function (tests)"},
@@ -705,6 +834,10 @@ static PyObject *dfa_concat_lists(PyObject *mod, PyObject *arg) {
 }
 
 static PyMethodDef module_methods[] = {
+    {"cut_levels", (PyCFunction)dfa_cut_levels, METH_VARARGS,
+     "cut_levels(text, split, behaviors) -> bytes of uint32 (start, end, 0xFFFFFFFF) piece triples: each level of "
+     "the split-mode Spanner applies its HF split behavior (0 Isolated, 1 Removed, 2 MergedWithPrevious, "
+     "3 MergedWithNext, 4 Contiguous; | 8 inverts the pattern)"},
     {"cut", (PyCFunction)dfa_cut, METH_VARARGS,
      "cut(text, find, split, skip) -> bytes of uint32 (start, end, 0xFFFFFFFF) piece triples: find's matches "
      "(or the whole text), each split by split's levels from `skip` on"},
