@@ -1,19 +1,27 @@
 #!/usr/bin/env python3
-"""fstok.Tokenizer vs HF tokenizers.Tokenizer: every Encoding field, on every corpus line, single and pair.
+"""fstok.Tokenizer vs HF tokenizers.Tokenizer: every Encoding field, on every corpus line, single and pair;
+then transformers patched vs unpatched.
 
-    python tools/diff_hf.py [--max-lines N [--spread]] [--files a.json b.json ...] [--out DIR]
+    python tools/diff_hf.py [--max-lines N [--spread]] [--files WORD ...] [--parts tokenizers transformers]
+                            [--out DIR] [--summary]
 
-For every tokenizer.json under ../shared/data/vocab/ (models/ included) that fstok compiles, each corpus line
-is encoded alone and paired with another line, under four settings: the file's own truncation/padding, none,
-truncation with stride (right) + batch padding, truncation with stride (left, longest_first) + left padding to
-a multiple of 8. Compared: ids, type_ids, tokens, offsets, word_ids, special_tokens_mask, attention_mask,
-sequence_ids, n_sequences and the overflowing windows (recursively); then encode_batch and the numpy batch,
-and decode of every encoding. Then transformers with fstok.transformers.patch() vs unpatched on the same
-file (diff_transformers: the __call__ forms with padding, truncation, stride, offsets and overflow, single and
-pair; batch_decode; apply_chat_template; streaming decode). A file fstok refuses counts as a difference. Exit
-status 1 on any difference.  Identical lines are checked once.  `--out DIR` writes one JSON per file (checks,
-differing, seconds) and skips files whose JSON is already there, so that a long run resumes; `--files` takes
-paths or words of the path.
+tokenizers part (every tokenizer.json under ../shared/data/vocab/, models/ and hf/ included): each corpus line
+is encoded alone and paired with another line, under up to four settings: the file's own truncation/padding
+(where the file sets any), none, truncation with stride (right) + batch padding, truncation with stride
+(left, longest_first) + left padding to a multiple of 8. Chunks of lines go through encode_batch on both
+sides and are compared in bulk: ids, type_ids, tokens, offsets, word_ids, special_tokens_mask,
+attention_mask, sequence_ids, n_sequences and the overflowing windows (recursively), one list per field;
+a chunk that differs is redone item by item through encode, to name the inputs and the field. Every 16th
+item also goes through encode on both sides; the numpy batch (encode_batch_numpy) is checked where the
+setting pads; decode_batch (skip_special_tokens True and False) of the untruncated ids.
+transformers part (those files, and the SentencePiece .model files through transformers' own conversion):
+fstok.transformers.patch() vs unpatched on a directory holding the file: the __call__ forms with padding,
+truncation, stride, offsets, token type ids, special-tokens mask and overflow, single and pair (every key,
+dtype and value); batch_decode; apply_chat_template; streaming decode.
+A file fstok refuses counts as a difference. Exit status 1 on any difference.  Identical lines are checked
+once.  `--out DIR` writes one JSON per file and part (checks, differing, the first reports, seconds) and
+skips those already there, so that a long run resumes and shards by file; `--summary --out DIR` prints
+their table; `--files` takes paths or words of the path.
 """
 from __future__ import annotations
 
