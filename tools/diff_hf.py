@@ -125,10 +125,30 @@ def first_difference(a, b) -> str:
     return "(no field differs)"
 
 
-def pairs_of(lines: list[str], k: int, n: int) -> list[tuple[str, str]]:
-    """Each line paired with another line of the corpus (a fixed, scattered choice)."""
-    m = len(lines)
-    return [(lines[i], lines[(i * 7919 + 1) % m]) for i in range(k, min(k + n, m))]
+def partner(lines: list[str], i: int) -> str:
+    """The line paired with line i: a fixed, scattered choice over the whole corpus."""
+    return lines[(i * 7919 + 1) % len(lines)]
+
+
+# A pair truncated with a stride yields the cross product of both texts' windows (HF's semantics): two long
+# lines give thousands of encodings. Chunks are cut by this estimate of their windows, so that memory stays
+# bounded (a few hundred MB) whatever the lines, as well as by a number of lines.
+WINDOW_CHARS = 64
+WINDOW_BUDGET = 10_000
+
+
+def spans(lines: list[str], chunk: int) -> list[tuple[int, int]]:
+    """Consecutive [k, e) ranges of at most `chunk` lines whose pairs' window estimate stays in budget."""
+    out, k, cost = [], 0, 0
+    for i, x in enumerate(lines):
+        c = (1 + len(x) // WINDOW_CHARS) * (1 + len(partner(lines, i)) // WINDOW_CHARS)
+        if i > k and (i - k >= chunk or cost + c > WINDOW_BUDGET):
+            out.append((k, i))
+            k, cost = i, 0
+        cost += c
+    if k < len(lines):
+        out.append((k, len(lines)))
+    return out
 
 
 def diff_file(path: str, lines: list[str], report=lambda s: None, chunk: int = 512, single_every: int = 16,
@@ -172,9 +192,9 @@ def diff_file(path: str, lines: list[str], report=lambda s: None, chunk: int = 5
             if nb <= 3:
                 report(f"  {name}: DIFF {what}")
 
-        for k in range(0, len(lines), chunk):
-            xs = lines[k:k + chunk]
-            for inputs in (xs, pairs_of(lines, k, chunk)):
+        for k, e in spans(lines, chunk):
+            xs = lines[k:e]
+            for inputs in (xs, [(lines[i], partner(lines, i)) for i in range(k, e)]):
                 a = outcome(hf.encode_batch, inputs)
                 b = outcome(ours.encode_batch, inputs)
                 if a[0] == b[0] == "ok" and table(a[1]) == table(b[1]):
@@ -334,9 +354,9 @@ def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk:
 
     bos = specials[0] if specials else ""
     eos = specials[-1] if specials else ""
-    for k in range(0, len(lines), chunk):
-        xs = lines[k:k + chunk]
-        ps = xs[::-1]
+    for k, e in spans(lines, chunk):
+        xs = lines[k:e]
+        ps = [partner(lines, i) for i in range(k, e)]
         for n, kw in enumerate(TF_CALLS):
             for tp in (None, ps):
                 a = outcome(plain, xs, text_pair=tp, **kw)
