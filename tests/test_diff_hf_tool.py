@@ -85,3 +85,14 @@ def test_out_and_summary_resume(tmp_path, capsys):
     assert diff_hf.main(["--summary", "--out", str(tmp_path)]) == 0
     table = capsys.readouterr().out
     assert "all-MiniLM-L6-v2" in table and "| tokenizers |" in table
+
+
+def test_chunks_cover_every_line_and_bound_the_windows():
+    lines = ["a b"] * 700 + ["x" * 20000] * 3 + ["c"] * 50
+    got = diff_hf.spans(lines, 512)
+    assert [k for k, _ in got] == [0] + [e for _, e in got[:-1]] and got[-1][1] == len(lines)
+    for k, e in got:
+        assert e - k <= 512
+        cost = sum((1 + len(lines[i]) // diff_hf.WINDOW_CHARS) *
+                   (1 + len(diff_hf.partner(lines, i)) // diff_hf.WINDOW_CHARS) for i in range(k, e))
+        assert e - k == 1 or cost <= diff_hf.WINDOW_BUDGET
