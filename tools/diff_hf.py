@@ -20,7 +20,8 @@ truncation, stride, offsets, token type ids, special-tokens mask and overflow, s
 dtype and value); batch_decode; apply_chat_template; streaming decode.
 A file fstok refuses counts as a difference. Exit status 1 on any difference.  Identical lines are checked
 once.  `--out DIR` writes one JSON per file and part (checks, differing, the first reports, seconds) and
-skips those already there, so that a long run resumes and shards by file; `--summary --out DIR` prints
+skips those already there, so that a long run resumes and shards by file (and, with `--settings`, by
+setting); `--summary --out DIR` prints
 their table; `--files` takes paths or words of the path.
 """
 from __future__ import annotations
@@ -152,7 +153,7 @@ def spans(lines: list[str], chunk: int) -> list[tuple[int, int]]:
 
 
 def diff_file(path: str, lines: list[str], report=lambda s: None, chunk: int = 512, single_every: int = 16,
-              ours_path: str | None = None) -> tuple[int, int]:
+              ours_path: str | None = None, settings: list[str] | None = None) -> tuple[int, int]:
     """fstok.Tokenizer vs tokenizers.Tokenizer on `path` (fstok on `ours_path` where given: a way to check
     that the comparison sees a planted difference). Per setting, chunks of `chunk` lines, alone and paired,
     go through encode_batch on both sides and are compared field by field in bulk (the items of a differing
@@ -174,6 +175,8 @@ def diff_file(path: str, lines: list[str], report=lambda s: None, chunk: int = 5
     ours, hf = ours0, tokenizers.Tokenizer.from_file(path)
     own = hf.truncation is not None or hf.padding is not None
     for name, trunc, pad in SETTINGS:
+        if settings and name not in settings:
+            continue
         if name == "file" and not own:
             continue  # the file sets neither: the same as "none"
         try:
@@ -184,6 +187,7 @@ def diff_file(path: str, lines: list[str], report=lambda s: None, chunk: int = 5
         apply(ours, trunc, pad)
         pads = pad is not None and pad != "off" or name == "file" and hf.padding is not None
         nb = 0
+        checks0, t0 = checks, time.time()
 
         def note(what):
             nonlocal bad, nb
@@ -251,7 +255,7 @@ def diff_file(path: str, lines: list[str], report=lambda s: None, chunk: int = 5
                                       ("token_type_ids", [e.type_ids for e in A])):
                         if got[key].tolist() != want:
                             note(f"encode_batch_numpy {key} at chunk {k}")
-        report(f"  {name}: {nb} differing")
+        report(f"  {name}: {checks - checks0} checks, {nb} differing ({time.time() - t0:.0f} s)")
     return checks, bad
 
 
@@ -398,8 +402,9 @@ def diff_transformers(path: str, lines: list[str], report=lambda s: None, chunk:
 PARTS = {"tokenizers": diff_file, "transformers": diff_transformers}
 
 
-def result_path(out: str, f: str, part: str) -> str:
-    return os.path.join(out, os.path.relpath(f, DATA).replace(os.sep, "__") + f".{part}.json")
+def result_path(out: str, f: str, part: str, settings: list[str] | None = None) -> str:
+    tail = f".{part}" + ("." + "+".join(settings) if settings and part == "tokenizers" else "")
+    return os.path.join(out, os.path.relpath(f, DATA).replace(os.sep, "__") + tail + ".json")
 
 
 def summary(out: str) -> int:
@@ -411,7 +416,8 @@ def summary(out: str) -> int:
     print("| file | part | lines | checks | differing |")
     print("|---|---|---|---|---|")
     for r in rows:
-        print(f"| `{r['file']}` | {r['part']} | {r['lines']:,} | {r['checks']:,} | {r['differing']:,} |")
+        part = r["part"] if r.get("settings", "all") == "all" else f"{r['part']} ({', '.join(r['settings'])})"
+        print(f"| `{r['file']}` | {part} | {r['lines']:,} | {r['checks']:,} | {r['differing']:,} |")
     print(f"| all | | | {sum(r['checks'] for r in rows):,} | {sum(r['differing'] for r in rows):,} |")
     return 1 if any(r["differing"] for r in rows) else 0
 
@@ -426,6 +432,8 @@ def main(argv=None) -> int:
                     help="tokenizers (fstok.Tokenizer vs tokenizers.Tokenizer) and/or transformers (patched vs "
                          "unpatched); default both")
     ap.add_argument("--no-transformers", action="store_true", help="the tokenizers part only")
+    ap.add_argument("--settings", nargs="*", choices=[s[0] for s in SETTINGS],
+                    help="tokenizers part: only these settings (a long run sharded by setting)")
     ap.add_argument("--chunk", type=int, default=512, help="lines per batch call (default 512)")
     ap.add_argument("--out", help="directory for one JSON result per file and part; those already there are "
                                   "skipped, so that a long run resumes")
@@ -450,7 +458,7 @@ def main(argv=None) -> int:
                 continue  # HF tokenizers does not read .model files (tools/diff_models.py checks them)
             t0 = time.time()
             print(os.path.relpath(f, DATA), part, flush=True)
-            out = result_path(args.out, f, part) if args.out else None
+            out = result_path(args.out, f, part, args.settings) if args.out else None
             if out and os.path.exists(out):
                 with open(out, encoding="utf-8") as fh:
                     res = json.load(fh)
@@ -464,14 +472,16 @@ def main(argv=None) -> int:
                 report.append(s)
                 print(s, flush=True)
 
-            c, b = PARTS[part](f, lines, say, chunk=args.chunk)
+            kw = {"settings": args.settings} if part == "tokenizers" and args.settings else {}
+            c, b = PARTS[part](f, lines, say, chunk=args.chunk, **kw)
             total += c
             total_bad += b
             print(f"  {c} checks, {b} differing, {time.time() - t0:.0f}s", flush=True)
             if out:
                 os.makedirs(args.out, exist_ok=True)
                 with open(out + ".tmp", "w", encoding="utf-8") as fh:
-                    json.dump({"file": os.path.relpath(f, DATA), "part": part, "lines": len(lines),
+                    json.dump({"file": os.path.relpath(f, DATA), "part": part, "settings": args.settings or "all",
+                               "lines": len(lines),
                                "max_lines": args.max_lines, "spread": args.spread, "checks": c, "differing": b,
                                "report": report[:40], "seconds": round(time.time() - t0)}, fh, indent=1)
                 os.replace(out + ".tmp", out)
