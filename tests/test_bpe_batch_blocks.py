@@ -81,3 +81,24 @@ def test_overlapped_lists_with_lone_surrogates(tok, nt):
     want = [tok.encode_ordinary(t) for t in texts]
     assert tok.encode_ordinary_batch(texts, num_threads=nt) == want
     assert tok.encode_batch(tuple(texts), num_threads=nt, disallowed_special=()) == want
+
+
+class _Texts(list):
+    """a list subclass: its items are read from the list's storage, as a plain list's"""
+
+
+@pytest.mark.parametrize("nt", [1, 2])
+@pytest.mark.parametrize("kind", ["list", "subclass", "tuple", "generator"])
+def test_batch_holds_each_text_once(tok, nt, kind):
+    # The native batch holds a reference to each text (not a copy of the list) while the GIL is released:
+    # every reference it takes is given back (a leak or a missing reference would change the counts), and the
+    # ids are those of one-by-one encoding whatever sequence type carries the texts.
+    texts = [("%d " % i) + "naïve café 東京 " * (i % 7) for i in range(600)]
+    before = [sys.getrefcount(t) for t in texts]
+    want = [tok.encode_ordinary(t) for t in texts]
+    seq = {"list": lambda: list(texts), "subclass": lambda: _Texts(texts), "tuple": lambda: tuple(texts),
+           "generator": lambda: (t for t in texts)}[kind]()
+    got = tok.encode_ordinary_batch(seq, num_threads=nt)
+    del seq
+    assert got == want
+    assert [sys.getrefcount(t) for t in texts] == before

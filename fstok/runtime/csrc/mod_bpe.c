@@ -934,13 +934,26 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     double tr0 = tr ? cpu_us() : 0, tr_prep = 0, tr_run = 0, tr_join = 0, tr_joined = 0;
     batch_trace btr = {0, 0, 0};
     int tr_threads = 1, tr_pooled = 0, tr_overlap = 0;
-    /* a list is copied: its texts are read with the GIL released, and another thread could meanwhile
-     * remove (and free) an item of the caller's list */
-    PyObject *fast = PyList_Check(seq) ? PyList_GetSlice(seq, 0, PY_SSIZE_T_MAX)
-                                       : PySequence_Fast(seq, "encode_batch expects a sequence of str");
-    if (!fast) return NULL;
-    size_t count = (size_t)PySequence_Fast_GET_SIZE(fast);
-    PyObject **items = PySequence_Fast_ITEMS(fast);
+    /* the texts are read with the GIL released, and another thread could meanwhile remove (and free) an item
+     * of the caller's list: a list's items are held by a reference each in a private array, not a copy of
+     * the list (a list object of 1024 strs that the cyclic GC, started by the result lists' allocations,
+     * walked during the call: a serial part of every batch call) */
+    PyObject *fast = NULL, **items = NULL;
+    size_t count;
+    if (PyList_Check(seq)) {
+        count = (size_t)PyList_GET_SIZE(seq);
+        items = (PyObject **)PyMem_Malloc((count + 1) * sizeof(PyObject *));
+        if (!items) return PyErr_NoMemory();
+        for (size_t i = 0; i < count; i++) {
+            items[i] = PyList_GET_ITEM(seq, (Py_ssize_t)i);
+            Py_INCREF(items[i]);
+        }
+    } else {
+        fast = PySequence_Fast(seq, "encode_batch expects a sequence of str");
+        if (!fast) return NULL;
+        count = (size_t)PySequence_Fast_GET_SIZE(fast);
+        items = PySequence_Fast_ITEMS(fast);
+    }
     pystr_src *src = (pystr_src *)calloc(count + 1, sizeof(*src));
     enc_state *st = (enc_state *)calloc(count + 1, sizeof(*st));
     int *rc = (int *)calloc(count + 1, sizeof(int));
@@ -1148,7 +1161,12 @@ done:
     if (st)
         for (size_t i = 0; i < count; i++) enc_free(&st[i]);
     free(src), free(st), free(rc), free(bstart);
-    Py_DECREF(fast);
+    if (fast)
+        Py_DECREF(fast);
+    else {
+        for (size_t i = 0; i < count; i++) Py_DECREF(items[i]);
+        PyMem_Free(items);
+    }
     return res;
 }
 
