@@ -102,3 +102,20 @@ def test_batch_holds_each_text_once(tok, nt, kind):
     del seq
     assert got == want
     assert [sys.getrefcount(t) for t in texts] == before
+
+
+@pytest.mark.parametrize("nt", [1, 2, 3, 7])
+def test_numpy_blocks_equal_one_by_one(tok, nt):
+    # encode_batch_to_numpy: each block's texts append their ids to one buffer of the block, and the calling
+    # thread copies the blocks into one array.  A block whose offsets were summed wrongly, or a text with no
+    # ids (empty, or a lone surrogate repaired in Python) in the middle of a block, would shift every later
+    # text's ids.
+    texts = _batch(10 + nt)
+    for i in range(0, len(texts), 97):
+        texts[i] = "" if i % 2 else "bad \ud800 text"
+    want = [tok.encode_ordinary(t) for t in texts]
+    ids, starts = tok.encode_batch_to_numpy(texts, num_threads=nt, disallowed_special=())
+    assert starts[0] == 0 and starts[-1] == len(ids) and len(starts) == len(texts) + 1
+    assert [ids[starts[i]:starts[i + 1]].tolist() for i in range(len(texts))] == want
+    ids, starts = tok.encode_batch_to_numpy([], num_threads=nt, disallowed_special=())
+    assert len(ids) == 0 and starts.tolist() == [0]

@@ -152,6 +152,12 @@ typedef struct {
     size_t *nitems;
     uint8_t *odd;  /* per text: holds an odd (int not made yet) item */
     void **blockbuf; /* per block: the buffer (freed by the caller) */
+    /* Block mode (OUT_BYTES, the ids of the whole batch as one array): the thread that encodes a block appends
+     * its texts' ids to one buffer per block (blockbuf, uint32) and writes each text's count (nitems).  Why: a
+     * buffer of its own per text was 1024 allocations on the workers and 1024 frees on the calling thread per
+     * call of 1024 lines (another thread's allocations: the slow path of free), after the workers had
+     * finished: a serial part of the call; the calling thread now copies one buffer per block. */
+    int block_ids;
 } batch_job;
 
 /* item mode: encode the texts of block b into the thread's scratch state, write their items into the block's
@@ -206,10 +212,52 @@ static void batch_block_items(batch_job *j, size_t b, bpe_memo *memo, pystr_buf 
     for (size_t i = lo; i < hi; i++) __atomic_store_n(&j->done[i], 1, __ATOMIC_RELEASE);
 }
 
+/* block mode: encode the texts of block b into the thread's scratch state and append their ids to the block's
+ * buffer (rc -1 for every text from the first that finds no memory) */
+static void batch_block_ids(batch_job *j, size_t b, bpe_memo *memo, pystr_buf *buf, enc_state *scratch) {
+    size_t lo = j->bstart[b], hi = j->bstart[b + 1], bytes = 0, used = 0;
+    for (size_t i = lo; i < hi; i++) bytes += j->src[i].utf8 ? j->src[i].len : 2 * j->src[i].len;
+    size_t cap = bytes / 3 + 64;
+    uint32_t *out = (uint32_t *)malloc(cap * sizeof(uint32_t));
+    for (size_t i = lo; i < hi; i++) {
+        const uint8_t *s;
+        size_t n;
+        j->nitems[i] = 0;
+        int u = j->src[i].ukind < 0 ? 1 : !out ? -1 : pystr_utf8(&j->src[i], buf, &s, &n);
+        if (u) {
+            j->rc[i] = u;
+            continue;
+        }
+        scratch->ids.len = 0;
+        scratch->count = 0;
+        scratch->elen = 0;
+        scratch->memo = memo;
+        int rc = encode_text(j->self, j->sp, j->sp2, s, n, scratch);
+        scratch->memo = NULL;
+        size_t k = scratch->ids.len;
+        if (!rc && used + k > cap) {
+            size_t nc = (used + k) * 2;
+            uint32_t *o2 = (uint32_t *)realloc(out, nc * sizeof(uint32_t));
+            if (o2) out = o2, cap = nc;
+            else rc = -1;
+        }
+        j->rc[i] = rc;
+        if (rc) continue;
+        memcpy(out + used, scratch->ids.ids, k * sizeof(uint32_t));
+        j->nitems[i] = k;
+        used += k;
+    }
+    j->blockbuf[b] = out;
+}
+
 /* encode the texts of block b; with `done`, each text's flag is set (release) once its state is written */
 static void batch_block(batch_job *j, size_t b, bpe_memo *memo, pystr_buf *buf, enc_state *scratch) {
     if (j->items) {
         batch_block_items(j, b, memo, buf, scratch);
+        return;
+    }
+    if (j->block_ids) {
+        batch_block_ids(j, b, memo, buf, scratch);
         return;
     }
     for (size_t i = j->bstart[b]; i < j->bstart[b + 1]; i++) {

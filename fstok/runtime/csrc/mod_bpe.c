@@ -960,6 +960,8 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     size_t *bstart = (size_t *)calloc(count + 1, sizeof(size_t));
     PyObject *res = NULL;
     size_t total = 0;
+    size_t *bnitems = NULL, nblk = 0; /* block mode (OUT_BYTES): ids per text, and each block's buffer */
+    void **bbufs = NULL;
     if (!src || !st || !rc || !bstart) {
         PyErr_NoMemory();
         goto done;
@@ -1056,6 +1058,19 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
             if (res && want_missing) goto missing;
             goto done;
         }
+        if (kind == OUT_BYTES) { /* block mode (batch_job.block_ids) */
+            job.nitems = (size_t *)calloc(count + 1, sizeof(size_t));
+            job.blockbuf = (void **)calloc(nb + 1, sizeof(void *));
+            if (!job.nitems || !job.blockbuf) {
+                free(job.nitems), free(job.blockbuf);
+                PyErr_NoMemory();
+                goto done;
+            }
+            job.block_ids = 1;
+            bnitems = job.nitems;
+            bbufs = job.blockbuf;
+            nblk = nb;
+        }
         if (nthreads == 1 && total < NOGIL_MIN) {
             batch_worker(&job);
         } else {
@@ -1071,14 +1086,15 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     if (tr) tr_run = tr_join = tr_joined = cpu_us();
     if (kind == OUT_BYTES) {
         /* (all ids as one uint32 buffer and where each text's ids start, int64, count + 1 entries: a batch for
-         * numpy without a Python object per text or token; a text with no UTF-8 has none, listed as missing) */
+         * numpy without a Python object per text or token; a text with no UTF-8 has none, listed as missing).
+         * Each block's texts have their ids one after another in the block's buffer (block mode). */
         size_t nids = 0;
         for (size_t i = 0; i < count; i++) {
             if (rc[i] < 0) {
                 PyErr_NoMemory();
                 goto done;
             }
-            if (!rc[i]) nids += st[i].ids.len;
+            if (!rc[i]) nids += bnitems[i];
         }
         PyObject *ids = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nids * 4));
         PyObject *offs = ids ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((count + 1) * 8)) : NULL;
@@ -1087,11 +1103,13 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
             int64_t *of = (int64_t *)PyBytes_AS_STRING(offs);
             size_t at = 0;
             Py_BEGIN_ALLOW_THREADS /* (neither object is visible to another thread yet) */
-            for (size_t i = 0; i < count; i++) {
-                of[i] = (int64_t)at;
-                if (rc[i] || !st[i].ids.len) continue;
-                memcpy(dst + at * 4, st[i].ids.ids, st[i].ids.len * 4);
-                at += st[i].ids.len;
+            for (size_t b = 0; b < nblk; b++) {
+                size_t from = at;
+                for (size_t i = bstart[b]; i < bstart[b + 1]; i++) {
+                    of[i] = (int64_t)at;
+                    if (!rc[i]) at += bnitems[i];
+                }
+                if (at > from) memcpy(dst + from * 4, bbufs[b], (at - from) * 4);
             }
             of[count] = (int64_t)at;
             Py_END_ALLOW_THREADS
@@ -1160,6 +1178,9 @@ done:
     }
     if (st)
         for (size_t i = 0; i < count; i++) enc_free(&st[i]);
+    if (bbufs)
+        for (size_t b = 0; b < nblk; b++) free(bbufs[b]);
+    free(bbufs), free(bnitems);
     free(src), free(st), free(rc), free(bstart);
     if (fast)
         Py_DECREF(fast);
