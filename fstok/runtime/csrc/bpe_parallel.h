@@ -152,11 +152,12 @@ typedef struct {
     size_t *nitems;
     uint8_t *odd;  /* per text: holds an odd (int not made yet) item */
     void **blockbuf; /* per block: the buffer (freed by the caller) */
-    /* Block mode (OUT_BYTES, the ids of the whole batch as one array): the thread that encodes a block appends
-     * its texts' ids to one buffer per block (blockbuf, uint32) and writes each text's count (nitems).  Why: a
-     * buffer of its own per text was 1024 allocations on the workers and 1024 frees on the calling thread per
-     * call of 1024 lines (another thread's allocations: the slow path of free), after the workers had
-     * finished: a serial part of the call; the calling thread now copies one buffer per block. */
+    /* Block mode (OUT_BYTES, the ids of the whole batch as one array; OUT_LIST where the lists are made after
+     * the encoding, as on one thread): the thread that encodes a block appends its texts' ids to one buffer per
+     * block (blockbuf, uint32) and writes each text's count (nitems).  Why: a buffer of its own per text was 1024
+     * allocations on the workers and 1024 frees on the calling thread per call of 1024 lines (another thread's
+     * allocations: the slow path of free), after the workers had finished: a serial part of the call; the
+     * calling thread now reads one buffer per block. */
     int block_ids;
 } batch_job;
 

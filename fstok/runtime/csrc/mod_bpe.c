@@ -1058,7 +1058,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
             if (res && want_missing) goto missing;
             goto done;
         }
-        if (kind == OUT_BYTES) { /* block mode (batch_job.block_ids) */
+        if (kind == OUT_BYTES || kind == OUT_LIST) { /* block mode (batch_job.block_ids) */
             job.nitems = (size_t *)calloc(count + 1, sizeof(size_t));
             job.blockbuf = (void **)calloc(nb + 1, sizeof(void *));
             if (!job.nitems || !job.blockbuf) {
@@ -1127,8 +1127,10 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
 #if PY_VERSION_HEX >= 0x030A0000
         int gc_was = PyGC_Disable(); /* as in batch_lists_overlapped */
 #endif
+        size_t blk = 0, at = 0; /* block mode: text i's ids are at bbufs[blk] + at */
         for (size_t i = 0; i < count; i++) {
             PyObject *o;
+            if (bbufs && i == bstart[blk + 1]) blk++, at = 0;
             if (rc[i] > 0) {
                 o = Py_None;
                 Py_INCREF(o);
@@ -1136,6 +1138,9 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
                 o = PyErr_NoMemory();
             } else if (kind == OUT_COUNT) {
                 o = PyLong_FromSize_t(st[i].count + st[i].ids.len);
+            } else if (bbufs) {
+                o = batch_ids_list(self, (const uint32_t *)bbufs[blk] + at, bnitems[i]);
+                at += bnitems[i];
             } else {
                 o = batch_ids_list(self, st[i].ids.ids, st[i].ids.len);
             }
