@@ -204,7 +204,9 @@ class HFSentencePieceTokenizer(ArtifactIO):
                     or bp.get("end_of_word_suffix")):
                 self._piece_bpe_h = False
             else:
-                h = self._hf_make([], 0, 0, 1, b"", b"")
+                # cut before the word separator where the compiler proved that no merge crosses it: the
+                # same tokens, and the piece cache serves each word
+                h = self._hf_make([], 0, 0, 1, b"", str(self._art.meta.get("bpe_word_split") or "").encode("utf-8"))
                 span = self._span_table()
                 nchar = [len(t) for t in self._vocab()]
                 is_byte = [False] * self._n
@@ -504,11 +506,11 @@ class HFSentencePieceTokenizer(ArtifactIO):
                     if not s:
                         continue
                     al = p.align
-                    for tid3, cs, ce in self._model(s):
-                        ids.append(tid3)
-                        offs.append((al[cs][0], al[ce - 1][1]) if ce > cs else (p.orig_start, p.orig_start))
-                        words.append(w)
-                        toks.append(s[cs:ce] if tid3 == unk or tid3 >= len(vocab) else vocab[tid3])
+                    got = self._model(s)  # every token covers at least one character of its piece
+                    ids += [t for t, _, _ in got]
+                    offs += [(al[cs][0], al[ce - 1][1]) for _, cs, ce in got]
+                    words += [w] * len(got)
+                    toks += [s[cs:ce] if t == unk else vocab[t] for t, cs, ce in got]
                     w += 1
         return ids, offs, words, toks
 
