@@ -200,6 +200,7 @@ class Precompiled:
         self.g = graphemes
         self.memo: dict[str, str | None] = {}
         self.inert_memo: dict[str, bool] = {}
+        self.keep_memo: dict[str, bool] = {}
         self.ctrl_rx = None
         self.plain_rx = None  # characters with a grapheme property
         self.seen: set[str] = set()
@@ -237,6 +238,9 @@ class Precompiled:
 
     def __call__(self, ns: NString) -> None:
         s = ns.get()
+        keep = self._keeps
+        if all(keep(c) for c in set(s)):
+            return  # every character is a cluster of its own that the charsmap leaves alone: nothing changes
         trans: list[tuple[str, int]] = []
         modified = False
 
@@ -269,6 +273,14 @@ class Precompiled:
                     trans.append((c, 0))
         if modified:
             ns.transform(trans)
+
+    def _keeps(self, c: str) -> bool:
+        """c has no grapheme property (so, between such characters, it is a cluster of its own) and the
+        charsmap has no replacement for it."""
+        r = self.keep_memo.get(c)
+        if r is None:
+            r = self.keep_memo[c] = self.g.get(ord(c)) == 0 and self.transform(c) is None
+        return r
 
     # -- the same result without alignments (encode without offsets) ---------------------------
     def _inert(self, c: str) -> bool:

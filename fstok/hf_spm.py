@@ -323,6 +323,26 @@ class HFSentencePieceTokenizer(ArtifactIO):
             toks = self._unigram_finish(b, tri)
         if piece.isascii():
             return toks
+        # spans on character boundaries, in order (a span repeated for the byte tokens of one unknown run):
+        # the characters of each span counted once
+        out = []
+        pos_b = pos_c = 0
+        last = None
+        for t, bs, be in toks:
+            if (bs, be) == last:
+                out.append((t, c0, c1))
+                continue
+            if bs != pos_b:
+                break
+            try:
+                n = len(b[bs:be].decode("utf-8"))
+            except UnicodeDecodeError:  # a span inside a character (byte tokens of the Python BPE)
+                break
+            c0, c1 = pos_c, pos_c + n
+            pos_b, pos_c, last = be, c1, (bs, be)
+            out.append((t, c0, c1))
+        else:
+            return out
         cum = {}
         k = 0
         for ci, ch in enumerate(piece):
