@@ -105,10 +105,11 @@ def test_missing_bytes_take_the_stages(s):
 
 def test_refused_stages_fall_back_to_python():
     """Stages that remove text are cut before the tables run (tests/test_pipeline_split_behaviors.py); a prefix
-    space has no compiled form: the file runs its stages (still exact)."""
+    space after other stages has no compiled form: the file runs its stages (still exact)."""
     for pre, tables in [({"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"}, _bl()]}, True),
                         ({"type": "Sequence", "pretokenizers": [{"type": "Punctuation", "behavior": "Removed"}, _bl()]}, True),
-                        (_bl(add_prefix_space=True), False)]:
+                        ({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": False}, _bl(add_prefix_space=True)]},
+                         False)]:
         tok = PipelineTokenizer(_obj(pre), "x.json")
         hf = tokenizers.Tokenizer.from_str(json.dumps(_obj(pre)))
         assert tok._inner is None and (tok._tables is not None) == tables

@@ -91,3 +91,44 @@ def test_cut_levels_refuses_bad_codes():
     for codes in (b"\x00", b"\x00\x05", b"\x00\x10", b"\x00\x01\x00"):
         with pytest.raises(ValueError):
             _dfa.cut_levels(b"ab", sp, codes)
+
+
+PREFIX = {
+    "prefix": _bl(add_prefix_space=True),
+    "prefix-then-digits": _seq(_bl(add_prefix_space=True), {"type": "Digits", "individual_digits": True}),
+    "prefix-no-regex": _seq(_bl(add_prefix_space=True, use_regex=False)),
+    "prefix-lowercase": (_bl(add_prefix_space=True), {"type": "Lowercase"}),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _prefix_trio(name: str):
+    pre = PREFIX[name]
+    obj = _obj(pre[0]) if isinstance(pre, tuple) else _obj(pre)
+    if isinstance(pre, tuple):
+        obj["normalizer"] = pre[1]
+    return (PipelineTokenizer(obj, f"{name}.json"), PipelineTokenizer(obj, f"{name}.json", compiled=False),
+            tokenizers.Tokenizer.from_str(json.dumps(obj)))
+
+
+@pytest.mark.parametrize("name", sorted(PREFIX))
+@settings(max_examples=60, deadline=None)
+@given(s=st.one_of(ALPHA, ANY, st.sampled_from(["", " ", "a", " a", "A<x>b", "<x>", "  x", "\tX 12"])))
+def test_leading_prefix_space_in_c(name, s):
+    """ByteLevel(add_prefix_space=true) first: " " before a (normalized) text that lacks one, then the tables;
+    a text with an added token (a prefix before each piece between them) runs the stages"""
+    fast, slow, hf = _prefix_trio(name)
+    assert fast._tables is not None and fast._prefix_space and fast._mode == "guarded"
+    e = hf.encode(s, add_special_tokens=False)
+    assert fast.encode(s) == e.ids == slow.encode(s), s
+    assert fast.encode_with_offsets(s) == (e.ids, [tuple(o) for o in e.offsets])
+
+
+def test_prefix_space_survives_the_artifact():
+    import fstok
+
+    fast = _prefix_trio("prefix-then-digits")[0]
+    back = fstok.loads(fast.to_bytes())
+    assert back._prefix_space
+    for s in ["hello 123", " x", "", "a<x>b"]:
+        assert back.encode(s) == fast.encode(s)

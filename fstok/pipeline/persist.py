@@ -92,7 +92,7 @@ def pipeline_artifact(tok) -> bytes:
         "standin_lo": tok._standin_lo,
         "mode": tok._mode, "raw_guards": list(tok._raw_guards), "norm_guards": list(tok._norm_guards),
         "has_norm": tok._norm_fast is not None, "suffix": bool(tok._suffix), "normalizer": norm_cfg,
-        "norm_sections": tok._norm_fast is not None,
+        "norm_sections": tok._norm_fast is not None, "prefix_space": bool(tok._prefix_space),
         "cut": None if tok._pieces is None else dict(
             {"find": tok._pieces.find is not None, "split": tok._pieces.split is not None},
             **({} if tok._pieces.behaviors is None else {"behaviors": list(tok._pieces.behaviors)})),
@@ -123,6 +123,7 @@ def load_pipeline(cls, art: _art.Artifact):
         "raw_guards": isinstance(m.get("raw_guards"), list) and all(isinstance(g, str) and g for g in m["raw_guards"]),
         "norm_guards": isinstance(m.get("norm_guards"), list) and all(isinstance(g, str) for g in m["norm_guards"]),
         "has_norm": isinstance(m.get("has_norm"), bool), "suffix": isinstance(m.get("suffix"), bool),
+        "prefix_space": isinstance(m.get("prefix_space", False), bool),
         "normalizer": m.get("normalizer") is None or isinstance(m["normalizer"], dict),
         "cut": m.get("cut") is None or (isinstance(m["cut"], dict) and set(m["cut"]) - {"behaviors"} == {"find", "split"}
                                         and isinstance(m["cut"]["find"], bool) and isinstance(m["cut"]["split"], bool)
@@ -184,6 +185,9 @@ def load_pipeline(cls, art: _art.Artifact):
     tok._mode = m["mode"]
     tok._raw_guards, tok._norm_guards = tuple(m["raw_guards"]), tuple(m["norm_guards"])
     tok._norm_fast, tok._pieces, tok._suffix = norm_fast, cut, m["suffix"] and inner is not None
+    tok._prefix_space = m.get("prefix_space", False) and inner is not None
+    if tok._prefix_space and tok._mode != "guarded":
+        raise _bad(art, "a prefix space in 'direct' mode (the tables would not add it)")
     tok._lens = None
     if inner is not None:
         import numpy as np

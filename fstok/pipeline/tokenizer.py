@@ -66,6 +66,7 @@ class PipelineTokenizer:
     _norm_fast = None
     _pieces = None
     _suffix = False
+    _prefix_space = False  # a leading ByteLevel(add_prefix_space=true): " " before a text that lacks one
     _cut = None
     _raw_guards: tuple = ()
     _norm_guards: tuple = ()
@@ -169,6 +170,7 @@ class PipelineTokenizer:
         (`_guards`).  With a normalizer or suffix ("guarded"), a text holding any added token takes the stages.
         None where the tables do not apply."""
         self._mode, self._norm_fast, self._pieces, self._suffix, self._cut = "direct", None, None, False, None
+        self._prefix_space = False
         from . import models as _models
 
         self._raw_guards: tuple[str, ...] = ()
@@ -186,10 +188,11 @@ class PipelineTokenizer:
         from ..loaders.bpe_source import AddedToken as _SrcAdded
 
         try:
+            obj = self._without_prefix_space(obj)
             src = self._byte_level_source(self._suffix_source(obj) if m.suffix else obj, where)
             if src is None or src.add_prefix_space or src.normalizer is not None:
                 return None
-            if m.suffix or self.normalizer is not None or self._cut is not None:
+            if m.suffix or self.normalizer is not None or self._cut is not None or self._prefix_space:
                 self._mode = "guarded"
                 self._raw_guards = tuple(t.content for t in self.added.tokens if not t.normalized)
                 self._norm_guards = tuple(self.added.id_to_token(t.id) for t in self.added.tokens if t.normalized)
@@ -221,6 +224,22 @@ class PipelineTokenizer:
         except ValueError:
             return None
         return inner
+
+    def _without_prefix_space(self, obj: dict) -> dict:
+        """The file with a leading ByteLevel(add_prefix_space=true) as one without the prefix space, which
+        `_native_text` then puts before the text itself (`_prefix_space`): HF prepends it to each piece that
+        reaches ByteLevel, and with ByteLevel first the only piece is the whole (normalized) text between added
+        tokens; a text holding an added token runs the stages ("guarded" mode)."""
+        pre = obj.get("pre_tokenizer")
+        seq = isinstance(pre, dict) and pre.get("type") == "Sequence"
+        items = (pre.get("pretokenizers") or []) if seq else [pre]
+        first = items[0] if items else None
+        if not (isinstance(first, dict) and first.get("type") == "ByteLevel" and first.get("add_prefix_space", True)):
+            return obj
+        self._prefix_space = True
+        first = dict(first, add_prefix_space=False)
+        pre = dict(pre, pretokenizers=[first, *items[1:]]) if seq else first
+        return dict(obj, pre_tokenizer=pre)
 
     #: the sentinel byte that stands for `end_of_word_suffix`: 0xFF never occurs in UTF-8 text
     SENTINEL = 0xFF
@@ -357,6 +376,8 @@ class PipelineTokenizer:
         for g in ng:
             if g in t:
                 return None
+        if self._prefix_space and t and t[:1] != b" ":
+            t = b" " + t  # (after the guards: HF matches added tokens before the pre-tokenizer runs)
         return t
 
     def _native_ok(self, text: str) -> bool:
