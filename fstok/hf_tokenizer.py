@@ -177,13 +177,14 @@ class _Core:
 def _wordpiece_face_added(obj: dict, source: str) -> Optional[list[dict]]:
     """The added tokens of a WordPiece tokenizer.json that this face matches itself (all of them), or None
     when the compiled core's own matching is HF's: every added token special, in the vocabulary with its id,
-    with no single_word / lstrip / rstrip.  Otherwise (a token outside the vocabulary takes its id from its
+    matched in the raw text, with no single_word / lstrip / rstrip.  Otherwise (a token outside the vocabulary takes its id from its
     added_tokens entry, as HF gives it) the face splits the text at the added tokens with HF's rules and the
     core encodes the text between them."""
     added = obj.get("added_tokens") or []
     vocab = obj["model"].get("vocab") or {}
     if all(a.get("special") and vocab.get(a.get("content")) == a.get("id") and not a.get("single_word")
-           and not a.get("lstrip") and not a.get("rstrip") for a in added):
+           and not a.get("lstrip") and not a.get("rstrip")
+           and not (a.get("normalized", False) and obj.get("normalizer") is not None) for a in added):
         return None
     if obj.get("normalizer") is not None:
         for a in added:

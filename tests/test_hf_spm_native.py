@@ -89,9 +89,18 @@ def test_native_piece_model_equals_oracle():
     alphabet = "abcdeéñ▁ 日本語😀ꙮ\u0301" + "".join(chr(rng.randrange(0x20, 0x2FFFF)) for _ in range(200))
     alphabet = "".join(c for c in alphabet if not 0xD800 <= ord(c) < 0xE000)
     pieces = ["▁" + "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 12))) for _ in range(1500)]
+    pieces += ["▁" + "".join(rng.choice(alphabet) for _ in range(rng.randrange(30, 90))) for _ in range(200)]
     for w in pieces:
         b = w.encode("utf-8")
-        assert core._bpe_piece(w, b) == core._bpe.tokenize(w), w
+        ref = core._bpe.tokenize(w)
+        assert core._bpe_piece(w, b) == ref, w
+        # character spans, short and long pieces: a token's characters are those holding its first and last byte
+        starts = [len(b[:k].decode("utf-8", "ignore")) for k in range(len(b) + 1)]
+        lead = [i for i in range(len(b)) if b[i] & 0xC0 != 0x80] + [len(b)]
+        want = [(t, starts[max(x for x in lead if x <= s)], lead.index(min(x for x in lead if x >= e)))
+                for t, s, e in ref]
+        got = core._bpe_piece_chars(w, b)
+        assert got is not None and got == want, w
 
 
 @needs_shared

@@ -77,3 +77,19 @@ def test_normalized_added_outside_vocab_is_refused(tmp_path):
     tokenizers.Tokenizer.from_file(path)  # HF loads it
     with pytest.raises(NotImplementedError, match="Hello_World.*normalized"):
         fstok.Tokenizer.from_file(path)
+
+
+@needs_shared
+def test_normalized_special_token_is_refused(tmp_path):
+    """A special token of the vocabulary that HF matches after the BertNormalizer (so "[mask]" is it too)."""
+    with open(MINILM, encoding="utf-8") as f:
+        obj = json.load(f)
+    for a in obj["added_tokens"]:
+        if a["content"] == "[MASK]":
+            a["normalized"] = True
+    p = tmp_path / "tokenizer.json"
+    p.write_text(json.dumps(obj), encoding="utf-8")
+    hf = tokenizers.Tokenizer.from_file(str(p))
+    assert hf.encode("a [mask] b").ids == hf.encode("a [MASK] b").ids  # what the compiled core does not do
+    with pytest.raises(NotImplementedError, match=r"\[MASK\].*normalized"):
+        fstok.Tokenizer.from_file(str(p))
