@@ -125,7 +125,7 @@ HOT uint32_t score_key(float x) {
 /* UTF-8 as sentencepiece reads it (string_util.h): the length a lead byte announces */
 HOT size_t one_char_len(uint8_t b) { return (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[b >> 4]; }
 
-HOT uint64_t pt_slot(uint64_t key, uint64_t mask) { return ((key * 0x9E3779B97F4A7C15ull) >> 29) & mask; }
+#define pt_slot spm_slot
 
 static void pt_put(spm_pt_entry *T, uint64_t mask, spm_pt_entry e) {
     uint64_t i = pt_slot(e.key & SPM_PT_KEYMASK, mask);
@@ -139,12 +139,7 @@ static void ch_put(uint64_t *T, uint64_t mask, uint64_t e) {
     T[i] = e;
 }
 
-/* a character's bytes as the character table keys them */
-HOT uint64_t ch_key(const uint8_t *s, size_t l) {
-    uint64_t k = (uint64_t)l << 32;
-    for (size_t i = 0; i < l; i++) k |= (uint64_t)s[i] << (8 * i);
-    return k;
-}
+#define ch_key spm_ch_key
 
 static uint32_t ft_step_c(const spm_ftrie *f, uint32_t node, uint8_t c);
 
@@ -155,8 +150,10 @@ static uint32_t ft_step_c(const spm_ftrie *f, uint32_t node, uint8_t c);
 static int pairs_build(const spm_model *m, spm_ftrie *f) {
     const spm_trie *t = &m->pieces;
     const uint32_t n = t->n_nodes;
-    if (m->n_pieces > SPM_PT_ID_MAX || !m->score) return 0;
-    f->skey = (uint32_t *)spm_huge_alloc((size_t)m->n_pieces * 4, &f->bytes[4]);
+    if (m->n_pieces > SPM_PT_ID_MAX) return 0;
+    /* the pair table serves the .model BPE merges; the character table every model's first symbols */
+    const int want_pairs = (m->flags & SPF_BPE) && !(m->flags & SPF_HF) && m->score;
+    if (want_pairs) f->skey = (uint32_t *)spm_huge_alloc((size_t)m->n_pieces * 4, &f->bytes[4]);
     uint32_t *stk = (uint32_t *)malloc((size_t)n * 4 * 2); /* node, next edge */
     uint8_t *path = (uint8_t *)malloc(n + 1);
     uint32_t *anc = (uint32_t *)malloc(((size_t)n + 1) * 4);
@@ -165,8 +162,9 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
     while (cap * 3 < (uint64_t)m->n_pieces * 2 * 5) cap *= 2; /* room for ~2 pairs per piece at load 0.6 */
     spm_pt_entry *T = (spm_pt_entry *)calloc(cap, sizeof *T);
     chars = (uint64_t *)calloc(ccap, 8);
-    if (!f->skey || !stk || !path || !anc || !T || !chars) goto oom;
-    for (uint32_t i = 0; i < m->n_pieces; i++) f->skey[i] = score_key(m->score[i]);
+    if ((want_pairs && !f->skey) || !stk || !path || !anc || !T || !chars) goto oom;
+    if (want_pairs)
+        for (uint32_t i = 0; i < m->n_pieces; i++) f->skey[i] = score_key(m->score[i]);
     for (int c = 0; c < 128; c++) f->ascii_id[c] = -1;
     size_t sp = 0;
     stk[0] = 0;
@@ -206,7 +204,7 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
                 ccnt++;
             }
         }
-        for (size_t k = 1; k < sp; k++) {
+        for (size_t k = 1; k < sp && want_pairs; k++) {
             const int32_t a = t->value[anc[k]];
             if (a < 0) continue;
             uint32_t r = 0;
@@ -233,9 +231,9 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
     stk = NULL;
     path = NULL;
     anc = NULL;
-    if (!(f->pairs = (spm_pt_entry *)spm_huge_alloc(cap * sizeof *T, &f->bytes[3]))) goto oom;
+    if (want_pairs && !(f->pairs = (spm_pt_entry *)spm_huge_alloc(cap * sizeof *T, &f->bytes[3]))) goto oom;
     if (!(f->chars = (uint64_t *)spm_huge_alloc(ccap * 8, &f->bytes[5]))) goto oom;
-    memcpy(f->pairs, T, cap * sizeof *T);
+    if (want_pairs) memcpy(f->pairs, T, cap * sizeof *T);
     memcpy(f->chars, chars, ccap * 8);
     free(T);
     free(chars);
@@ -252,6 +250,7 @@ oom:
     spm_zfree(f->skey, f->bytes[4]);
     f->pairs = NULL;
     f->skey = NULL;
+    f->chars = NULL;
     return -1;
 }
 
@@ -316,7 +315,7 @@ static spm_ftrie *ftrie_build(const spm_model *m) {
     }
     free(ord);
     free(nid);
-    if ((m->flags & SPF_BPE) && !(m->flags & SPF_HF)) pairs_build(m, f);
+    pairs_build(m, f);
     return f;
 fail:
     free(ord);
@@ -983,23 +982,6 @@ HOT const spm_pt_entry *pt_get(const spm_ftrie *f, int32_t a, int32_t b) {
     }
 }
 
-/* the piece of the one character s[0, l) (l as one_char_len cut it), -1 none; *unused its flag */
-HOT int32_t ch_get(const spm_ftrie *f, const uint8_t *s, size_t l, int8_t *unused) {
-    const uint64_t key = ch_key(s, l);
-    const uint64_t *T = f->chars;
-    for (uint64_t i = pt_slot(key, f->cmask);; i = (i + 1) & f->cmask) {
-        const uint64_t e = T[i];
-        if ((e & SPM_CH_KEYMASK) == key) {
-            *unused = (e & SPM_CH_UNUSED) != 0;
-            return (int32_t)((e >> 35) & ((1u << 21) - 1)) - 1;
-        }
-        if (!e) {
-            *unused = 0;
-            return -1;
-        }
-    }
-}
-
 HOT void pt_prefetch(const spm_ftrie *f, int32_t a, int32_t b) {
     __builtin_prefetch(&f->pairs[pt_slot(SPM_PT_KEY(a, b), f->pmask)]);
 }
@@ -1103,14 +1085,7 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         y->freeze = (uint8_t)found;
         y->unused = -1;
         int32_t id = -2;
-        if (tab && !found) {
-            if (l == 1 && s[i] < 128) {
-                id = ft->ascii_id[s[i]];
-                y->unused = 0;
-            } else {
-                id = ch_get(ft, s + i, l, &y->unused);
-            }
-        }
+        if (tab && !found) id = spm_char_piece(ft, s + i, l, &y->unused);
         if (id >= -1) {
             y->id = id;
             y->node = SYM_LAZY;

@@ -280,6 +280,10 @@ HOT uint64_t mix64(uint64_t x) {
     return x;
 }
 
+HOT void merge_prefetch(const spm_hf *h, int32_t a, int32_t b) {
+    __builtin_prefetch(&h->mtab[mix64(pair_key(a, b)) & h->mmask]);
+}
+
 /* (rank, new id) of the merge of ids a b; 0 when there is none */
 HOT int merge_get(const spm_hf *h, int32_t a, int32_t b, uint32_t *rank, int32_t *nid) {
     const uint64_t key = pair_key(a, b);
@@ -297,7 +301,8 @@ HOT int merge_get(const spm_hf *h, int32_t a, int32_t b, uint32_t *rank, int32_t
 int spm_hf_merges_init(spm_hf *h, const int32_t *a, const int32_t *b, const int32_t *nw, size_t n) {
     size_t cap = 16;
     while (cap < 2 * n + 16) cap *= 2;
-    h->mtab = (spm_hf_merge *)malloc(cap * sizeof(spm_hf_merge));
+    /* probed at random, once per candidate pair: 2 MiB pages where the kernel gives them */
+    h->mtab = (spm_hf_merge *)spm_huge_alloc(cap * sizeof(spm_hf_merge), &h->mbytes);
     if (!h->mtab) return -1;
     for (size_t i = 0; i < cap; i++) h->mtab[i].new_id = -1;
     h->mmask = cap - 1;
@@ -401,13 +406,18 @@ static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uin
     w->nq = 0;
     int32_t unk_id = -1;
     uint32_t unk_len = 0;
+    const spm_ftrie *f = spm_ftrie_get(m);
     for (size_t i = 0; i < n;) {
         const size_t l = u8len(s[i]);
-        const int32_t id = vocab_get(m, s + i, l);
+        int8_t unused;
+        int32_t id = spm_char_piece(f, s + i, l, &unused); /* the character table, else the trie */
+        if (id == -2) id = vocab_get(m, s + i, l);
         if (id >= 0) {
             if (unk_id >= 0 && sym_add(w, unk_id, unk_len)) return -1;
             unk_id = -1;
             if (sym_add(w, id, (uint32_t)l)) return -1;
+            /* the candidate of this symbol and the one before it: its table slot is fetched now */
+            if (w->ns > 1) merge_prefetch(h, w->sym[w->ns - 2].id, id);
         } else {
             int all = h->byte_fallback;
             for (size_t q = i; all && q < i + l; q++) all = h->byte_tok[s[q]] >= 0;
@@ -454,6 +464,8 @@ static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uin
         b->len = 0;
         a->next = b->next;
         if (a->next >= 0) w->sym[a->next].prev = (int32_t)top.pos;
+        if (a->prev >= 0) merge_prefetch(h, w->sym[a->prev].id, a->id);
+        if (a->next >= 0) merge_prefetch(h, a->id, w->sym[a->next].id);
         hf_merge_item it;
         if (a->prev >= 0 && merge_get(h, w->sym[a->prev].id, a->id, &it.rank, &it.new_id)) {
             it.pos = (uint32_t)a->prev;
@@ -547,7 +559,7 @@ int spm_hf_cache_init(spm_hf *h) {
 void spm_hf_free(spm_hf *h) {
     if (h->cache) pthread_mutex_destroy(&h->mu);
     spm_zfree(h->cache, PC_SLOTS * sizeof(struct spm_hf_cache_slot));
-    free(h->mtab);
+    spm_zfree(h->mtab, h->mbytes);
     free(h->gbmp);
     h->cache = NULL;
     h->mtab = NULL;

@@ -96,6 +96,34 @@ typedef struct spm_pt_entry {
 #define SPM_CH_KEYMASK ((1ull << 35) - 1)
 #define SPM_CH_UNUSED (1ull << 56)
 
+/* the open-addressed tables' slot of a key */
+static inline uint64_t spm_slot(uint64_t key, uint64_t mask) { return ((key * 0x9E3779B97F4A7C15ull) >> 29) & mask; }
+
+/* a character's bytes as the character table keys them */
+static inline uint64_t spm_ch_key(const uint8_t *s, size_t l) {
+    uint64_t k = (uint64_t)l << 32;
+    for (size_t i = 0; i < l; i++) k |= (uint64_t)s[i] << (8 * i);
+    return k;
+}
+
+/* the piece of the one character s[0, l) (1 <= l <= 4) from f's character table: its id, -1 when the
+ * character is no piece, -2 when the table cannot say (no table, or an unused ASCII piece) */
+static inline int32_t spm_char_piece(const spm_ftrie *f, const uint8_t *s, size_t l, int8_t *unused) {
+    *unused = 0;
+    if (!f || !f->chars) return -2;
+    if (l == 1 && s[0] < 128) return f->ascii_id[s[0]];
+    const uint64_t key = spm_ch_key(s, l);
+    const uint64_t *T = f->chars;
+    for (uint64_t i = spm_slot(key, f->cmask);; i = (i + 1) & f->cmask) {
+        const uint64_t e = T[i];
+        if ((e & SPM_CH_KEYMASK) == key) {
+            *unused = (e & SPM_CH_UNUSED) != 0;
+            return (int32_t)((e >> 35) & ((1u << 21) - 1)) - 1;
+        }
+        if (!e) return -1;
+    }
+}
+
 /* piece types (sentencepiece_model.proto) */
 #define SPT_NORMAL 1
 #define SPT_UNKNOWN 2
@@ -249,7 +277,7 @@ typedef struct spm_hf {
     int model_bpe, byte_fallback, fuse_unk, ignore_merges;
     int32_t byte_tok[256]; /* the <0xXX> token of each byte, -1: none */
     spm_hf_merge *mtab;
-    size_t mmask;
+    size_t mmask, mbytes;
     struct spm_hf_cache_slot *cache;
     pthread_mutex_t mu;
 } spm_hf;
