@@ -488,6 +488,10 @@ static const uint8_t SPACE_SYM[3] = {0xE2, 0x96, 0x81};
 /* An ASCII byte that starts no user-defined piece and no charsmap key normalizes to itself, whatever
  * follows it: NormalizePrefix's answer without its two prefix searches. */
 void spm_model_prepare(spm_model *m) {
+    /* one unknown piece (what sentencepiece allows): spm_finish compares ids instead of reading types */
+    uint32_t n_unk = 0;
+    for (uint32_t i = 0; i < m->n_pieces; i++) n_unk += m->ptype[i] == SPT_UNKNOWN;
+    m->one_unk = n_unk == 1 && m->unk_id >= 0 && (uint32_t)m->unk_id < m->n_pieces && m->ptype[m->unk_id] == SPT_UNKNOWN;
     for (int c = 0; c < 128; c++) {
         int pass = !m->user.n_nodes || m->user.root[c] == SPM_NONE;
         if (pass && m->n_cm) {
@@ -581,6 +585,34 @@ int spm_normalize(const spm_model *m, const uint8_t *in, size_t n, spm_bytes *ou
     if (!(fl & SPF_WS_SUFFIX) && (fl & SPF_ADD_DUMMY)) EMIT(ws, wsl);
     int prev_space = remove_ws;
     while (i < n) {
+        if (!n2o && in[i] < 0x80 && m->ascii_pass[in[i]]) {
+            /* a run of ASCII bytes that normalize to themselves: the loop below for each of them, written
+             * into the buffer reserved above (3 output bytes per input byte at most) */
+            uint8_t *o = out->p + out->n;
+            const size_t i0 = i;
+            do {
+                const uint8_t b = in[i++];
+                if (b == ' ') {
+                    if (!prev_space) {
+                        if (escape) {
+                            o[0] = SPACE_SYM[0];
+                            o[1] = SPACE_SYM[1];
+                            o[2] = SPACE_SYM[2];
+                            o += 3;
+                        } else {
+                            *o++ = ' ';
+                        }
+                    }
+                    prev_space = remove_ws;
+                } else {
+                    *o++ = b;
+                    prev_space = 0;
+                }
+            } while (i < n && in[i] < 0x80 && m->ascii_pass[in[i]]);
+            out->n = (size_t)(o - out->p);
+            consumed += i - i0;
+            continue;
+        }
         l = normalize_prefix(m, in + i, n - i, &sp, &splen);
         if (prev_space)
             while (splen && sp[0] == ' ') {
@@ -1137,8 +1169,7 @@ int spm_finish(const spm_model *m, const uint8_t *s, const spm_ints *tri, spm_in
     const int fallback = (m->flags & SPF_BYTE_FALLBACK) != 0;
     for (size_t k = 0; k < tri->n; k += 3) {
         const int32_t id = tri->p[k], b = tri->p[k + 1], e = tri->p[k + 2];
-        const uint8_t ty = m->ptype[id];
-        const int is_unk = ty == SPT_UNKNOWN;
+        const int is_unk = m->one_unk ? id == m->unk_id : m->ptype[id] == SPT_UNKNOWN;
         if (is_unk && fallback) {
             for (int32_t q = b; q < e; q++)
                 if (ints_put3(ids, m->byte_id[s[q]], b, q + 1 == e ? e : b)) return -1;
@@ -1224,19 +1255,24 @@ static int bpe_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *o
         i += l;
     }
     if (ints_put(&words, (int32_t)n)) goto fail;
+    /* each word's hash once, beside its end: the slots of the word 8 ahead are fetched from it */
+    const size_t nw = words.n;
+    if (grow((void **)&words.p, &words.cap, 2 * nw, 4)) goto fail;
+    uint32_t *hs = (uint32_t *)words.p + nw;
+    for (size_t w = 0, a0 = 0; w < nw; w++) {
+        const size_t b0 = (size_t)words.p[w];
+        hs[w] = b0 - a0 <= CW_MAXB ? word_hash(s + a0, b0 - a0) : 0;
+        a0 = b0;
+    }
     size_t a = 0;
-    for (size_t w = 0; w < words.n; w++) {
+    for (size_t w = 0; w < nw; w++) {
         const size_t b = (size_t)words.p[w];
-        if (c && w + 8 < words.n) {
-            const size_t a8 = (size_t)words.p[w + 7], b8 = (size_t)words.p[w + 8];
-            if (b8 - a8 <= CW_MAXB) {
-                const uint32_t h8 = word_hash(s + a8, b8 - a8);
-                __builtin_prefetch(&c->slot[h8 & (CW_SLOTS - 1)]);
-                __builtin_prefetch(&c->slot[slot2(h8)]);
-            }
+        if (c && w + 8 < nw && hs[w + 8]) {
+            __builtin_prefetch(&c->slot[hs[w + 8] & (CW_SLOTS - 1)]);
+            __builtin_prefetch(&c->slot[slot2(hs[w + 8])]);
         }
         const size_t len = b - a;
-        const uint32_t h = word_hash(s + a, len);
+        const uint32_t h = hs[w];
         cw_slot *sl = NULL;
         if (c && len <= CW_MAXB) {
             /* two candidate slots; a word is stored in the first when it is free, else in the second */

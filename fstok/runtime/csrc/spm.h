@@ -170,6 +170,7 @@ typedef struct {
     uint64_t *pair_memo;
     const uint8_t *cut_pairs; /* 8192 bytes, or NULL (SPF_CUTS) */
     uint8_t ascii_pass[128];  /* 1: the ASCII byte normalizes to itself whatever follows (spm_model_prepare) */
+    int one_unk;              /* unk_id is the only piece of type SPT_UNKNOWN (spm_model_prepare) */
     spm_ftrie *ft;            /* the walking layout of `pieces` (NULL until first use, or when too large) */
     int ft_state;             /* 0 not built, 1 built, -1 cannot be built */
     pthread_mutex_t ft_mu;
