@@ -145,8 +145,9 @@ static uint32_t ft_step_c(const spm_ftrie *f, uint32_t node, uint8_t c);
 
 /* The pair and character tables of f (see spm_ftrie): a depth-first walk over the keys of the pieces
  * trie; at each key (a piece c) every proper prefix that is a piece a is an ancestor on the walk's stack,
- * and the rest of the key is looked up from the root (b).  0, or -1 (out of memory: the walks stay in
- * use). */
+ * and the rest of the key (b) is a walk from the root that the descent extends by one step per byte: the
+ * walk keeps, per depth, the splits whose prefix is a piece and whose rest is still a key prefix, with the
+ * node the rest reaches.  0, or -1 (out of memory: the walks stay in use). */
 static int pairs_build(const spm_model *m, spm_ftrie *f) {
     const spm_trie *t = &m->pieces;
     const uint32_t n = t->n_nodes;
@@ -159,10 +160,16 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
     uint32_t *anc = (uint32_t *)malloc(((size_t)n + 1) * 4);
     uint64_t *chars = NULL;
     uint64_t cap = 1024, cnt = 0, ccap = 256, ccnt = 0;
+    /* the live splits of each depth d: (k, node of path[k, d)) at [loff[d], loff[d + 1]) */
+    size_t *loff = (size_t *)calloc((size_t)n + 2, sizeof(size_t));
+    uint32_t *lk = NULL, *lr = NULL;
+    size_t lcap = 0;
     while (cap * 3 < (uint64_t)m->n_pieces * 2 * 5) cap *= 2; /* room for ~2 pairs per piece at load 0.6 */
-    spm_pt_entry *T = (spm_pt_entry *)calloc(cap, sizeof *T);
+    /* built in place: zeroed 2 MiB pages (no copy, no fault per 4 KiB of a table written at random) */
+    size_t tbytes = 0;
+    spm_pt_entry *T = want_pairs ? (spm_pt_entry *)spm_huge_alloc(cap * sizeof *T, &tbytes) : NULL;
     chars = (uint64_t *)calloc(ccap, 8);
-    if ((want_pairs && !f->skey) || !stk || !path || !anc || !T || !chars) goto oom;
+    if ((want_pairs && (!f->skey || !T)) || !stk || !path || !anc || !chars || !loff) goto oom;
     if (want_pairs)
         for (uint32_t i = 0; i < m->n_pieces; i++) f->skey[i] = score_key(m->score[i]);
     for (int c = 0; c < 128; c++) f->ascii_id[c] = -1;
@@ -184,6 +191,35 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
         anc[sp] = w;
         stk[2 * sp] = w;
         stk[2 * sp + 1] = t->first[w];
+        if (want_pairs) {
+            const size_t p0 = loff[sp - 1], p1 = loff[sp];
+            if (p1 + (p1 - p0) + 1 > lcap) {
+                size_t nc = lcap ? lcap : 1024;
+                while (nc < p1 + (p1 - p0) + 1) nc *= 2;
+                uint32_t *k2 = (uint32_t *)realloc(lk, nc * 4), *r2 = k2 ? (uint32_t *)realloc(lr, nc * 4) : NULL;
+                if (k2) lk = k2;
+                if (!k2 || !r2) goto oom;
+                lr = r2;
+                lcap = nc;
+            }
+            const uint8_t lab = path[sp - 1];
+            size_t o = p1;
+            for (size_t j = p0; j < p1; j++) {
+                const uint32_t r = ft_step_c(f, lr[j], lab);
+                if (r != SPM_NONE) {
+                    lk[o] = lk[j];
+                    lr[o++] = r;
+                }
+            }
+            if (sp >= 2 && t->value[anc[sp - 1]] >= 0) { /* a new split: the prefix is the parent */
+                const uint32_t r = ft_step_c(f, 0, lab);
+                if (r != SPM_NONE) {
+                    lk[o] = (uint32_t)(sp - 1);
+                    lr[o++] = r;
+                }
+            }
+            loff[sp + 1] = o;
+        }
         const int32_t c = t->value[w];
         if (c < 0) continue;
         const int unused = m->ptype[c] == SPT_UNUSED;
@@ -204,19 +240,19 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
                 ccnt++;
             }
         }
-        for (size_t k = 1; k < sp && want_pairs; k++) {
-            const int32_t a = t->value[anc[k]];
-            if (a < 0) continue;
-            uint32_t r = 0;
-            for (size_t q = k; q < sp && r != SPM_NONE; q++) r = ft_step_c(f, r, path[q]);
-            if (r == SPM_NONE || f->nodes[r].id < 0) continue;
+        for (size_t j = want_pairs ? loff[sp] : 0; j < (want_pairs ? loff[sp + 1] : 0); j++) {
+            const int32_t a = t->value[anc[lk[j]]];
+            const uint32_t r = lr[j];
+            if (f->nodes[r].id < 0) continue;
             if ((cnt + 1) * 5 > cap * 3) { /* keep the load under 0.6 */
-                spm_pt_entry *U = (spm_pt_entry *)calloc(cap * 2, sizeof *U);
+                size_t ub;
+                spm_pt_entry *U = (spm_pt_entry *)spm_huge_alloc(cap * 2 * sizeof *U, &ub);
                 if (!U) goto oom;
                 for (uint64_t i = 0; i < cap; i++)
                     if (T[i].key) pt_put(U, cap * 2 - 1, T[i]);
-                free(T);
+                spm_zfree(T, tbytes);
                 T = U;
+                tbytes = ub;
                 cap *= 2;
             }
             const spm_pt_entry pe = {SPM_PT_KEY(a, f->nodes[r].id) | (unused ? SPM_PT_UNUSED : 0), (uint32_t)c,
@@ -228,15 +264,19 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
     free(stk);
     free(path);
     free(anc);
+    free(loff);
+    free(lk);
+    free(lr);
     stk = NULL;
     path = NULL;
     anc = NULL;
-    if (want_pairs && !(f->pairs = (spm_pt_entry *)spm_huge_alloc(cap * sizeof *T, &f->bytes[3]))) goto oom;
+    loff = NULL;
+    lk = lr = NULL;
     if (!(f->chars = (uint64_t *)spm_huge_alloc(ccap * 8, &f->bytes[5]))) goto oom;
-    if (want_pairs) memcpy(f->pairs, T, cap * sizeof *T);
     memcpy(f->chars, chars, ccap * 8);
-    free(T);
     free(chars);
+    f->pairs = T;
+    f->bytes[3] = tbytes;
     f->pmask = cap - 1;
     f->cmask = ccap - 1;
     return 0;
@@ -244,9 +284,11 @@ oom:
     free(stk);
     free(path);
     free(anc);
-    free(T);
+    free(loff);
+    free(lk);
+    free(lr);
+    spm_zfree(T, tbytes);
     free(chars);
-    spm_zfree(f->pairs, f->bytes[3]);
     spm_zfree(f->skey, f->bytes[4]);
     f->pairs = NULL;
     f->skey = NULL;
