@@ -1232,17 +1232,44 @@ int spm_finish(const spm_model *m, const uint8_t *s, const spm_ints *tri, spm_in
 #define CW_MAXB 24
 #define CW_MAXT 5
 
-/* one 64-byte line per slot */
+/* one 64-byte line per slot, shared by threads without a lock: `seq` is odd while a writer fills the slot
+ * and grows with each write, so that a reader whose copy saw the same even seq before and after has a
+ * whole entry (a seqlock) and any other read is a miss */
 typedef struct {
+    uint32_t seq;
     uint32_t hash;
+    int32_t id[CW_MAXT];
     uint8_t len, nt;
     uint8_t key[CW_MAXB];
-    int32_t id[CW_MAXT];
     uint8_t b[CW_MAXT], e[CW_MAXT];
 } __attribute__((aligned(64))) cw_slot;
 
+_Static_assert(sizeof(cw_slot) == 64, "a word-cache slot is one cache line");
+
+/* a consistent copy of *sl in *o: 1, or 0 when a writer was at it */
+HOT int cw_read(const cw_slot *sl, cw_slot *o) {
+    const uint32_t q = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
+    if (q & 1) return 0;
+    const uint64_t *src = (const uint64_t *)(const void *)sl;
+    uint64_t *dst = (uint64_t *)(void *)o;
+    for (int i = 0; i < 8; i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == q;
+}
+
+/* *sl = v, unless another writer holds the slot (the entry is then simply not stored) */
+static void cw_write(cw_slot *sl, const cw_slot *v) {
+    uint32_t q = __atomic_load_n(&sl->seq, __ATOMIC_RELAXED);
+    if ((q & 1) || !__atomic_compare_exchange_n(&sl->seq, &q, q + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&sl->hash, v->hash, __ATOMIC_RELAXED);
+    const uint64_t *src = (const uint64_t *)(const void *)v;
+    uint64_t *dst = (uint64_t *)(void *)sl;
+    for (int i = 1; i < 8; i++) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+    __atomic_store_n(&sl->seq, q + 2, __ATOMIC_RELEASE);
+}
+
 struct spm_cache {
-    pthread_mutex_t mu;
     cw_slot *slot;
     size_t bytes;
 };
@@ -1255,13 +1282,11 @@ struct spm_cache *spm_cache_new(void) {
         free(c);
         return NULL;
     }
-    pthread_mutex_init(&c->mu, NULL);
     return c;
 }
 
 void spm_cache_free(struct spm_cache *c) {
     if (!c) return;
-    pthread_mutex_destroy(&c->mu);
     spm_zfree(c->slot, c->bytes);
     free(c);
 }
@@ -1319,40 +1344,39 @@ static int bpe_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *o
         if (c && len <= CW_MAXB) {
             /* two candidate slots; a word is stored in the first when it is free, else in the second */
             cw_slot *s1 = &c->slot[h & (CW_SLOTS - 1)], *s2 = &c->slot[slot2(h)];
-            pthread_mutex_lock(&c->mu);
-            if (s1->hash == h && s1->len == len && memcmp(s1->key, s + a, len) == 0)
-                sl = s1;
-            else if (s2->hash == h && s2->len == len && memcmp(s2->key, s + a, len) == 0)
-                sl = s2;
-            if (sl) {
-                const int nt = sl->nt;
-                int rc = 0;
-                for (int k = 0; k < nt && !rc; k++)
-                    rc = ints_put3(out, sl->id[k], (int32_t)(a + sl->b[k]), (int32_t)(a + sl->e[k]));
-                pthread_mutex_unlock(&c->mu);
-                if (rc) goto fail;
+            cw_slot v1, v2;
+            const int ok1 = cw_read(s1, &v1), ok2 = cw_read(s2, &v2);
+            const cw_slot *hit = NULL;
+            if (ok1 && v1.hash == h && v1.len == len && memcmp(v1.key, s + a, len) == 0)
+                hit = &v1;
+            else if (ok2 && v2.hash == h && v2.len == len && memcmp(v2.key, s + a, len) == 0)
+                hit = &v2;
+            if (hit) {
+                const int nt = hit->nt;
+                for (int k = 0; k < nt; k++)
+                    if (ints_put3(out, hit->id[k], (int32_t)(a + hit->b[k]), (int32_t)(a + hit->e[k]))) goto fail;
                 a = b;
                 continue;
             }
-            sl = s1->hash == 0 ? s1 : s2;
-            pthread_mutex_unlock(&c->mu);
+            sl = ok1 && v1.hash == 0 ? s1 : s2;
         }
         tmp.n = 0;
         if (spm_bpe(m, s + a, len, &tmp)) goto fail;
         for (size_t k = 0; k < tmp.n; k += 3)
             if (ints_put3(out, tmp.p[k], (int32_t)a + tmp.p[k + 1], (int32_t)a + tmp.p[k + 2])) goto fail;
         if (sl && tmp.n / 3 <= CW_MAXT) {
-            pthread_mutex_lock(&c->mu);
-            sl->hash = h;
-            sl->len = (uint8_t)len;
-            sl->nt = (uint8_t)(tmp.n / 3);
-            memcpy(sl->key, s + a, len);
+            cw_slot v;
+            memset(&v, 0, sizeof v);
+            v.hash = h;
+            v.len = (uint8_t)len;
+            v.nt = (uint8_t)(tmp.n / 3);
+            memcpy(v.key, s + a, len);
             for (size_t k = 0; k < tmp.n / 3; k++) {
-                sl->id[k] = tmp.p[3 * k];
-                sl->b[k] = (uint8_t)tmp.p[3 * k + 1];
-                sl->e[k] = (uint8_t)tmp.p[3 * k + 2];
+                v.id[k] = tmp.p[3 * k];
+                v.b[k] = (uint8_t)tmp.p[3 * k + 1];
+                v.e[k] = (uint8_t)tmp.p[3 * k + 2];
             }
-            pthread_mutex_unlock(&c->mu);
+            cw_write(sl, &v);
         }
         a = b;
     }
