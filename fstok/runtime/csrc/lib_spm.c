@@ -1232,9 +1232,7 @@ int spm_finish(const spm_model *m, const uint8_t *s, const spm_ints *tri, spm_in
 #define CW_MAXB 24
 #define CW_MAXT 5
 
-/* one 64-byte line per slot, shared by threads without a lock: `seq` is odd while a writer fills the slot
- * and grows with each write, so that a reader whose copy saw the same even seq before and after has a
- * whole entry (a seqlock) and any other read is a miss */
+/* one 64-byte line per slot, shared by threads without a lock (spm_line_read / spm_line_write) */
 typedef struct {
     uint32_t seq;
     uint32_t hash;
@@ -1246,28 +1244,8 @@ typedef struct {
 
 _Static_assert(sizeof(cw_slot) == 64, "a word-cache slot is one cache line");
 
-/* a consistent copy of *sl in *o: 1, or 0 when a writer was at it */
-HOT int cw_read(const cw_slot *sl, cw_slot *o) {
-    const uint32_t q = __atomic_load_n(&sl->seq, __ATOMIC_ACQUIRE);
-    if (q & 1) return 0;
-    const uint64_t *src = (const uint64_t *)(const void *)sl;
-    uint64_t *dst = (uint64_t *)(void *)o;
-    for (int i = 0; i < 8; i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    return __atomic_load_n(&sl->seq, __ATOMIC_RELAXED) == q;
-}
-
-/* *sl = v, unless another writer holds the slot (the entry is then simply not stored) */
-static void cw_write(cw_slot *sl, const cw_slot *v) {
-    uint32_t q = __atomic_load_n(&sl->seq, __ATOMIC_RELAXED);
-    if ((q & 1) || !__atomic_compare_exchange_n(&sl->seq, &q, q + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
-    __atomic_thread_fence(__ATOMIC_RELEASE);
-    __atomic_store_n(&sl->hash, v->hash, __ATOMIC_RELAXED);
-    const uint64_t *src = (const uint64_t *)(const void *)v;
-    uint64_t *dst = (uint64_t *)(void *)sl;
-    for (int i = 1; i < 8; i++) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
-    __atomic_store_n(&sl->seq, q + 2, __ATOMIC_RELEASE);
-}
+#define cw_read spm_line_read
+#define cw_write spm_line_write
 
 struct spm_cache {
     cw_slot *slot;

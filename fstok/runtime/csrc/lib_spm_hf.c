@@ -488,17 +488,21 @@ static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uin
 /* ------------------------------------------------------------------------------------------ */
 /* Piece cache: piece bytes -> ids, shared by calls (direct-mapped, two candidate slots) */
 
-/* one 64-byte line per slot: pieces of up to 26 bytes with up to 8 tokens */
+/* one 64-byte line per slot: pieces of up to 26 bytes with up to 7 tokens, shared by threads without a lock
+ * (spm_line_read / spm_line_write) */
 #define PC_SLOTS (1u << 16)
 #define PC_MAXB 26
-#define PC_MAXT 8
+#define PC_MAXT 7
 
 struct spm_hf_cache_slot {
+    uint32_t seq;
     uint32_t hash;
+    int32_t id[PC_MAXT];
     uint8_t len, nt;
     uint8_t key[PC_MAXB];
-    int32_t id[PC_MAXT];
 } __attribute__((aligned(64)));
+
+_Static_assert(sizeof(struct spm_hf_cache_slot) == 64, "a piece-cache slot is one cache line");
 
 HOT uint32_t fnv(const uint8_t *s, size_t n) {
     uint32_t x = 2166136261u;
@@ -519,38 +523,39 @@ static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_
         hs = fnv(s, n);
         struct spm_hf_cache_slot *s1 = &h->cache[hs & (PC_SLOTS - 1)];
         struct spm_hf_cache_slot *s2 = &h->cache[(hs >> 16 ^ hs >> 5) & (PC_SLOTS - 1)];
-        pthread_mutex_lock(&h->mu);
-        if (s1->hash == hs && s1->len == n && memcmp(s1->key, s, n) == 0)
-            sl = s1;
-        else if (s2->hash == hs && s2->len == n && memcmp(s2->key, s, n) == 0)
-            sl = s2;
-        if (sl) {
-            int rc = 0;
-            for (int k = 0; k < sl->nt && !rc; k++) rc = ids_put(ids, sl->id[k]);
-            pthread_mutex_unlock(&h->mu);
-            return rc;
+        struct spm_hf_cache_slot v1, v2;
+        const int ok1 = spm_line_read(s1, &v1), ok2 = spm_line_read(s2, &v2);
+        const struct spm_hf_cache_slot *hit = NULL;
+        if (ok1 && v1.hash == hs && v1.len == n && memcmp(v1.key, s, n) == 0)
+            hit = &v1;
+        else if (ok2 && v2.hash == hs && v2.len == n && memcmp(v2.key, s, n) == 0)
+            hit = &v2;
+        if (hit) {
+            for (int k = 0; k < hit->nt; k++)
+                if (ids_put(ids, hit->id[k])) return -1;
+            return 0;
         }
-        sl = s1->hash == 0 ? s1 : s2;
-        pthread_mutex_unlock(&h->mu);
+        sl = ok1 && v1.hash == 0 ? s1 : s2;
     }
     const size_t base = ids->n;
     const int rc = h->model_bpe ? hf_bpe(m, h, &sc->w, s, n, ids) : hf_unigram(m, h, s, n, &sc->tri, ids);
     if (rc) return rc;
     const size_t nt = ids->n - base;
     if (sl && nt <= PC_MAXT) {
-        pthread_mutex_lock(&h->mu);
-        sl->hash = hs;
-        sl->len = (uint8_t)n;
-        sl->nt = (uint8_t)nt;
-        memcpy(sl->key, s, n);
-        memcpy(sl->id, ids->p + base, nt * 4);
-        pthread_mutex_unlock(&h->mu);
+        struct spm_hf_cache_slot v;
+        memset(&v, 0, sizeof v);
+        v.hash = hs;
+        v.len = (uint8_t)n;
+        v.nt = (uint8_t)nt;
+        memcpy(v.key, s, n);
+        memcpy(v.id, ids->p + base, nt * 4);
+        spm_line_write(sl, &v);
     }
     return 0;
 }
 
 int spm_hf_cache_init(spm_hf *h) {
-    h->cache = (struct spm_hf_cache_slot *)spm_zalloc(PC_SLOTS * sizeof(struct spm_hf_cache_slot));
+    h->cache = (struct spm_hf_cache_slot *)spm_huge_alloc(PC_SLOTS * sizeof(struct spm_hf_cache_slot), &h->cbytes);
     if (!h->cache) return -1;
     pthread_mutex_init(&h->mu, NULL);
     return 0;
@@ -558,7 +563,7 @@ int spm_hf_cache_init(spm_hf *h) {
 
 void spm_hf_free(spm_hf *h) {
     if (h->cache) pthread_mutex_destroy(&h->mu);
-    spm_zfree(h->cache, PC_SLOTS * sizeof(struct spm_hf_cache_slot));
+    spm_zfree(h->cache, h->cbytes);
     spm_zfree(h->mtab, h->mbytes);
     free(h->gbmp);
     h->cache = NULL;

@@ -124,6 +124,33 @@ static inline int32_t spm_char_piece(const spm_ftrie *f, const uint8_t *s, size_
     }
 }
 
+/* Cache lines shared by threads without a lock (a seqlock per 64-byte line): the line's first u32 is its
+ * sequence number, odd while a writer fills it; a reader keeps its copy only when the number was even and
+ * the same before and after.  The second u32 is written on its own, the other 56 bytes as words. */
+static inline int spm_line_read(const void *line, void *copy) {
+    const uint32_t *seq = (const uint32_t *)line;
+    const uint32_t q = __atomic_load_n(seq, __ATOMIC_ACQUIRE);
+    if (q & 1) return 0;
+    const uint64_t *src = (const uint64_t *)line;
+    uint64_t *dst = (uint64_t *)copy;
+    for (int i = 0; i < 8; i++) dst[i] = __atomic_load_n(&src[i], __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    return __atomic_load_n(seq, __ATOMIC_RELAXED) == q;
+}
+
+/* the line := v, unless another writer holds it (the entry is then simply not stored) */
+static inline void spm_line_write(void *line, const void *v) {
+    uint32_t *seq = (uint32_t *)line;
+    uint32_t q = __atomic_load_n(seq, __ATOMIC_RELAXED);
+    if ((q & 1) || !__atomic_compare_exchange_n(seq, &q, q + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) return;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(seq + 1, ((const uint32_t *)v)[1], __ATOMIC_RELAXED);
+    const uint64_t *src = (const uint64_t *)v;
+    uint64_t *dst = (uint64_t *)line;
+    for (int i = 1; i < 8; i++) __atomic_store_n(&dst[i], src[i], __ATOMIC_RELAXED);
+    __atomic_store_n(seq, q + 2, __ATOMIC_RELEASE);
+}
+
 /* piece types (sentencepiece_model.proto) */
 #define SPT_NORMAL 1
 #define SPT_UNKNOWN 2
@@ -278,7 +305,7 @@ typedef struct spm_hf {
     int model_bpe, byte_fallback, fuse_unk, ignore_merges;
     int32_t byte_tok[256]; /* the <0xXX> token of each byte, -1: none */
     spm_hf_merge *mtab;
-    size_t mmask, mbytes;
+    size_t mmask, mbytes, cbytes;
     struct spm_hf_cache_slot *cache;
     pthread_mutex_t mu;
 } spm_hf;
