@@ -21,7 +21,7 @@ dtype and value); batch_decode; apply_chat_template; streaming decode.
 A file fstok refuses counts as a difference. Exit status 1 on any difference.  Identical lines are checked
 once.  `--out DIR` writes one JSON per file and part (checks, differing, the first reports, seconds) and
 skips those already there, so that a long run resumes and shards by file (and, with `--settings`, by
-setting); `--summary --out DIR` prints
+setting, and with `--shard K/N` by slice of the lines); `--summary --out DIR` prints
 their table; `--files` takes paths or words of the path.
 """
 from __future__ import annotations
@@ -132,10 +132,11 @@ def partner(lines: list[str], i: int) -> str:
 
 
 # A pair truncated with a stride yields the cross product of both texts' windows (HF's semantics): two long
-# lines give thousands of encodings. Chunks are cut by this estimate of their windows, so that memory stays
-# bounded (a few hundred MB) whatever the lines, as well as by a number of lines.
-WINDOW_CHARS = 64
-WINDOW_BUDGET = 10_000
+# lines give thousands of encodings. Chunks are cut by this estimate of their windows (a window of the
+# stride-left setting can advance by about 11 tokens, a token can be one character), so that memory stays
+# bounded whatever the lines, as well as by a number of lines.
+WINDOW_CHARS = 8
+WINDOW_BUDGET = 20_000
 
 
 def spans(lines: list[str], chunk: int) -> list[tuple[int, int]]:
@@ -417,6 +418,7 @@ def summary(out: str) -> int:
     print("|---|---|---|---|---|")
     for r in rows:
         part = r["part"] if r.get("settings", "all") == "all" else f"{r['part']} ({', '.join(r['settings'])})"
+        part += "" if r.get("shard", "all") == "all" else f", lines {r['shard']}"
         print(f"| `{r['file']}` | {part} | {r['lines']:,} | {r['checks']:,} | {r['differing']:,} |")
     print(f"| all | | | {sum(r['checks'] for r in rows):,} | {sum(r['differing'] for r in rows):,} |")
     return 1 if any(r["differing"] for r in rows) else 0
@@ -434,6 +436,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-transformers", action="store_true", help="the tokenizers part only")
     ap.add_argument("--settings", nargs="*", choices=[s[0] for s in SETTINGS],
                     help="tokenizers part: only these settings (a long run sharded by setting)")
+    ap.add_argument("--shard", help="K/N: only the K-th of N equal slices of the lines (K from 1), a long run "
+                                    "split over processes or machines")
     ap.add_argument("--chunk", type=int, default=512, help="lines per batch call (default 512)")
     ap.add_argument("--out", help="directory for one JSON result per file and part; those already there are "
                                   "skipped, so that a long run resumes")
@@ -450,6 +454,13 @@ def main(argv=None) -> int:
     files = [f for w in args.files for f in ([w] if os.path.isfile(w) else [g for g in every if w in g])] \
         if args.files else every
     lines = corpus(args.max_lines, args.spread)
+    shard = ""
+    if args.shard:
+        k, n = (int(x) for x in args.shard.split("/"))
+        if not 1 <= k <= n:
+            ap.error(f"--shard {args.shard}: K must be 1..N")
+        lines = lines[(k - 1) * len(lines) // n:k * len(lines) // n]
+        shard = f".shard{k}of{n}"
     print(f"{len(lines)} distinct lines", flush=True)
     total = total_bad = 0
     for f in dict.fromkeys(files):
@@ -459,6 +470,7 @@ def main(argv=None) -> int:
             t0 = time.time()
             print(os.path.relpath(f, DATA), part, flush=True)
             out = result_path(args.out, f, part, args.settings) if args.out else None
+            out = out[:-len(".json")] + shard + ".json" if out else None
             if out and os.path.exists(out):
                 with open(out, encoding="utf-8") as fh:
                     res = json.load(fh)
@@ -481,6 +493,7 @@ def main(argv=None) -> int:
                 os.makedirs(args.out, exist_ok=True)
                 with open(out + ".tmp", "w", encoding="utf-8") as fh:
                     json.dump({"file": os.path.relpath(f, DATA), "part": part, "settings": args.settings or "all",
+                               "shard": args.shard or "all",
                                "lines": len(lines),
                                "max_lines": args.max_lines, "spread": args.spread, "checks": c, "differing": b,
                                "report": report[:40], "seconds": round(time.time() - t0)}, fh, indent=1)
