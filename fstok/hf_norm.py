@@ -127,7 +127,8 @@ class NString:
 
     @classmethod
     def from_text(cls, text: str, base: int = 0) -> "NString":
-        return cls(list(text), [(base + i, base + i + 1) for i in range(len(text))], base, base + len(text))
+        n = len(text)
+        return cls(list(text), list(zip(range(base, base + n), range(base + 1, base + n + 1))), base, base + n)
 
     def get(self) -> str:
         return "".join(self.chars)
