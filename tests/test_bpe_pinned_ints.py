@@ -30,6 +30,12 @@ _CHILD = textwrap.dedent(
     one = tok.encode(long_text)
     for _ in range(30):
         assert tok.encode(long_text, num_threads=2) == one
+    # batches: lists made while the workers run (pinned: from the items they write; counted: from each text's
+    # own ids) and lists made after the encoding (one thread), the same ids
+    texts = [text[k % 97:k] for k in range(0, 6000, 13)]
+    rows = [tok.encode_ordinary(t) for t in texts]
+    for nt in (1, 2, 3):
+        assert tok.encode_ordinary_batch(texts, num_threads=nt) == rows
     got = tok.encode(text)
     assert got == want
     # values survive the pinned objects being decremented far more than they were incremented

@@ -955,14 +955,16 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         items = PySequence_Fast_ITEMS(fast);
     }
     pystr_src *src = (pystr_src *)calloc(count + 1, sizeof(*src));
-    enc_state *st = (enc_state *)calloc(count + 1, sizeof(*st));
+    /* a state per text only where a text keeps its own ids: counts, and the overlapped lists without pinned ints
+     * (the other modes write one buffer per block: 115 KB less to zero, read and free per call of 1024 lines) */
+    enc_state *st = kind == OUT_COUNT ? (enc_state *)calloc(count + 1, sizeof(enc_state)) : NULL;
     int *rc = (int *)calloc(count + 1, sizeof(int));
     size_t *bstart = (size_t *)calloc(count + 1, sizeof(size_t));
     PyObject *res = NULL;
     size_t total = 0;
-    size_t *bnitems = NULL, nblk = 0; /* block mode (OUT_BYTES): ids per text, and each block's buffer */
+    size_t *bnitems = NULL, nblk = 0; /* block mode: ids per text, and each block's buffer */
     void **bbufs = NULL;
-    if (!src || !st || !rc || !bstart) {
+    if (!src || (kind == OUT_COUNT && !st) || !rc || !bstart) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1020,7 +1022,14 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
                 free(job.done);
                 goto done;
             }
-            if (self->ints_pinned) {
+            if (!self->ints_pinned) { /* (the lists from each text's own ids: batch_lists_overlapped) */
+                st = job.st = (enc_state *)calloc(count + 1, sizeof(enc_state));
+                if (!st) {
+                    free(job.done);
+                    PyErr_NoMemory();
+                    goto done;
+                }
+            } else {
                 job.ints = (void *const *)self->ints;
                 job.n_ints = self->r.m.n_ext;
                 job.items = (void ***)calloc(count + 1, sizeof(void **));
@@ -1168,19 +1177,9 @@ missing : {
     Py_DECREF(res);
     res = pair;
 }
-done:
-    if (tr && res) {
-        /* GIL held: prep, the lists (made while the workers run where overlapped) and what follows the join
-         * (the lists themselves where not overlapped) */
-        double end = cpu_us(), tail = end - tr_joined;
-        fprintf(stderr,
-                "fstok bpe encode_batch: %zu texts %zu bytes %d threads (%s) | prep %.0f us | start %.0f | caller: "
-                "lists %.0f, encode %.0f, wait %.0f | join %.0f | tail %.0f | total %.0f us (thread CPU) | workers' CPU %.0f | "
-                "GIL held %.0f us\n",
-                count, total, tr_threads, tr_pooled ? "pool" : "own", tr_prep - tr0, tr_run - tr_prep, btr.lists,
-                btr.encode, btr.wait, tr_joined - tr_join, tail, end - tr0, atomic_load(&trace_busy_ns) / 1e3,
-                (tr_prep - tr0) + (tr_overlap ? btr.lists : 0) + tail);
-    }
+done:;
+    /* (FSTOK_TRACE_THREADS: the cleanup below also runs with the GIL held, after the join) */
+    double tr_end = tr ? cpu_us() : 0;
     if (st)
         for (size_t i = 0; i < count; i++) enc_free(&st[i]);
     if (bbufs)
@@ -1192,6 +1191,18 @@ done:
     else {
         for (size_t i = 0; i < count; i++) Py_DECREF(items[i]);
         PyMem_Free(items);
+    }
+    if (tr && res) {
+        /* GIL held: prep, the lists (made while the workers run where overlapped) and what follows the join
+         * (the lists themselves where not overlapped), and the cleanup */
+        double end = cpu_us(), tail = tr_end - tr_joined, cleanup = end - tr_end;
+        fprintf(stderr,
+                "fstok bpe encode_batch: %zu texts %zu bytes %d threads (%s) | prep %.0f us | start %.0f | caller: "
+                "lists %.0f, encode %.0f, wait %.0f | join %.0f | tail %.0f | cleanup %.0f | total %.0f us (thread CPU) | "
+                "workers' CPU %.0f | GIL held %.0f us\n",
+                count, total, tr_threads, tr_pooled ? "pool" : "own", tr_prep - tr0, tr_run - tr_prep, btr.lists,
+                btr.encode, btr.wait, tr_joined - tr_join, tail, cleanup, end - tr0, atomic_load(&trace_busy_ns) / 1e3,
+                (tr_prep - tr0) + (tr_overlap ? btr.lists : 0) + tail + cleanup);
     }
     return res;
 }
