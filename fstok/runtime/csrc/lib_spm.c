@@ -143,6 +143,22 @@ static void ch_put(uint64_t *T, uint64_t mask, uint64_t e) {
 
 static uint32_t ft_step_c(const spm_ftrie *f, uint32_t node, uint8_t c);
 
+static const uint8_t SPACE_SYM[3] = {0xE2, 0x96, 0x81};
+
+/* the pair table's entry for pieces (a, b), or NULL */
+HOT const spm_pt_entry *pt_get(const spm_ftrie *f, int32_t a, int32_t b) {
+    const uint64_t key = SPM_PT_KEY(a, b);
+    const spm_pt_entry *T = f->pairs;
+    for (uint64_t i = pt_slot(key, f->pmask);; i = (i + 1) & f->pmask) {
+        const uint64_t e = T[i].key;
+        if ((e & SPM_PT_KEYMASK) == key) return &T[i];
+        if (!e) return NULL;
+    }
+}
+
+#define SPM_SMALL 129
+
+
 /* The pair and character tables of f (see spm_ftrie): a depth-first walk over the keys of the pieces
  * trie; at each key (a piece c) every proper prefix that is a piece a is an ancestor on the walk's stack,
  * and the rest of the key (b) is a walk from the root that the descent extends by one step per byte: the
@@ -279,6 +295,21 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
     f->bytes[3] = tbytes;
     f->pmask = cap - 1;
     f->cmask = ccap - 1;
+    if (want_pairs && (f->small = (uint64_t *)calloc(SPM_SMALL * SPM_SMALL, 8))) {
+        int32_t sid[SPM_SMALL];
+        int8_t un;
+        for (int i = 0; i < 128; i++) sid[i] = f->ascii_id[i];
+        sid[128] = spm_char_piece(f, SPACE_SYM, 3, &un);
+        if (un) sid[128] = -1;
+        for (int i = 0; i < SPM_SMALL; i++)
+            for (int j = 0; j < SPM_SMALL && sid[i] >= 0; j++) {
+                if (sid[j] < 0) continue;
+                const spm_pt_entry *e = pt_get(f, sid[i], sid[j]);
+                if (e)
+                    f->small[i * SPM_SMALL + j] = (uint64_t)(e->c + 1) | (uint64_t)e->skey << 21 |
+                                                  (uint64_t)((e->key & SPM_PT_UNUSED) != 0) << 53;
+            }
+    }
     return 0;
 oom:
     free(stk);
@@ -302,6 +333,7 @@ static void ftrie_release(spm_ftrie *f) {
     spm_zfree(f->pairs, f->bytes[3]);
     spm_zfree(f->skey, f->bytes[4]);
     spm_zfree(f->chars, f->bytes[5]);
+    free(f->small);
     free(f);
 }
 
@@ -525,7 +557,6 @@ HOT size_t user_match(const spm_model *m, const uint8_t *s, size_t n, int *found
 #define DA_OFFSET(u) (((u) >> 10) << (((u) & (1u << 9)) >> 6))
 
 static const uint8_t REPLACEMENT[3] = {0xEF, 0xBF, 0xBD};
-static const uint8_t SPACE_SYM[3] = {0xE2, 0x96, 0x81};
 
 /* An ASCII byte that starts no user-defined piece and no charsmap key normalizes to itself, whatever
  * follows it: NormalizePrefix's answer without its two prefix searches. */
@@ -898,6 +929,7 @@ typedef struct {
     int32_t id;    /* the piece of the symbol's bytes, -1: none */
     uint8_t freeze;
     int8_t unused; /* the piece is an unused one: 1, 0, or -1 (not known: ptype[id]) */
+    uint8_t sm;    /* its index in spm_ftrie.small (an ASCII character or the escaped space), 255: none */
 } bpe_sym;
 
 /* the agenda: a max-heap on prio; words of a few symbols keep it on the stack (`own` 0) */
@@ -1045,17 +1077,6 @@ HOT uint32_t sym_node(bpe_ctx *c, bpe_sym *y) {
     return y->node;
 }
 
-/* the pair table's entry for pieces (a, b), or NULL */
-HOT const spm_pt_entry *pt_get(const spm_ftrie *f, int32_t a, int32_t b) {
-    const uint64_t key = SPM_PT_KEY(a, b);
-    const spm_pt_entry *T = f->pairs;
-    for (uint64_t i = pt_slot(key, f->pmask);; i = (i + 1) & f->pmask) {
-        const uint64_t e = T[i].key;
-        if ((e & SPM_PT_KEYMASK) == key) return &T[i];
-        if (!e) return NULL;
-    }
-}
-
 HOT void pt_prefetch(const spm_ftrie *f, int32_t a, int32_t b) {
     __builtin_prefetch(&f->pairs[pt_slot(SPM_PT_KEY(a, b), f->pmask)]);
 }
@@ -1068,7 +1089,14 @@ static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
     const spm_ftrie *f = c->ft;
     bpe_pair p;
     int32_t unused = -1;
-    if (f && f->pairs && a->id >= 0 && b->id >= 0) {
+    if (a->sm != 255 && b->sm != 255) {
+        const uint64_t e = f->small[a->sm * SPM_SMALL + b->sm];
+        if (!e) return 0;
+        p.id = (int32_t)(e & ((1u << 21) - 1)) - 1;
+        p.prio = (e >> 21 & 0xFFFFFFFFull) << 32;
+        p.node = SYM_LAZY;
+        if (e >> 53 & 1) unused = p.id;
+    } else if (f && f->pairs && a->id >= 0 && b->id >= 0) {
         const spm_pt_entry *e = pt_get(f, a->id, b->id);
         if (!e) return 0;
         p.id = (int32_t)e->c;
@@ -1159,7 +1187,16 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         y->freeze = (uint8_t)found;
         y->unused = -1;
         int32_t id = -2;
-        if (tab && !found) id = spm_char_piece(ft, s + i, l, &y->unused);
+        y->sm = 255;
+        if (tab && !found) {
+            id = spm_char_piece(ft, s + i, l, &y->unused);
+            if (id >= 0 && ft->small && !y->unused) {
+                if (l == 1)
+                    y->sm = s[i];
+                else if (l == 3 && s[i] == SPACE_SYM[0] && s[i + 1] == SPACE_SYM[1] && s[i + 2] == SPACE_SYM[2])
+                    y->sm = 128;
+            }
+        }
         if (id >= -1) {
             y->id = id;
             y->node = SYM_LAZY;
@@ -1169,7 +1206,8 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
             y->unused = -1;
         }
         /* the candidate of this symbol and the one before it: its table slot is fetched now, read below */
-        if (tab && ns && y->id >= 0 && c.sym[ns - 1].id >= 0) pt_prefetch(ft, c.sym[ns - 1].id, y->id);
+        if (tab && ns && y->id >= 0 && c.sym[ns - 1].id >= 0 && (y->sm == 255 || c.sym[ns - 1].sm == 255))
+            pt_prefetch(ft, c.sym[ns - 1].id, y->id);
         ns++;
         i += l;
     }
@@ -1184,6 +1222,7 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         a->node = top.node;
         a->id = top.id;
         a->unused = (int8_t)top.unused;
+        a->sm = 255;
         a->next = b->next;
         if (b->next >= 0) c.sym[b->next].prev = top.left;
         b->len = 0;

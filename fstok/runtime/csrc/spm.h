@@ -75,6 +75,9 @@ typedef struct {
     /* the pieces of one character (a symbol before any merge): ASCII by byte (-1 none, -2 an unused piece:
      * walk), the others in an open-addressed table of u64 (SPM_CH_* below) */
     int32_t ascii_id[128];
+    /* the pairs of the first symbols of ASCII text (an ASCII character or the escaped space, SPM_SMALL of
+     * them) as a dense table that stays in cache: (c + 1) | score key << 21 | unused << 53, 0: no merge */
+    uint64_t *small;
     uint64_t *chars;
     uint64_t cmask;
     size_t bytes[6]; /* the mapped sizes of nodes, (unused), rows, pairs, skey, chars (spm_huge_alloc) */
