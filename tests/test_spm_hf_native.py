@@ -170,3 +170,20 @@ def test_oracle_bpe_drops_unknown_characters_as_tokenizers_does():
     for s in ["xyz", "axb", "ab", "bxa", ""]:
         e = ref.encode(s)
         assert [(t, a, b) for t, a, b in oracle.tokenize(s)] == [(t, a, b) for t, (a, b) in zip(e.ids, e.offsets)], s
+
+
+@needs_shared
+@pytest.mark.parametrize("path", [E5, PHI3], ids=["e5", "phi-3"])
+def test_threads_share_the_piece_cache(path):
+    # the piece cache is shared by threads that encode at once (the GIL is released) without a lock:
+    # every result equals the one-thread result of a fresh tokenizer
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not present")
+    docs = [read_corpus(c)[i * 2000 : (i + 1) * 2000] for c in ("english", "multilingual", "code") for i in range(8)]
+    want = [fstok.compile(path).encode(d) for d in docs]
+    tok = fstok.compile(path)
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(tok.encode, docs * 3))
+    assert got == want * 3
