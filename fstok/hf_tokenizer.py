@@ -629,6 +629,18 @@ def _compile_core(obj: dict, source: str, raw: Optional[bytes] = None):
     return _api.load(path)
 
 
+def _hides(special: str, other: str) -> bool:
+    """Whether a leftmost-longest match of `special` can start before or at a match of `other` and overlap
+    it, so that skipping the special match (encode_special_tokens) also skips `other` there."""
+    for i in range(len(special)):
+        if i == 0 and len(other) >= len(special):
+            continue  # at the same start the longer `other` wins (or is equal and the same token)
+        k = min(len(special) - i, len(other))
+        if special[i:i + k] == other[:k]:
+            return True
+    return False
+
+
 # ---------------------------------------------------------------------------------------------- face
 def _is_text(x) -> bool:
     return isinstance(x, str)
@@ -689,28 +701,35 @@ class Tokenizer:
                                 pad_id=pd.get("pad_id", 0), pad_type_id=pd.get("pad_type_id", 0),
                                 pad_token=pd.get("pad_token", "[PAD]"), length=length,
                                 pad_to_multiple_of=pd.get("pad_to_multiple_of"))
+        self._compiled, self._core = self._make_core(obj, _core, _raw, self._added)
+        self._matching_core = self._core
+        self._split_core: Optional[_Core] = None
+        self._encode_special_tokens = False
+
+    def _make_core(self, obj: dict, _core, _raw: Optional[bytes], added: dict[str, int]) -> tuple:
+        """(compiled tokenizer, face core) of `obj`."""
+        source, id_to_token, model = self._source, self._id_to_token, obj["model"]
         face_added = _wordpiece_face_added(obj, source) if model.get("type") == "WordPiece" else None
         if _core is not None:
-            self._compiled = _core
+            compiled = _core
         elif face_added is not None:  # the core without the added tokens this face matches itself
             vocab = model.get("vocab") or {}
-            self._compiled = _compile_core(dict(obj, added_tokens=[
+            compiled = _compile_core(dict(obj, added_tokens=[
                 a for a in face_added if a.get("special") and vocab.get(a["content"]) == a["id"]]), source)
         else:
-            self._compiled = _compile_core(obj, source, _raw)
-        kind = type(self._compiled).__name__
+            compiled = _compile_core(obj, source, _raw)
+        kind = type(compiled).__name__
         if kind == "WordPieceTokenizer":
-            self._core: _Core = _WordPieceCore(self._compiled, self._added, id_to_token, face_added)
-        elif kind == "BPETokenizer":
-            self._core = _BPECore(self._compiled, self._added, id_to_token)
-        elif kind == "PipelineTokenizer":
-            self._core = _PipelineCore(self._compiled, obj["model"])
-        elif kind == "HFSentencePieceTokenizer":
-            self._core = _SpmCore(self._compiled)
-        elif hasattr(self._compiled, "hf_model_encode"):
-            self._core = _Duck(self._compiled)
-        else:
-            raise NotImplementedError(f"{source}: no HF face for compiled tokenizers of kind {kind}")
+            return compiled, _WordPieceCore(compiled, added, id_to_token, face_added)
+        if kind == "BPETokenizer":
+            return compiled, _BPECore(compiled, added, id_to_token)
+        if kind == "PipelineTokenizer":
+            return compiled, _PipelineCore(compiled, model)
+        if kind == "HFSentencePieceTokenizer":
+            return compiled, _SpmCore(compiled)
+        if hasattr(compiled, "hf_model_encode"):
+            return compiled, _Duck(compiled)
+        raise NotImplementedError(f"{source}: no HF face for compiled tokenizers of kind {kind}")
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -778,8 +797,8 @@ class Tokenizer:
         if isinstance(tokens, (str, bytes)) or not isinstance(tokens, (list, tuple)):
             raise TypeError("Input must be a List[Union[str, AddedToken]]")
         entries = [_as_added(t, special) for t in tokens]
-        obj = json.loads(self.to_str())
-        added = obj.get("added_tokens") or []
+        obj = self._state()
+        added = [dict(a) for a in obj.get("added_tokens") or []]
         by_content = {a["content"]: a for a in added}
         ids = [int(a["id"]) for a in added]
         n_model = self._model_vocab_size
@@ -807,7 +826,9 @@ class Tokenizer:
             by_content[e["content"]] = e
         if count:
             obj["added_tokens"] = added
+            mode = self._encode_special_tokens
             self.__init__(obj, self._source)
+            self.encode_special_tokens = mode
         return count
 
     def num_special_tokens_to_add(self, is_pair: bool) -> int:
@@ -869,14 +890,35 @@ class Tokenizer:
 
     @property
     def encode_special_tokens(self) -> bool:
-        """Always False: special-token text in the input is matched as the special token."""
-        return False
+        """False (the default): special-token text in the input is matched as the special token. True: it is
+        encoded as ordinary text (HF's mode of the same name); other added tokens are still matched."""
+        return self._encode_special_tokens
 
     @encode_special_tokens.setter
     def encode_special_tokens(self, value: bool) -> None:
-        if value:
-            raise TypeError("encode_special_tokens=True (special-token text encoded as ordinary text) is not "
-                            "supported by fstok.Tokenizer")
+        value = bool(value)
+        if value and self._split_core is None:
+            self._split_core = self._make_split_core()
+        self._core = self._split_core if value else self._matching_core
+        self._encode_special_tokens = value
+
+    def _make_split_core(self) -> _Core:
+        """The core of this tokenizer.json without its special added tokens: HF's added-token matcher skips
+        a special match in this mode, which equals not having the token, unless the skipped match hides
+        another added token it overlaps (both matched in the same text: raw or normalized), refused here."""
+        added = self._obj.get("added_tokens") or []
+        special = [a for a in added if a.get("special") and a["content"]]
+        kept = [a for a in added if not a.get("special")]
+        for s in special:
+            for n in kept:
+                if n["content"] and bool(n.get("normalized", True)) == bool(s.get("normalized", False)) \
+                        and _hides(s["content"], n["content"]):
+                    raise NotImplementedError(
+                        f"{self._source}: encode_special_tokens=True with special token {s['content']!r} "
+                        f"overlapping added token {n['content']!r} is not supported by fstok.Tokenizer")
+        obj = dict(self._obj, added_tokens=kept)
+        _, core = self._make_core(obj, None, None, {a["content"]: int(a["id"]) for a in kept})
+        return core
 
     @property
     def post_processor(self) -> Optional[PostProcessor]:
@@ -1057,7 +1099,12 @@ class Tokenizer:
 
     # ------------------------------------------------------------------ serialization
     def to_str(self, pretty: bool = False) -> str:
-        obj = copy.deepcopy(self._obj)
+        return json.dumps(self._state(), ensure_ascii=False, indent=2 if pretty else None)
+
+    def _state(self) -> dict:
+        """The tokenizer.json object of the current state (nested objects shared with self._obj, which is
+        never changed in place below the top level)."""
+        obj = dict(self._obj)
         t = self._truncation
         obj["truncation"] = None if t is None else {"direction": _DIRECTIONS_JSON[t["direction"]],
                                                     "max_length": t["max_length"],
@@ -1067,7 +1114,7 @@ class Tokenizer:
             "strategy": "BatchLongest" if p["length"] is None else {"Fixed": p["length"]},
             "direction": _DIRECTIONS_JSON[p["direction"]], "pad_to_multiple_of": p["pad_to_multiple_of"],
             "pad_id": p["pad_id"], "pad_type_id": p["pad_type_id"], "pad_token": p["pad_token"]}
-        return json.dumps(obj, ensure_ascii=False, indent=2 if pretty else None)
+        return obj
 
     def save(self, path: Union[str, os.PathLike], pretty: bool = True) -> None:
         with open(path, "w", encoding="utf-8") as f:

@@ -14,8 +14,8 @@ it builds the same BatchEncoding from the same Encoding fields.
 
 A tokenizer that fstok cannot compile keeps the HF backend, with a warning that names the reason. The HF object
 also serves, for the rest of that tokenizer's life, once something the compiled core does not follow is
-changed on it at run time: tokens added after loading, a new normalizer, pre-tokenizer, model or decoder, or
-`encode_special_tokens=True`.
+changed on it at run time: tokens added after loading, or a new normalizer, pre-tokenizer, model or decoder.
+`encode_special_tokens` (transformers' `split_special_tokens=True`) is followed by fstok's core.
 """
 from __future__ import annotations
 
@@ -50,6 +50,11 @@ class Backend:
             self._resync()
         elif name in _DELEGATED:
             self._give_up(f"{name} replaced at run time")
+        elif name == "encode_special_tokens":
+            try:
+                self._ours.encode_special_tokens = value
+            except NotImplementedError as e:
+                self._give_up(f"encode_special_tokens: {e}")
 
     def _give_up(self, why: str) -> None:
         if self._why_hf is None:
@@ -65,7 +70,7 @@ class Backend:
             self._give_up(f"post-processor: {e}")
 
     def _use_hf(self) -> bool:
-        return self._why_hf is not None or bool(getattr(self._hf, "encode_special_tokens", False))
+        return self._why_hf is not None
 
     def enable_truncation(self, max_length, stride=0, strategy="longest_first", direction="right"):
         self._hf.enable_truncation(max_length, stride=stride, strategy=strategy, direction=direction)
@@ -128,7 +133,7 @@ class Backend:
         return Backend(copy.deepcopy(self._hf, memo), self._ours.__class__.from_str(self._hf.to_str()))
 
     def __repr__(self) -> str:
-        state = "fstok" if not self._use_hf() else f"HF tokenizers ({self._why_hf or 'encode_special_tokens'})"
+        state = "fstok" if not self._use_hf() else f"HF tokenizers ({self._why_hf})"
         return f"fstok.transformers.Backend({state})"
 
 
@@ -184,8 +189,11 @@ def _numpy_call(tok, text, text_pair, add_special_tokens, padding_strategy, trun
         return None
     if padding_strategy == PaddingStrategy.DO_NOT_PAD or kwargs.get("sanitize_control_tokens"):
         return None
-    if (tok.split_special_tokens if split_special_tokens is None else split_special_tokens):
-        return None
+    split = bool(tok.split_special_tokens if split_special_tokens is None else split_special_tokens)
+    if backend.encode_special_tokens != split:  # as transformers' own _encode_plus sets it
+        backend.encode_special_tokens = split
+        if backend._use_hf():
+            return None
     if isinstance(text, str):
         texts = [text]
         pairs = [text_pair] if text_pair else None  # transformers drops an empty single pair too
@@ -258,7 +266,7 @@ def wrap(hf) -> Optional[Backend]:
         return None
     b = Backend(hf, ours)
     if getattr(hf, "encode_special_tokens", False):
-        pass  # answered by HF while set (checked per call)
+        b.encode_special_tokens = True  # the mode set before wrapping
     return b
 
 

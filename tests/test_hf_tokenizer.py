@@ -230,8 +230,6 @@ def test_boundary_errors_name_the_call():
         with pytest.raises(TypeError, match=name):
             setattr(ours, name, None)
         assert getattr(ours, name) == json.load(open(FILES["minilm"], encoding="utf-8"))[name]
-    with pytest.raises(TypeError, match="encode_special_tokens"):
-        ours.encode_special_tokens = True
     with pytest.raises(TypeError, match="integers"):
         ours.decode([101, 1.5])  # HF: TypeError; int() would truncate
     with pytest.raises(OverflowError):

@@ -196,3 +196,26 @@ def test_unpatch_restores_transformers_exactly(tmp_path):
     t = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
     assert not isinstance(t._tokenizer, ftr.Backend)
     assert type(t)._encode_plus is before["_encode_plus"]
+
+
+def test_split_special_tokens_served_by_fstok(pair):
+    """split_special_tokens=True (transformers sets `encode_special_tokens` on the backend): fstok's core
+    encodes special-token text as ordinary text, identical to unpatched transformers, on both call paths."""
+    plain, patched = pair
+    sp = [t for t in plain.all_special_tokens if t] or ["[CLS]"]
+    texts = [f"{sp[0]}{LINES[0]}{sp[-1]}", f"a {' '.join(sp)} b", LINES[1], "".join(sp)]
+    served = not patched._tokenizer._use_hf()
+    assert served, repr(patched._tokenizer)
+    for split in (True, False, True):
+        for kw in (dict(padding=True, return_tensors="np"), dict(return_offsets_mapping=True)):
+            want = plain(texts, split_special_tokens=split, **kw)
+            got = patched(texts, split_special_tokens=split, **kw)
+            for k in want:
+                g, w = got[k], want[k]
+                assert (np.array_equal(g, w) if isinstance(w, np.ndarray) else g == w), (split, k)
+            assert patched._tokenizer._ours.encode_special_tokens is split
+            assert patched._tokenizer._use_hf() is not served  # fstok keeps serving in this mode
+            if kw.get("return_tensors") and served:
+                assert isinstance(got.encodings, ftr._LazyEncodings)
+    assert plain(texts[3], split_special_tokens=True)["input_ids"] != plain(texts[3])["input_ids"]
+    assert patched(texts[3])["input_ids"] == plain(texts[3])["input_ids"]

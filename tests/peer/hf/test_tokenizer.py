@@ -25,7 +25,7 @@ from tokenizers.normalizers import ByteLevel as NormalizerByteLevel
 from fstok import AddedToken, Tokenizer
 from fstok.hf_decode import DecodeStream
 
-from .utils import as_fstok, bert_cased_dir, gpt2_tokenizer, llama31_tokenizer
+from .utils import E5_SMALL_JSON, as_fstok, bert_cased_dir, gpt2_tokenizer, llama31_tokenizer
 
 
 def bpe_with(tokens):
@@ -498,9 +498,36 @@ class TestTokenizer:
         assert output == "name is john"
         assert tokenizer.get_added_tokens_decoder()[0] == AddedToken("my", special=True)
 
-    def test_encode_special_tokens_is_refused(self):
-        # upstream's test_encode_special_tokens needs t5-base and this mode; fstok refuses the mode by name
-        tokenizer = bpe_with(["my"])
-        assert tokenizer.encode_special_tokens is False
-        with pytest.raises(TypeError, match="encode_special_tokens"):
-            tokenizer.encode_special_tokens = True
+    def test_encode_special_tokens(self):
+        # upstream loads t5-base (Unigram, Metaspace); multilingual-e5-small is the shared file of that family.
+        # Its vocabulary splits "dear" as "▁de" "ar" where t5-base has "▁dear"; every other token is upstream's.
+        tokenizer = Tokenizer.from_file(E5_SMALL_JSON)
+        tokenizer.add_tokens(["<eot>"])
+        tokenizer.add_special_tokens(["<end_of_text>"])
+        output = tokenizer.encode("Hey there<end_of_text> dear<eot>friend!", add_special_tokens=False)
+        assert output.tokens == ["▁Hey", "▁there", "<end_of_text>", "▁de", "ar", "<eot>", "▁friend", "!"]
+
+        tokenizer.encode_special_tokens = True
+        assert tokenizer.encode_special_tokens == True
+
+        output = tokenizer.encode("Hey there<end_of_text> dear<eot>friend!", add_special_tokens=False)
+        assert output.tokens == [
+            "▁Hey",
+            "▁there",
+            "<",
+            "end",
+            "_",
+            "of",
+            "_",
+            "text",
+            ">",
+            "▁de",
+            "ar",
+            "<eot>",
+            "▁friend",
+            "!",
+        ]
+
+        tokenizer.add_tokens(["of_text>"])
+        output = tokenizer.encode("Hey there<end_of_text> dear<eot>friend!", add_special_tokens=False)
+        assert output.tokens == ["▁Hey", "▁there", "<", "end", "_", "of_text>", "▁de", "ar", "<eot>", "▁friend", "!"]

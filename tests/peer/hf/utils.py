@@ -20,6 +20,7 @@ if not os.path.isdir(DATA):
     DATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "shared", "data")
 BERT_VOCAB = os.path.join(DATA, "vocab", "bert-base-uncased", "vocab.txt")
 ROBERTA_JSON = os.path.join(DATA, "vocab", "models", "bytelevel-bpe", "roberta-base", "tokenizer.json")
+E5_SMALL_JSON = os.path.join(DATA, "vocab", "models", "unigram", "multilingual-e5-small", "tokenizer.json")
 
 
 def as_fstok(hf_impl) -> "fstok.Tokenizer":
