@@ -1059,6 +1059,31 @@ class Tokenizer:
     def encode_batch_fast(self, input: Sequence, is_pretokenized: bool = False, add_special_tokens: bool = True):  # noqa: A002
         return self.encode_batch(input, is_pretokenized, add_special_tokens)
 
+    # asyncio forms (HF 0.23): the work runs in a worker thread, so the event loop keeps running meanwhile
+    # (the compiled core releases the GIL while it encodes)
+    async def async_encode(self, sequence, pair=None, is_pretokenized: bool = False,
+                           add_special_tokens: bool = True) -> Encoding:
+        import asyncio
+
+        return await asyncio.to_thread(self.encode, sequence, pair, is_pretokenized, add_special_tokens)
+
+    async def async_encode_batch(self, input: Sequence, is_pretokenized: bool = False,  # noqa: A002
+                                 add_special_tokens: bool = True) -> list[Encoding]:
+        import asyncio
+
+        return await asyncio.to_thread(self.encode_batch, input, is_pretokenized, add_special_tokens)
+
+    async def async_encode_batch_fast(self, input: Sequence, is_pretokenized: bool = False,  # noqa: A002
+                                      add_special_tokens: bool = True) -> list[Encoding]:
+        import asyncio
+
+        return await asyncio.to_thread(self.encode_batch_fast, input, is_pretokenized, add_special_tokens)
+
+    async def async_decode_batch(self, sequences: Sequence[Sequence[int]], skip_special_tokens: bool = True) -> list[str]:
+        import asyncio
+
+        return await asyncio.to_thread(self.decode_batch, sequences, skip_special_tokens)
+
     def encode_batch_numpy(self, input: Sequence, pair: Optional[Sequence[str]] = None, add_special_tokens: bool = True,
                            num_threads: Optional[int] = None, dtype=np.int64, return_offsets_mapping: bool = False,
                            return_special_tokens_mask: bool = False) -> dict[str, np.ndarray]:

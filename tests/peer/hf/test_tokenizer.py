@@ -88,7 +88,7 @@ class TestAddedToken:
 
 class TestTokenizer:
     def test_has_expected_type_and_methods(self):
-        # upstream also checks train, async_* and the model/normalizer attributes (outside fstok's face)
+        # upstream also checks train and the model/normalizer attributes (outside fstok's face)
         tokenizer = bpe_with([])
         assert type(tokenizer) == Tokenizer
         assert callable(tokenizer.num_special_tokens_to_add)
@@ -100,8 +100,10 @@ class TestTokenizer:
         assert callable(tokenizer.no_padding)
         assert callable(tokenizer.encode)
         assert callable(tokenizer.encode_batch)
+        assert callable(tokenizer.async_encode_batch)
         assert callable(tokenizer.decode)
         assert callable(tokenizer.decode_batch)
+        assert callable(tokenizer.async_decode_batch)
         assert callable(tokenizer.token_to_id)
         assert callable(tokenizer.id_to_token)
         assert callable(tokenizer.add_tokens)
