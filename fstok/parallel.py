@@ -33,7 +33,6 @@ of a token is then the start of the next one). ``HFOffsetsAdapter`` wraps a HF `
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from bisect import bisect_left
 from concurrent.futures import ThreadPoolExecutor
@@ -42,6 +41,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from ._load import fstok_kind
+from .validate import machine_threads
 from .splitters import _WS, ProvenSplitter, bpe_splitter, safe_split_points
 
 __all__ = ["encode_long", "encode_long_with_offsets", "HFOffsetsAdapter", "lopt_merge", "safe_split_points",
@@ -584,7 +584,7 @@ def encode_long(tokenizer: Any, text: str, num_threads: Optional[int] = None, ch
     ``encode_kwargs`` (e.g. ``allowed_special``) are passed to every chunk encode."""
     _check_args(text, num_threads, chunk_chars, overlap_chars, min_overlap_tokens, strategy)
     if num_threads is None:
-        num_threads = os.cpu_count() or 1
+        num_threads = machine_threads()  # the CPUs this process may run on, not the whole machine
     if stats is not None:
         stats.strategy = strategy
     if strategy in ("auto", "safe") and _is_fstok_bpe(tokenizer) and _bpe_safe_ok(tokenizer, encode_kwargs):
@@ -633,7 +633,7 @@ def encode_long_with_offsets(tokenizer: Any, text: str, num_threads: Optional[in
         raise TypeError("encode_long_with_offsets supports fstok WordPiece tokenizers")
     _check_args(text, num_threads, chunk_chars, None, 1, "safe")
     if num_threads is None:
-        num_threads = os.cpu_count() or 1
+        num_threads = machine_threads()  # the CPUs this process may run on, not the whole machine
     n = len(text)
     parts = num_threads if chunk_chars is None else max(1, -(-n // chunk_chars))
     bounds = [0] + safe_split_points(text, parts) + [n]
