@@ -161,13 +161,19 @@ typedef struct {
     int block_ids;
 } batch_job;
 
-/* item mode: encode the texts of block b into the thread's scratch state, write their items into the block's
- * buffer, then set their flags */
-static void batch_block_items(batch_job *j, size_t b, bpe_memo *memo, pystr_buf *buf, enc_state *scratch) {
+/* Item mode (item_mode 1) and block mode (0): encode the texts of block b into the thread's scratch state and
+ * append what each text gives to the block's buffer -- item mode its list items (pinned ints, void *), block
+ * mode its ids (uint32) -- with rc -1 for every text from the first that finds no memory; item mode then sets
+ * the texts' flags.  Always inlined with a constant item_mode: each mode gets a loop of its own, as if written
+ * twice. */
+static inline __attribute__((always_inline)) void batch_block_buf(batch_job *j, size_t b, bpe_memo *memo,
+                                                                  pystr_buf *buf, enc_state *scratch,
+                                                                  const int item_mode) {
+    const size_t esz = item_mode ? sizeof(void *) : sizeof(uint32_t);
     size_t lo = j->bstart[b], hi = j->bstart[b + 1], bytes = 0, used = 0;
     for (size_t i = lo; i < hi; i++) bytes += j->src[i].utf8 ? j->src[i].len : 2 * j->src[i].len;
     size_t cap = bytes / 3 + 64;
-    void **out = (void **)malloc(cap * sizeof(void *));
+    char *out = (char *)malloc(cap * esz);
     void *const *ints = j->ints;
     const size_t n_ints = j->n_ints;
     for (size_t i = lo; i < hi; i++) {
@@ -188,77 +194,45 @@ static void batch_block_items(batch_job *j, size_t b, bpe_memo *memo, pystr_buf 
         size_t k = scratch->ids.len;
         if (!rc && used + k > cap) {
             size_t nc = (used + k) * 2;
-            void **o2 = (void **)realloc(out, nc * sizeof(void *));
+            char *o2 = (char *)realloc(out, nc * esz);
             if (o2) out = o2, cap = nc;
             else rc = -1;
         }
         j->rc[i] = rc;
         if (rc) continue;
-        const uint32_t *ids = scratch->ids.ids;
-        void **d = out + used;
-        uint8_t odd = 0;
-        for (size_t q = 0; q < k; q++) {
-            uint32_t id = ids[q];
-            void *v = id < n_ints ? ints[id] : (void *)(((uintptr_t)id << 1) | 1);
-            odd |= id >= n_ints;
-            d[q] = v;
+        if (item_mode) {
+            const uint32_t *ids = scratch->ids.ids;
+            void **d = (void **)out + used;
+            uint8_t odd = 0;
+            for (size_t q = 0; q < k; q++) {
+                uint32_t id = ids[q];
+                void *v = id < n_ints ? ints[id] : (void *)(((uintptr_t)id << 1) | 1);
+                odd |= id >= n_ints;
+                d[q] = v;
+            }
+            j->odd[i] = odd;
+            j->items[i] = (void **)(uintptr_t)used; /* (an offset until the buffer stops moving) */
+        } else {
+            memcpy((uint32_t *)out + used, scratch->ids.ids, k * sizeof(uint32_t));
         }
-        j->odd[i] = odd;
-        j->nitems[i] = k;
-        j->items[i] = (void **)(uintptr_t)used; /* (an offset until the buffer stops moving) */
-        used += k;
-    }
-    for (size_t i = lo; i < hi; i++) j->items[i] = out ? out + (uintptr_t)j->items[i] : NULL;
-    j->blockbuf[b] = out;
-    for (size_t i = lo; i < hi; i++) __atomic_store_n(&j->done[i], 1, __ATOMIC_RELEASE);
-}
-
-/* block mode: encode the texts of block b into the thread's scratch state and append their ids to the block's
- * buffer (rc -1 for every text from the first that finds no memory) */
-static void batch_block_ids(batch_job *j, size_t b, bpe_memo *memo, pystr_buf *buf, enc_state *scratch) {
-    size_t lo = j->bstart[b], hi = j->bstart[b + 1], bytes = 0, used = 0;
-    for (size_t i = lo; i < hi; i++) bytes += j->src[i].utf8 ? j->src[i].len : 2 * j->src[i].len;
-    size_t cap = bytes / 3 + 64;
-    uint32_t *out = (uint32_t *)malloc(cap * sizeof(uint32_t));
-    for (size_t i = lo; i < hi; i++) {
-        const uint8_t *s;
-        size_t n;
-        j->nitems[i] = 0;
-        int u = j->src[i].ukind < 0 ? 1 : !out ? -1 : pystr_utf8(&j->src[i], buf, &s, &n);
-        if (u) {
-            j->rc[i] = u;
-            continue;
-        }
-        scratch->ids.len = 0;
-        scratch->count = 0;
-        scratch->elen = 0;
-        scratch->memo = memo;
-        int rc = encode_text(j->self, j->sp, j->sp2, s, n, scratch);
-        scratch->memo = NULL;
-        size_t k = scratch->ids.len;
-        if (!rc && used + k > cap) {
-            size_t nc = (used + k) * 2;
-            uint32_t *o2 = (uint32_t *)realloc(out, nc * sizeof(uint32_t));
-            if (o2) out = o2, cap = nc;
-            else rc = -1;
-        }
-        j->rc[i] = rc;
-        if (rc) continue;
-        memcpy(out + used, scratch->ids.ids, k * sizeof(uint32_t));
         j->nitems[i] = k;
         used += k;
     }
+    if (item_mode)
+        for (size_t i = lo; i < hi; i++) j->items[i] = out ? (void **)out + (uintptr_t)j->items[i] : NULL;
     j->blockbuf[b] = out;
+    if (item_mode)
+        for (size_t i = lo; i < hi; i++) __atomic_store_n(&j->done[i], 1, __ATOMIC_RELEASE);
 }
 
 /* encode the texts of block b; with `done`, each text's flag is set (release) once its state is written */
 static void batch_block(batch_job *j, size_t b, bpe_memo *memo, pystr_buf *buf, enc_state *scratch) {
     if (j->items) {
-        batch_block_items(j, b, memo, buf, scratch);
+        batch_block_buf(j, b, memo, buf, scratch, 1);
         return;
     }
     if (j->block_ids) {
-        batch_block_ids(j, b, memo, buf, scratch);
+        batch_block_buf(j, b, memo, buf, scratch, 0);
         return;
     }
     for (size_t i = j->bstart[b]; i < j->bstart[b + 1]; i++) {
