@@ -497,41 +497,11 @@ class HFSentencePieceTokenizer(ArtifactIO):
         toks: list[str] = []
         vocab = self._vocab()
         unk = self.unk_id if self.model_type == "unigram" else -2
-        w = 0
-        for tid, a, b in self._find_added(text, self._raw_rx):
-            if tid is not None:
-                ids.append(tid)
-                offs.append((a, b))
-                words.append(w)
-                toks.append(text[a:b])
-                w += 1
-                continue
-            ns = NString.from_text(text[a:b], a)
-            for step in self._norm:
-                step(ns)
-            for tid2, c, d in self._find_added(ns.get(), self._norm_rx):
-                sub = ns.slice(c, d)
-                if tid2 is not None:
-                    ids.append(tid2)
-                    offs.append((sub.align[0][0], sub.align[-1][1]) if sub.align else (0, 0))
-                    words.append(w)
-                    toks.append(sub.get())
-                    w += 1
-                    continue
-                pieces = [sub]
-                for pre in self._pre:
-                    pieces = [q for p in pieces for q in pre(p)]
-                for p in pieces:
-                    s = p.get()
-                    if not s:
-                        continue
-                    al = p.align
-                    got = self._model(s)  # every token covers at least one character of its piece
-                    ids += [t for t, _, _ in got]
-                    offs += [(al[cs][0], al[ce - 1][1]) for _, cs, ce in got]
-                    words += [w] * len(got)
-                    toks += [s[cs:ce] if t == unk else vocab[t] for t, cs, ce in got]
-                    w += 1
+        for tid, span, w, covered, added in self.tokens(text):
+            ids.append(tid)
+            offs.append(span)
+            words.append(w)
+            toks.append(covered if added or tid == unk else vocab[tid])
         return ids, offs, words, toks
 
     def _encode(self, text: str, with_offsets: bool):
