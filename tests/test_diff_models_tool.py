@@ -35,8 +35,13 @@ def _items():
     return out
 
 
+# one file of each family: Unigram and SentencePiece BPE (.model), WordPiece, SentencePiece-style BPE and
+# byte-level BPE with a post-processor (tokenizer.json), tekken
 @pytest.mark.parametrize("rel", ["models/unigram/maxtext-default-c4/tokenizer.default",
+                                 "models/spm-bpe/llama-2/tokenizer.model",
                                  "models/wordpiece/all-MiniLM-L6-v2/tokenizer.json",
+                                 "models/spm-bpe/phi-3-mini/tokenizer.json",
+                                 "models/bytelevel-bpe/whisper-large-v3/tokenizer.json",
                                  "models/tekken/mistral-nemo/tekken_240718.json"])
 def test_differ_runs_clean(rel):
     path = os.path.join(VOCAB, rel)
@@ -44,3 +49,21 @@ def test_differ_runs_clean(rel):
     r = diff_models.Report(path, kind)
     diff_models.DIFFERS[kind](path, _items(), r)
     assert r.n >= 3 * len(_items()) and r.n_bad == 0, r.first
+
+
+def test_every_n_is_a_deterministic_subset(monkeypatch):
+    monkeypatch.setattr(diff_models, "hypothesis_texts", lambda n: [])
+    full = diff_models.inputs(True, 0)
+    some = diff_models.inputs(True, 0, every=4)
+    assert some == diff_models.inputs(True, 0, every=4)
+    assert {s for _, s in some} <= {s for _, s in full}
+    labels = [k for k, _ in some]
+
+    def lines(labels):
+        return [int(k.split(":")[1]) for k in labels if k.startswith("english.txt:") and not k.endswith("whole")]
+
+    got = lines(labels)
+    assert got and all((n - 1) % 4 == 0 for n in got) and len(got) <= len(lines(k for k, _ in full)) // 3
+    assert "english.txt:whole" in labels
+    alone = [k for k in labels if k.startswith("U+") and not k.endswith("context")]
+    assert alone and all(int(k[2:], 16) // 16 % 4 == 0 for k in alone)

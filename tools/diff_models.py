@@ -4,6 +4,7 @@
     python tools/diff_models.py --list                   # the files and the reference each is checked against
     python tools/diff_models.py --files phi-3 e5 --out results/   # files whose path contains a word; one JSON each
     python tools/diff_models.py --quick                  # a sample: 300 lines per corpus, 1/16 of the code points
+    python tools/diff_models.py --every 8 --files e5     # every 8th line and code point, whole files, all the rest
 
 Every file under ../shared/data/vocab/ is recognised by content and checked against its own library:
 - SentencePiece ModelProto files (`.model`, whatever the name): `sentencepiece` — ids of `sp.encode(text)` and
@@ -112,10 +113,12 @@ def hypothesis_texts(n: int) -> list[str]:
     return out
 
 
-def inputs(quick: bool, n_hyp: int, seed: int = 0) -> list[tuple[str, str]]:
+def inputs(quick: bool, n_hyp: int, seed: int = 0, every: int = 1) -> list[tuple[str, str]]:
     """(label, text), identical texts once: corpus lines, whole corpus files, code points alone and in a
     context, edge strings, seeded strings, hypothesis strings.  Labels of code points alone start with "U+"
-    (the light checks: ids and decode; in a context every check)."""
+    (the light checks: ids and decode; in a context every check).  `every` N > 1: a deterministic sample,
+    the lines numbered 1, N+1, 2N+1, ... of each file and every N-th code point (alone, and every N-th
+    group of 64 in a context); whole files, edge, seeded and hypothesis strings all."""
     rng = random.Random(seed)
     out: dict[str, str] = {}
 
@@ -128,18 +131,23 @@ def inputs(quick: bool, n_hyp: int, seed: int = 0) -> list[tuple[str, str]]:
             text = f.read()
         lines = text.split("\n")
         for i, ln in enumerate(lines[:300] if quick else lines):
-            add(f"{name}:{i + 1}", ln)
+            if i % every == 0:
+                add(f"{name}:{i + 1}", ln)
         add(f"{name}:whole", text[:200000] if quick else text)
     step = 16 if quick else 1
     batch = []
+    group = 0
     for cp in range(0, 0x110000, step):
         if 0xD800 <= cp <= 0xDFFF:
             continue
         c = chr(cp)
-        add(f"U+{cp:04X}", c)
+        if cp // step % every == 0:
+            add(f"U+{cp:04X}", c)
         batch.append(c)
         if len(batch) == 64:
-            add(f"U+{cp:04X} in context", "a" + " ".join(batch) + " a" + "".join(batch) + "\r\n")
+            if group % every == 0:
+                add(f"U+{cp:04X} in context", "a" + " ".join(batch) + " a" + "".join(batch) + "\r\n")
+            group += 1
             batch = []
     for i, s in enumerate(EDGE):
         add(f"edge#{i}", s)
@@ -370,7 +378,8 @@ def summary(out: str) -> int:
     for p in sorted(glob.glob(os.path.join(out, "*.json"))):
         with open(p, encoding="utf-8") as f:
             r = json.load(f)
-        print(f"| `{r['file']}` | {ref[r['kind']]} | {r['n_inputs']:,} | {r['n_checks']:,} | {r['n_mismatches']} |")
+        sample = f" (every {r['every']}th)" if r.get("every", 1) > 1 else ""
+        print(f"| `{r['file']}` | {ref[r['kind']]} | {r['n_inputs']:,}{sample} | {r['n_checks']:,} | {r['n_mismatches']} |")
         n += r["n_checks"]
         bad += r["n_mismatches"]
     print(f"| all | | | {n:,} | {bad} |")
@@ -380,6 +389,9 @@ def summary(out: str) -> int:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="a sample of the inputs")
+    ap.add_argument("--every", type=int, default=1, metavar="N",
+                    help="a deterministic sample: every N-th line of each corpus file and every N-th code point "
+                         "(whole files and the other inputs all); default 1, every input")
     ap.add_argument("--files", "--only", nargs="*", default=[], help="only files whose path contains one of these")
     ap.add_argument("--kind", nargs="*", choices=sorted(DIFFERS), help="only files of these kinds")
     ap.add_argument("--out", help="directory for one JSON result per file; files with a result there are skipped")
@@ -408,7 +420,7 @@ def main(argv=None) -> int:
             total += res["n_checks"]
             continue
         if items is None:
-            items = inputs(args.quick, 300 if args.quick else args.hypothesis)
+            items = inputs(args.quick, 300 if args.quick else args.hypothesis, every=args.every)
             print(f"{len(items)} distinct inputs", flush=True)
         t = time.time()
         r = Report(path, kind)
@@ -424,6 +436,7 @@ def main(argv=None) -> int:
             os.makedirs(args.out, exist_ok=True)
             with open(out + ".tmp", "w", encoding="utf-8") as f:
                 json.dump({"file": os.path.relpath(path, SHARED), "kind": kind, "quick": args.quick,
+                           "every": args.every,
                            "n_inputs": len(items), "n_checks": r.n, "n_mismatches": r.n_bad, "checks": r.checks,
                            "mismatches": r.bad, "first": r.first, "seconds": round(dt)}, f, indent=1)
             os.replace(out + ".tmp", out)
