@@ -53,6 +53,14 @@ def _trim_offsets(enc: Encoding, add_prefix_space: bool) -> None:
         offs[i] = (a, b)
 
 
+def _trim_all(encodings, add_prefix_space: bool) -> None:
+    """_trim_offsets on each encoding and each of its overflowing parts."""
+    for e in encodings:
+        _trim_offsets(e, add_prefix_space)
+        for o in e._overflowing:
+            _trim_offsets(o, add_prefix_space)
+
+
 def _wrap(enc: Encoding, before: list[tuple[str, int]], after: list[tuple[str, int]], type_ids: list[int],
           seq_id: int) -> Encoding:
     """enc with special tokens around it (Bert/Roberta style): the sequence range excludes them."""
@@ -170,10 +178,7 @@ class RobertaProcessing(PostProcessor):
 
     def process_encodings(self, encodings, add_special_tokens):
         if self.trim_offsets:
-            for e in encodings:
-                _trim_offsets(e, self.add_prefix_space)
-                for o in e._overflowing:
-                    _trim_offsets(o, self.add_prefix_space)
+            _trim_all(encodings, self.add_prefix_space)
         for e in encodings:
             e._type_ids = [0] * len(e._ids)
         if not add_special_tokens:
@@ -209,10 +214,7 @@ class ByteLevelProcessing(PostProcessor):
 
     def process_encodings(self, encodings, add_special_tokens):
         if self.trim_offsets:
-            for e in encodings:
-                _trim_offsets(e, self.add_prefix_space)
-                for o in e._overflowing:
-                    _trim_offsets(o, self.add_prefix_space)
+            _trim_all(encodings, self.add_prefix_space)
         for i, e in enumerate(encodings):
             e.set_sequence_id(i)
         return encodings

@@ -196,48 +196,39 @@ def native_levels(cfg: Any) -> list[Level]:
     return levels
 
 
-def compile_levels(levels: list[Level]) -> list[Level]:
-    """The levels whose DFA compiles.  A byte-level level that can never match splits nothing and is left
-    out, except an inverted Removed one (it would remove everything: NotNative)."""
+def _compiling(items: list, refuse_never=None) -> list:
+    """The items (each with `.pattern` and `.dialect`) whose DFA compiles.  A byte-level pattern that can
+    never match splits nothing and is left out, except where refuse_never(item) (NotNative)."""
     from ..compile.regex_bytelevel import NeverMatches
     from ..compile.regex_parse import RegexUnsupported
     from ..pretokenize import CompiledPattern
 
     out = []
-    for lv in levels:
+    for it in items:
         try:
-            cp = CompiledPattern.compile(lv.pattern, lv.dialect, "find")
+            cp = CompiledPattern.compile(it.pattern, it.dialect, "find")
         except NeverMatches:
-            if lv.code == BEHAVIORS["removed"] | INVERT:
-                raise NotNative(f"regex {lv.pattern[:80]!r} never matches the byte characters") from None
+            if refuse_never is not None and refuse_never(it):
+                raise NotNative(f"regex {it.pattern[:80]!r} never matches the byte characters") from None
             continue
         except (RegexUnsupported, ValueError) as e:
-            raise NotNative(f"Split regex {lv.pattern[:80]!r}: {e}") from None
+            raise NotNative(f"Split regex {it.pattern[:80]!r}: {e}") from None
         if cp.levels[0].match(b"", 0) >= 0:
-            raise NotNative(f"regex {lv.pattern[:80]!r} can match the empty string")
-        out.append(lv)
+            raise NotNative(f"regex {it.pattern[:80]!r} can match the empty string")
+        out.append(it)
     return out
+
+
+def compile_levels(levels: list[Level]) -> list[Level]:
+    """The levels whose DFA compiles.  A byte-level level that can never match splits nothing and is left
+    out, except an inverted Removed one (it would remove everything: NotNative)."""
+    return _compiling(levels, lambda lv: lv.code == BEHAVIORS["removed"] | INVERT)
 
 
 def compile_stages(stages: list[PreTokStage]) -> list[PreTokStage]:
     """The stages whose DFA compiles; a byte-level stage that can never match (its pattern needs characters
     no byte character is, e.g. `\\s`) splits nothing and is left out."""
-    from ..compile.regex_bytelevel import NeverMatches
-    from ..compile.regex_parse import RegexUnsupported
-    from ..pretokenize import CompiledPattern
-
-    out = []
-    for st in stages:
-        try:
-            cp = CompiledPattern.compile(st.pattern, st.dialect, "find")
-        except NeverMatches:
-            continue
-        except (RegexUnsupported, ValueError) as e:
-            raise NotNative(f"Split regex {st.pattern[:80]!r}: {e}") from None
-        if cp.levels[0].match(b"", 0) >= 0:
-            raise NotNative(f"regex {st.pattern[:80]!r} can match the empty string")
-        out.append(st)
-    return out
+    return _compiling(stages)
 
 
 class Cutter:
