@@ -25,6 +25,7 @@ from . import artifact as _art
 from .hf_norm import WHITE_SPACE, GraphemeTable, NString, build_normalizer, build_pretokenizer
 from .pipeline import decoders
 from .spm_layout import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, ArtifactIO, _native, decode_pieces, make_model
+from .spm_layout import walk_sections, with_walk_tables
 
 
 class HFSentencePieceTokenizer(ArtifactIO):
@@ -104,7 +105,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
                 where, (a["p_first"], a["p_label"], a["p_target"], a["p_value"], a["p_value2"], None, None,
                  None, None, None, None, None),
                 a["score64"], 1, a["ptype"], np.ascontiguousarray(a["byte_id"]), self._flags,
-                self.unk_id, float.fromhex(meta["min_score"]), 0.0)
+                self.unk_id, float.fromhex(meta["min_score"]), 0.0, walk_sections(art, where))
         self._bpe_model = None
         self._piece_bpe_h = None
         self._merges = None
@@ -290,8 +291,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
 
         def build(data: bytes) -> "HFSentencePieceTokenizer":
             meta, sections = hf_tables(obj if obj is not None else json.loads(data.decode("utf-8")), p)
-            blob = _art.write_artifact(None, _art.KIND_SPM, meta, sections, "n/a", _art.source_hash(b"spm-hf", data))
-            return cls(_art.parse_artifact(blob, where=p, expect_kind=_art.KIND_SPM))
+            return with_walk_tables(meta, sections, _art.source_hash(b"spm-hf", data), cls, p)
 
         from .spm_cache import compiled
 

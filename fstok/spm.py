@@ -22,7 +22,7 @@ from .spm_layout import (_SECTIONS, _SPACE, KIND_SPM, SPF_ADD_DUMMY, SPF_BPE, SP
                          SPF_CUTS, SPF_ESCAPE_WS, SPF_FUSE_UNK, SPF_HF, SPF_REMOVE_WS, SPF_WORDS, SPF_WS_SUFFIX,
                          SPT_BYTE, SPT_CONTROL,
                          SPT_NORMAL, SPT_UNKNOWN, SPT_UNUSED, SPT_USER, ArtifactIO, _native, decode_pieces,
-                         make_model)
+                         make_model, walk_sections, with_walk_tables)
 
 
 class SentencePieceError(ValueError):
@@ -89,7 +89,7 @@ class SentencePieceTokenizer(ArtifactIO):
             cut = art.array("cut_pairs")
         arrays = arrays + (cut,)
         self._h = make_model(where, arrays, score, int(is64), a["ptype"], np.ascontiguousarray(a["byte_id"]),
-                                 self._flags, self.unk_id, self._min_score, self._max_score)
+                             self._flags, self.unk_id, self._min_score, self._max_score, walk_sections(art, where))
         self._n = n
         self._ptype = a["ptype"]
         self._blob = a["pieces"]
@@ -143,8 +143,7 @@ class SentencePieceTokenizer(ArtifactIO):
         def build(data: bytes) -> "SentencePieceTokenizer":
             m = parse_model(data, where=p)
             meta, sections = model_tables(m, p)
-            blob = _art.write_artifact(None, KIND_SPM, meta, sections, "n/a", _art.source_hash(b"spm-model", data))
-            return cls(_art.parse_artifact(blob, where=p, expect_kind=KIND_SPM))
+            return with_walk_tables(meta, sections, _art.source_hash(b"spm-model", data), cls, p)
 
         from .spm_cache import compiled
 

@@ -14,7 +14,7 @@ SPF_BYTE_FALLBACK, SPF_BPE, SPF_HF, SPF_FUSE_UNK = 16, 32, 64, 128
 SPF_WORDS, SPF_CUTS = 256, 512
 _SPACE = "\u2581"
 # the layout and meaning of the compiled tables: part of the artifact cache key (fstok.spm_cache)
-TABLES = "spm-tables-2"
+TABLES = "spm-tables-3"
 
 _SECTIONS = {
     "p_first": "<u4", "p_label": "|u1", "p_target": "<u4", "p_value": "<i4", "p_value2": "<i4",
@@ -22,6 +22,48 @@ _SECTIONS = {
     "u_first": "<u4", "u_label": "|u1", "u_target": "<u4", "u_value": "<i4",
     "ptype": "|u1", "byte_id": "<i4", "pieces": "|u1", "piece_off": "<u4",
 }
+
+
+# the walking layout of the pieces trie and its lookup tables, precomputed by the compiler (docs/artifact-format.md);
+# an artifact without them builds them on its first encode
+FT_SECTIONS = {"ft_nodes": "|u1", "ft_rows": "<u4", "ft_pairs": "|u1", "ft_chars": "<u8", "ft_ascii": "<i4",
+               "ft_small": "<u8"}
+
+
+def walk_sections(art, where: str):
+    """The stored walking tables of `art` in the order the native model takes them, or None when it has none.
+    Only presence and dtypes are checked here: the native model checks their content before any use."""
+    if not art.has("ft_nodes"):
+        return None
+    out = []
+    for name, dt in FT_SECTIONS.items():
+        if not art.has(name):
+            out.append(None)
+            continue
+        if art.sections[name].dtype != dt:
+            raise _art.ArtifactError(f"{where}: section {name!r} has dtype {art.sections[name].dtype}, expected {dt}")
+        out.append(art.array(name))
+    return tuple(out)
+
+
+def walk_table_sections(handle) -> dict:
+    """The walking tables of a native model (built now) as artifact sections, for the compiler."""
+    got = _native().ft_tables(handle)
+    if got is None:
+        return {}
+    return {name: np.frombuffer(b, dtype=dt) for (name, dt), b in zip(FT_SECTIONS.items(), got) if b is not None}
+
+
+def with_walk_tables(meta: dict, sections: dict, src_hash: bytes, load, where: str):
+    """The artifact of (meta, sections) with its walking tables precomputed: `load(artifact)` makes the
+    tokenizer whose native model (`_h`) builds them; the artifact is written again with them stored."""
+    tok = load(_art.parse_artifact(_art.write_artifact(None, KIND_SPM, meta, sections, "n/a", src_hash), where=where,
+                                   expect_kind=KIND_SPM))
+    extra = walk_table_sections(tok._h) if getattr(tok, "_h", None) is not None else {}
+    if not extra:
+        return tok
+    blob = _art.write_artifact(None, KIND_SPM, meta, {**sections, **extra}, "n/a", src_hash)
+    return load(_art.parse_artifact(blob, where=where, expect_kind=KIND_SPM))
 
 
 def decode_pieces(blob, offsets, n: int) -> list[str]:
@@ -61,11 +103,15 @@ def _native():
 
 def make_model(where: str, arrays: tuple, *args):
     """The native model handle; the C side checks the tries' layout in one pass (`_check_trie` is its
-    pure-Python oracle) and a failure becomes an ArtifactError naming the trie's sections."""
+    pure-Python oracle), and the stored walking tables when given as the last argument
+    (`fstok.validate_spm_walk` is that check's oracle); a failure becomes an ArtifactError naming the sections."""
     try:
         return _native().make(arrays, *args)
     except ValueError as e:
         p, _, msg = str(e).partition(": ")
+        if p == "ft":
+            sec, _, what = msg.partition(": ")
+            raise _art.ArtifactError(f"{where}: section {sec!r}: {what}") from None
         if p not in ("p", "u"):
             raise _art.ArtifactError(f"{where}: {e}") from None
         raise _art.ArtifactError(f"{where}: trie {p!r} (sections {p}_first, {p}_label, {p}_target, {p}_value): "

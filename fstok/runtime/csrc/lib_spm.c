@@ -328,12 +328,15 @@ oom:
 }
 
 static void ftrie_release(spm_ftrie *f) {
-    spm_zfree(f->nodes, f->bytes[0]);
-    spm_zfree(f->rows, f->bytes[2]);
-    spm_zfree(f->pairs, f->bytes[3]);
+    if (!f->borrowed) {
+        spm_zfree(f->chars, f->bytes[5]);
+        free(f->small);
+    }
+    const int own = f->borrowed ? f->own : SPM_FT_OWN_NODES | SPM_FT_OWN_ROWS | SPM_FT_OWN_PAIRS;
+    if (own & SPM_FT_OWN_NODES) spm_zfree(f->nodes, f->bytes[0]);
+    if (own & SPM_FT_OWN_ROWS) spm_zfree(f->rows, f->bytes[2]);
+    if (own & SPM_FT_OWN_PAIRS) spm_zfree(f->pairs, f->bytes[3]);
     spm_zfree(f->skey, f->bytes[4]);
-    spm_zfree(f->chars, f->bytes[5]);
-    free(f->small);
     free(f);
 }
 
@@ -365,6 +368,8 @@ static spm_ftrie *ftrie_build(const spm_model *m) {
     f->nodes = (spm_fnode *)spm_huge_alloc(((size_t)next + 1) * sizeof(spm_fnode), &f->bytes[0]);
     if (!f->nodes) goto fail;
     if (nd && !(f->rows = (uint32_t *)spm_huge_alloc((size_t)nd * 256 * sizeof(uint32_t), &f->bytes[2]))) goto fail;
+    f->n_nodes = next;
+    f->n_rows = nd;
     uint32_t r = 0;
     for (uint32_t q = 0; q < next; q++) {
         const uint32_t v = ord[q];
@@ -415,6 +420,171 @@ void spm_ftrie_free(spm_model *m) {
     if (m->ft) ftrie_release(m->ft);
     m->ft = NULL;
     m->ft_state = 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The walking layout stored in the artifact: checked here before any walk reads it (the Python form of
+ * this check is fstok.validate_spm_walk, its oracle), then used in place. */
+
+_Static_assert(sizeof(spm_fnode) == 32, "a node record is 32 bytes");
+_Static_assert(sizeof(spm_pt_entry) == 16, "a pair entry is 16 bytes");
+
+/* the pair table serves the .model BPE merges (score order) */
+static int wants_pairs(const spm_model *m) {
+    return (m->flags & SPF_BPE) && !(m->flags & SPF_HF) && m->score && m->n_pieces <= SPM_PT_ID_MAX;
+}
+
+/* the longest run of occupied slots of an open-addressed table of n (a power of two) slots, counted
+ * around the end; n + 1 when no slot is empty (a lookup of a missing key would never end) */
+static size_t longest_run(const void *tab, size_t n, size_t stride) {
+    const uint64_t *T = (const uint64_t *)tab; /* checked 8-byte aligned; the key is the first word */
+    const size_t w = stride / 8;
+    size_t best = 0, run = 0, head = n, i = 0;
+    for (; i < n; i++) {
+        const size_t occ = T[i * w] != 0;
+        run = occ ? run + 1 : 0;
+        if (!occ && head == n) head = i; /* the run at the start continues the one at the end */
+        if (run > best) best = run;
+    }
+    if (head == n) return n + 1;
+    return run + head > best ? run + head : best;
+}
+
+static int pow2(size_t n) { return n && !(n & (n - 1)); }
+
+const char *spm_ftrie_check(const spm_model *m, const spm_ft_tables *t) {
+    const uint32_t np = m->n_pieces;
+    if (!t->nodes || t->n_nodes < 2 || t->n_nodes - 1 != m->pieces.n_nodes)
+        return "ft_nodes: the node records are not one per node of the pieces trie plus one";
+    if (((uintptr_t)t->nodes | (uintptr_t)t->pairs | (uintptr_t)t->chars | (uintptr_t)t->small) & 7 ||
+        ((uintptr_t)t->rows | (uintptr_t)t->ascii) & 3)
+        return "ft_nodes: a table is not aligned";
+    const size_t n = t->n_nodes - 1;
+    const spm_fnode *N = (const spm_fnode *)t->nodes;
+    for (size_t q = 0; q < n; q++) {
+        const spm_fnode *x = &N[q];
+        if (x->id < -1 || (x->id >= 0 && (uint32_t)x->id >= np)) return "ft_nodes: a piece id is out of range";
+        /* a walk takes a node of a non-zero type for a piece (a type and score that are not the piece's
+         * give other ids, never a read out of bounds: checking them would cost a random read per node) */
+        if (x->id < 0 && x->type) return "ft_nodes: a node without a piece has a type";
+        if (x->kids & SPM_FT_DENSE) {
+            const uint32_t r = x->kids & ~SPM_FT_DENSE;
+            if (x->nk || r >= t->n_rows) return "ft_nodes: a full row is out of range";
+            const uint32_t *row = t->rows + (size_t)r * 256;
+            for (int c = 0; c < 256; c++)
+                if (row[c] != SPM_NONE && (row[c] <= q || row[c] >= n))
+                    return "ft_rows: a child does not lead to a later node";
+        } else {
+            if (x->nk > SPM_FT_INLINE) return "ft_nodes: a node has more than 14 inline children";
+            if (!x->nk) {
+                if (x->kids) return "ft_nodes: a node without children names a first child";
+            } else if (x->kids <= q || (size_t)x->kids + x->nk > n) {
+                return "ft_nodes: a child does not lead to a later node";
+            }
+            for (uint32_t i = 1; i < x->nk; i++)
+                if (x->lab[i] <= x->lab[i - 1]) return "ft_nodes: child labels are not strictly ascending";
+        }
+    }
+    if (!t->ascii || t->n_ascii != 128) return "ft_ascii: not 128 entries";
+    for (int c = 0; c < 128; c++)
+        if (t->ascii[c] < -2 || (t->ascii[c] >= 0 && (uint32_t)t->ascii[c] >= np))
+            return "ft_ascii: a piece id is out of range";
+    if (!t->chars || !pow2(t->n_chars) || t->n_chars > ((size_t)1 << 40)) return "ft_chars: the slot count is not a power of two";
+    if (longest_run(t->chars, t->n_chars, 8) > SPM_PROBE_MAX) return "ft_chars: a probe run is too long";
+    for (size_t i = 0; i < t->n_chars; i++)
+        if (((t->chars[i] >> 35) & ((1u << 21) - 1)) > np) return "ft_chars: a piece id is out of range";
+    if (t->pairs) {
+        if (!wants_pairs(m)) return "ft_pairs: a pair table on a model that merges no pairs by score";
+        if (!pow2(t->n_pairs) || t->n_pairs > ((size_t)1 << 40)) return "ft_pairs: the slot count is not a power of two";
+        if (longest_run(t->pairs, t->n_pairs, 16) > SPM_PROBE_MAX) return "ft_pairs: a probe run is too long";
+        const spm_pt_entry *P = (const spm_pt_entry *)t->pairs;
+        for (size_t i = 0; i < t->n_pairs; i++)
+            if (P[i].key && P[i].c >= np) return "ft_pairs: a piece id is out of range";
+    }
+    if (t->small) {
+        if (!t->pairs) return "ft_small: a small pair table without the pair table";
+        if (t->n_small != (size_t)SPM_SMALL * SPM_SMALL) return "ft_small: not 129 x 129 entries";
+        for (size_t i = 0; i < t->n_small; i++) {
+            const uint64_t e = t->small[i], c = e & ((1u << 21) - 1);
+            if (e && (c == 0 || c > np || e >> 54)) return "ft_small: an entry is malformed";
+        }
+    }
+    return NULL;
+}
+
+int spm_ftrie_adopt(spm_model *m, const spm_ft_tables *t) {
+    spm_ftrie *f = (spm_ftrie *)calloc(1, sizeof *f);
+    if (!f) return -1;
+    f->borrowed = 1;
+    f->nodes = (spm_fnode *)t->nodes;
+    f->n_nodes = (uint32_t)(t->n_nodes - 1);
+    f->rows = (uint32_t *)t->rows;
+    f->n_rows = (uint32_t)t->n_rows;
+    f->pairs = (struct spm_pt_entry *)t->pairs;
+    /* the tables walked at random, when large: copied into 2 MiB pages (spm_huge_alloc), one TLB entry per
+     * 2 MiB where the file's mapping takes one per 4 KiB; the copy costs far less than building them */
+    {
+        void **dst[3] = {(void **)&f->nodes, (void **)&f->rows, (void **)&f->pairs};
+        const size_t nb[3] = {t->n_nodes * 32, t->n_rows * 1024, t->pairs ? t->n_pairs * 16 : 0};
+        size_t *mapped[3] = {&f->bytes[0], &f->bytes[2], &f->bytes[3]};
+        for (int i = 0; i < 3; i++) {
+            if (nb[i] < HUGE_ALIGN / 2) continue;
+            void *d = spm_huge_alloc(nb[i], mapped[i]);
+            if (!d) continue; /* out of memory: the mapping serves */
+            if (*mapped[i] % HUGE_ALIGN) { /* small pages only (FSTOK_TABLES_HUGE=0): the mapping serves as well */
+                spm_zfree(d, *mapped[i]);
+                *mapped[i] = 0;
+                continue;
+            }
+            memcpy(d, *dst[i], nb[i]);
+            *dst[i] = d;
+            f->own |= 1 << i;
+        }
+    }
+    f->chars = (uint64_t *)t->chars;
+    f->cmask = t->n_chars - 1;
+    memcpy(f->ascii_id, t->ascii, sizeof f->ascii_id);
+    if (t->pairs) {
+        f->pmask = t->n_pairs - 1;
+        f->small = (uint64_t *)t->small;
+    }
+    if (wants_pairs(m)) { /* the score order of each piece (maybe_add's walks): derived here, not stored */
+        f->skey = (uint32_t *)spm_huge_alloc((size_t)m->n_pieces * 4, &f->bytes[4]);
+        if (!f->skey) {
+            ftrie_release(f);
+            return -1;
+        }
+        for (uint32_t i = 0; i < m->n_pieces; i++) f->skey[i] = score_key(m->score[i]);
+    }
+    pthread_mutex_lock(&m->ft_mu);
+    if (m->ft) ftrie_release(m->ft);
+    m->ft = f;
+    __atomic_store_n(&m->ft_state, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&m->ft_mu);
+    return 0;
+}
+
+int spm_ftrie_tables(const spm_model *m, spm_ft_tables *t) {
+    memset(t, 0, sizeof *t);
+    const spm_ftrie *f = spm_ftrie_get(m);
+    if (!f || !f->chars) return -1;
+    t->nodes = f->nodes;
+    t->n_nodes = (size_t)f->n_nodes + 1;
+    t->rows = f->rows;
+    t->n_rows = f->n_rows;
+    t->chars = f->chars;
+    t->n_chars = f->cmask + 1;
+    t->ascii = f->ascii_id;
+    t->n_ascii = 128;
+    if (f->pairs) {
+        t->pairs = f->pairs;
+        t->n_pairs = f->pmask + 1;
+        if (f->small) {
+            t->small = f->small;
+            t->n_small = (size_t)SPM_SMALL * SPM_SMALL;
+        }
+    }
+    return 0;
 }
 
 /* one edge from `node` on byte c in the walking layout, or SPM_NONE */

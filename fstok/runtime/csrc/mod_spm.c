@@ -13,20 +13,23 @@
 
 #define N_ARR 12
 
+#define N_FT 6 /* the stored walking tables: ft_nodes, ft_rows, ft_pairs, ft_chars, ft_ascii, ft_small */
+
 typedef struct {
     spm_model m;
-    Py_buffer buf[N_ARR];
+    Py_buffer buf[N_ARR + 2 + N_FT]; /* the arrays, the scores and types, the walking tables */
     int nbuf;
-    PyObject *ints[1]; /* unused: token ids are created per call */
+    void *copy[N_FT]; /* aligned copies of walking tables whose buffer was not aligned */
 } handle;
 
 static void handle_free(PyObject *cap) {
     handle *h = (handle *)PyCapsule_GetPointer(cap, "fstok.spm");
     if (!h) return;
+    spm_ftrie_free(&h->m);
     for (int i = 0; i < h->nbuf; i++) PyBuffer_Release(&h->buf[i]);
+    for (int i = 0; i < N_FT; i++) free(h->copy[i]);
     spm_cache_free(h->m.cache);
     spm_zfree(h->m.pair_memo, SPM_PAIR_MEMO_BYTES);
-    spm_ftrie_free(&h->m);
     pthread_mutex_destroy(&h->m.ft_mu);
     spm_trie_free(&h->m.pieces);
     spm_trie_free(&h->m.user);
@@ -44,17 +47,66 @@ static const void *bufp(handle *h, PyObject *arrays, int i, Py_ssize_t *len) {
     return h->buf[h->nbuf++].buf;
 }
 
+/* The stored walking tables `ft` (a tuple of N_FT buffers or None), checked by spm_ftrie_check and adopted:
+ * 0, or -1 with ValueError "ft: <section>: ..." (or MemoryError) set */
+static int adopt_tables(handle *h, PyObject *ft) {
+    static const size_t rec[N_FT] = {32, 1024, 16, 8, 4, 8};
+    static const size_t align[N_FT] = {8, 4, 8, 8, 4, 8};
+    static const char *const name[N_FT] = {"ft_nodes", "ft_rows", "ft_pairs", "ft_chars", "ft_ascii", "ft_small"};
+    const void *p[N_FT];
+    size_t cnt[N_FT];
+    for (int i = 0; i < N_FT; i++) {
+        PyObject *o = PyTuple_GET_ITEM(ft, i);
+        p[i] = NULL;
+        cnt[i] = 0;
+        if (o == Py_None) continue;
+        Py_buffer *b = &h->buf[h->nbuf];
+        if (PyObject_GetBuffer(o, b, PyBUF_SIMPLE) < 0) return -1;
+        h->nbuf++;
+        if ((size_t)b->len % rec[i]) {
+            PyErr_Format(PyExc_ValueError, "ft: %s: its size is not a whole number of records", name[i]);
+            return -1;
+        }
+        cnt[i] = (size_t)b->len / rec[i];
+        p[i] = b->buf;
+        if (b->len && ((uintptr_t)b->buf & (align[i] - 1))) { /* a bytes object's buffer: read from a copy */
+            if (!(h->copy[i] = malloc((size_t)b->len))) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            memcpy(h->copy[i], b->buf, (size_t)b->len);
+            p[i] = h->copy[i];
+        }
+        if (!cnt[i]) p[i] = NULL;
+    }
+    const spm_ft_tables t = {p[0], cnt[0], (const uint32_t *)p[1], cnt[1], p[2], cnt[2], (const uint64_t *)p[3], cnt[3],
+                             (const int32_t *)p[4], cnt[4], (const uint64_t *)p[5], cnt[5]};
+    const char *bad = spm_ftrie_check(&h->m, &t);
+    if (bad) {
+        PyErr_Format(PyExc_ValueError, "ft: %s", bad);
+        return -1;
+    }
+    if (spm_ftrie_adopt(&h->m, &t)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
 /* arrays: (p_first, p_label, p_target, p_value, p_value2, cm_units, cm_norm,
- *          u_first, u_label, u_target, u_value, cut_pairs) -- then scores (f32 or f64), ptype, byte_id */
+ *          u_first, u_label, u_target, u_value, cut_pairs) -- then scores (f32 or f64), ptype, byte_id, ...,
+ *          and the stored walking tables (a tuple of N_FT, or None: built on first use) */
 static PyObject *py_make(PyObject *self, PyObject *args) {
-    PyObject *arrays, *score, *ptype, *byte_id;
+    PyObject *arrays, *score, *ptype, *byte_id, *ft = Py_None;
     int is64;
     unsigned int flags;
     int unk_id;
     double min_score, max_score;
-    if (!PyArg_ParseTuple(args, "O!OiOOIidd", &PyTuple_Type, &arrays, &score, &is64, &ptype, &byte_id, &flags, &unk_id,
-                          &min_score, &max_score))
+    if (!PyArg_ParseTuple(args, "O!OiOOIidd|O", &PyTuple_Type, &arrays, &score, &is64, &ptype, &byte_id, &flags, &unk_id,
+                          &min_score, &max_score, &ft))
         return NULL;
+    if (ft != Py_None && (!PyTuple_Check(ft) || PyTuple_GET_SIZE(ft) != N_FT))
+        return PyErr_Format(PyExc_ValueError, "expected %d walking tables", N_FT);
     if (PyTuple_GET_SIZE(arrays) != N_ARR) return PyErr_Format(PyExc_ValueError, "expected %d arrays", N_ARR);
     handle *h = (handle *)calloc(1, sizeof(handle));
     if (!h) return PyErr_NoMemory();
@@ -143,9 +195,12 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto fail;
     }
+    if (ft != Py_None && adopt_tables(h, ft)) goto fail;
     return PyCapsule_New(h, "fstok.spm", handle_free);
 fail:
+    spm_ftrie_free(&h->m);
     for (int i = 0; i < h->nbuf; i++) PyBuffer_Release(&h->buf[i]);
+    for (int i = 0; i < N_FT; i++) free(h->copy[i]);
     spm_trie_free(&h->m.pieces);
     spm_trie_free(&h->m.user);
     spm_cache_free(h->m.cache);
@@ -578,7 +633,34 @@ done:
     return r;
 }
 
+/* ft_tables(handle) -> the walking layout's N_FT tables as bytes (None for an absent one), built now when it
+ * is not; None when the model has no walking layout.  The compiler stores them; they pass spm_ftrie_check. */
+static PyObject *py_ft_tables(PyObject *self, PyObject *args) {
+    PyObject *cap;
+    if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;
+    spm_model *m = get_model(cap);
+    if (!m) return NULL;
+    spm_ft_tables t;
+    if (spm_ftrie_tables(m, &t)) Py_RETURN_NONE;
+    const char *bad = spm_ftrie_check(m, &t);
+    if (bad) return PyErr_Format(PyExc_RuntimeError, "the walking tables built fail their own check: %s", bad);
+    const void *p[N_FT] = {t.nodes, t.rows, t.pairs, t.chars, t.ascii, t.small};
+    const size_t nb[N_FT] = {t.n_nodes * 32, t.n_rows * 1024, t.n_pairs * 16, t.n_chars * 8, t.n_ascii * 4, t.n_small * 8};
+    PyObject *r = PyTuple_New(N_FT);
+    if (!r) return NULL;
+    for (int i = 0; i < N_FT; i++) {
+        PyObject *b = p[i] ? PyBytes_FromStringAndSize((const char *)p[i], (Py_ssize_t)nb[i]) : (Py_INCREF(Py_None), Py_None);
+        if (!b) {
+            Py_DECREF(r);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(r, i, b);
+    }
+    return r;
+}
+
 static PyMethodDef methods[] = {
+    {"ft_tables", py_ft_tables, METH_VARARGS, "ft_tables(handle) -> the walking tables to store, or None"},
     {"check_pieces", py_check_pieces, METH_VARARGS, "check_pieces(pieces, piece_off, utf8=True) -> None or (what, index)"},
     {"model_ids", py_model_ids, METH_VARARGS, "model_ids(handle, normalized utf8, unk_id) -> ids or None"},
     {"make", py_make, METH_VARARGS, "build a model handle over validated arrays"},

@@ -56,6 +56,9 @@ static inline __attribute__((always_inline)) uint32_t spm_trie_step(const spm_tr
  * of the node it leaves (already read for its piece) and finds the child by comparing the labels at once;
  * the record reached holds the piece.  Nodes with more children than fit get a full row of 256 children. */
 #define SPM_FT_DENSE 0x80000000u
+#define SPM_FT_OWN_NODES 1
+#define SPM_FT_OWN_ROWS 2
+#define SPM_FT_OWN_PAIRS 4
 #define SPM_FT_INLINE 14
 typedef struct {
     int32_t id;      /* the piece of the node, -1: none */
@@ -81,7 +84,31 @@ typedef struct {
     uint64_t *chars;
     uint64_t cmask;
     size_t bytes[6]; /* the mapped sizes of nodes, (unused), rows, pairs, skey, chars (spm_huge_alloc) */
+    uint32_t n_nodes, n_rows; /* records in nodes (one more is allocated), full rows in rows */
+    int borrowed;             /* the tables are the artifact's (spm_ftrie_adopt), but for those of `own` */
+    int own;                  /* SPM_FT_OWN_* bits: the tables copied out of the artifact */
 } spm_ftrie;
+
+/* The walking layout as the artifact stores it (sections ft_nodes, ft_rows, ft_pairs, ft_chars, ft_ascii,
+ * ft_small; counts in records: 32-byte nodes, 256-entry rows, 16-byte pair entries, u64 character entries,
+ * i32 ASCII ids, u64 small-table entries).  pairs and small may be absent (NULL, 0). */
+typedef struct {
+    const void *nodes;
+    size_t n_nodes; /* records, the trailing one included */
+    const uint32_t *rows;
+    size_t n_rows;
+    const void *pairs;
+    size_t n_pairs;
+    const uint64_t *chars;
+    size_t n_chars;
+    const int32_t *ascii;
+    size_t n_ascii;
+    const uint64_t *small;
+    size_t n_small;
+} spm_ft_tables;
+
+/* the longest run of occupied slots an open-addressed table may hold: a lookup reads at most this many + 1 */
+#define SPM_PROBE_MAX 512
 
 /* a pair-table entry: key (a + 1) | (b + 1) << 21 | unused(c) << 63 (0: empty), the merged piece c and
  * its score's order key, so that one probe answers a candidate */
@@ -232,6 +259,13 @@ void spm_trie_free(spm_trie *t);
 /* the walking layout of m->pieces, built on first call (thread-safe); NULL: walk the arrays */
 const spm_ftrie *spm_ftrie_get(const spm_model *m);
 void spm_ftrie_free(spm_model *m);
+/* NULL when the stored tables keep every invariant the walks and lookups rely on (m's tries, types and
+ * scores are loaded and checked), else "section: what is wrong" */
+const char *spm_ftrie_check(const spm_model *m, const spm_ft_tables *t);
+/* m's walking layout over checked stored tables (kept alive by the caller).  0, or -1 out of memory */
+int spm_ftrie_adopt(spm_model *m, const spm_ft_tables *t);
+/* the tables of m's walking layout (built now when it is not), for the compiler to store.  -1: no layout */
+int spm_ftrie_tables(const spm_model *m, spm_ft_tables *t);
 struct spm_cache *spm_cache_new(void);
 /* the pair memo for m (BPE, tries of fewer than 2^21 - 1 nodes); 0, or -1 out of memory */
 int spm_pair_memo_init(spm_model *m);
