@@ -75,7 +75,7 @@ typedef struct {
      * boundary is not one token.  Random text has many (docs/design/bpe.md). */
     const uint8_t *seg_big;     /* [65536] per byte bigram a << 8 | b: BPE_SEG_IN (inside some internal token),
                                    BPE_SEG_START (starts one), BPE_SEG_END (ends one) */
-    const uint64_t *seg_tri;    /* 2^BPE_SEG_TRI_BITS bits: hashed byte trigrams inside some internal token */
+    const uint32_t *seg_tri;    /* 2^BPE_SEG_TRI_BITS bits: byte trigrams inside some internal token (bpe_tri_bit) */
     void *seg_mem;              /* owner of both */
     /* The pair table again for the two-lane window encoder on AVX-512 machines (built on first use by
      * win_pair_buckets in lib_bpe.c, freed by bpe_model_release): buckets of one cache line, 7 slots + a sentinel. */
@@ -98,9 +98,13 @@ typedef struct {
      * artifact's mapping), and the artifact's own pointers, put back by bpe_model_release. */
     void *huge_mem;
     size_t huge_len;
-    /* [BPE_PAIR_SMALL^2] merged internal id of the pair (a, b), a, b < BPE_PAIR_SMALL, or BPE_NONE (lib_bpe.c
-     * pair_small_build; NULL: none) */
-    const uint32_t *pair_small;
+    /* The pairs (a, b) of two internal ids below BPE_PAIR_SMALL as a rank/select bitmap (lib_bpe.c pair_small_build;
+     * NULL: none): bit a * BPE_PAIR_SMALL + b of pair_small is set when the pair merges; pair_small_base[w] counts the
+     * set bits of the words before word w, and pair_small_val holds the merged ids in bit order.  320 KiB for o200k
+     * instead of a 4 MiB dense table: it stays in the core's second-level cache on text never seen before. */
+    const uint64_t *pair_small;
+    const uint32_t *pair_small_base;
+    const uint32_t *pair_small_val;
     void *pair_small_mem;
     const void *huge_orig[11];
 } bpe_model;
@@ -131,11 +135,13 @@ static inline int bpe_nm_absent(const bpe_model *m, const uint8_t *s, size_t n) 
 #define BPE_SEG_START 2u
 #define BPE_SEG_END 4u
 #define BPE_SEG_TRI_BITS 19
+/* the bit of byte trigram k3 = a << 16 | b << 8 | c in seg_tri (a 32-bit multiply: the direct runs compute it 8 or 16
+ * lanes at a time, bpe_direct.h) */
+static inline uint32_t bpe_tri_bit(uint32_t k3) { return (k3 * 0x9E3779B1u) >> (32 - BPE_SEG_TRI_BITS); }
 
 static inline int bpe_seg_tri(const bpe_model *m, const uint8_t *p) {
-    uint64_t k = ((uint64_t)p[0] << 16 | (uint64_t)p[1] << 8 | p[2]) * 0x9E3779B97F4A7C15ull;
-    uint64_t bit = k >> (64 - BPE_SEG_TRI_BITS);
-    return (int)((m->seg_tri[bit >> 6] >> (bit & 63)) & 1);
+    uint32_t bit = bpe_tri_bit((uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2]);
+    return (int)((m->seg_tri[bit >> 5] >> (bit & 31)) & 1);
 }
 
 /* can an internal token span the boundary between s[b-1] and s[b] of the pre-token s[0:n) (1 <= b < n)?  It
@@ -250,9 +256,22 @@ static inline uint32_t bpe_pair_lookup(const bpe_model *m, uint32_t a, uint32_t 
     return bpe_pair_probe(m->pair_tab, m->pair_mask, m->pair_shift, key);
 }
 
-/* the same, through the dense table when both parts are among the lowest-ranked ids (it holds the same pairs) */
+/* set bits of x (portable: the extension is built without -mpopcnt, where the builtin is a library call) */
+static inline uint32_t bpe_popcount64(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + ((x >> 2) & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return (uint32_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+/* the same, through the small-id bitmap when both parts are among the lowest-ranked ids (it holds the same pairs) */
 static inline uint32_t bpe_pair_get(const bpe_model *m, uint32_t a, uint32_t b) {
-    if ((a | b) < BPE_PAIR_SMALL && m->pair_small) return m->pair_small[a * BPE_PAIR_SMALL + b];
+    if ((a | b) < BPE_PAIR_SMALL && m->pair_small) {
+        uint32_t k = a * BPE_PAIR_SMALL + b;
+        uint64_t w = m->pair_small[k >> 6], bit = 1ull << (k & 63);
+        if (!(w & bit)) return BPE_NONE;
+        return m->pair_small_val[m->pair_small_base[k >> 6] + bpe_popcount64(w & (bit - 1))];
+    }
     return bpe_pair_lookup(m, a, b, 1);
 }
 

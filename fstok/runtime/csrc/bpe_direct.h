@@ -61,7 +61,7 @@ static void dir_flags_scalar(const uint32_t *sbp, const uint32_t *tri, const uin
         if (x < 2) dir_flag_bigram(sbp, p, x++, &in, &stt, &en, pv); /* position 1: no trigram */
         for (; x < xe; x++) {
             dir_flag_bigram(sbp, p, x, &in, &stt, &en, pv);
-            uint32_t t = dir_tri_bit((uint32_t)p[x - 2] << 16 | (uint32_t)p[x - 1] << 8 | p[x]);
+            uint32_t t = bpe_tri_bit((uint32_t)p[x - 2] << 16 | (uint32_t)p[x - 1] << 8 | p[x]);
             tr |= (uint64_t)((tri[t >> 5] >> (t & 31)) & 1) << (x & 63);
         }
         IN[w] |= in;
@@ -94,7 +94,7 @@ dir_flags_avx512(const uint32_t *sbp, const uint32_t *tri, const uint8_t *p, siz
         __m512i v = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), lm, _mm512_and_si512(big, ff), sbp, 4);
         _mm512_mask_storeu_epi32(pv + x, lm, _mm512_and_si512(v, low24));
         __m512i k3 = _mm512_or_si512(_mm512_slli_epi32(b0, 16), big);
-        __m512i h = _mm512_srli_epi32(_mm512_mullo_epi32(k3, mul), 32 - DIR_TRI_BITS);
+        __m512i h = _mm512_srli_epi32(_mm512_mullo_epi32(k3, mul), 32 - BPE_SEG_TRI_BITS);
         __m512i tw = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), tm, _mm512_srli_epi32(h, 5), tri, 4);
         __m512i tb = _mm512_srlv_epi32(tw, _mm512_and_si512(h, _mm512_set1_epi32(31)));
         uint64_t sh = x & 63; /* 16 | x ... not assumed: positions x..x+15 may straddle a word */
@@ -135,7 +135,7 @@ __attribute__((target("avx2"))) static void dir_flags_avx2(const uint32_t *sbp, 
         __m256i v = _mm256_i32gather_epi32((const int *)sbp, big, 4);
         _mm256_storeu_si256((__m256i *)(pv + x), _mm256_and_si256(v, low24));
         __m256i h = _mm256_srli_epi32(_mm256_mullo_epi32(_mm256_or_si256(_mm256_slli_epi32(b0, 16), big), mul),
-                                      32 - DIR_TRI_BITS);
+                                      32 - BPE_SEG_TRI_BITS);
         __m256i tw = _mm256_i32gather_epi32((const int *)tri, _mm256_srli_epi32(h, 5), 4);
         __m256i tb = _mm256_srlv_epi32(tw, _mm256_and_si256(h, m31));
         /* the flag bits (24: IN, 25: START, 26: END; the trigram's bit 0) moved to the sign bit of each lane */

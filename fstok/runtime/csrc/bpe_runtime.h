@@ -21,9 +21,9 @@ enum { OUT_LIST = 0, OUT_BYTES = 1, OUT_COUNT = 2 };
 typedef struct {
     bpe_model m;
     uint64_t *span_bloom; /* owned; m.span_bloom */
-    uint32_t *seg_bp;     /* owned; [65536] per byte bigram: m.byte_pair's id (0xFFFFFF: none) | m.seg_big's flags << 24,
-                             and after it seg_dir: the trigram filter of direct runs (dir_tri_bit); NULL: none */
-    const uint32_t *seg_dir;
+    uint32_t *seg_bp;     /* owned; [65536] per byte bigram: m.byte_pair's id (0xFFFFFF: none) | m.seg_big's flags << 24;
+                             NULL: none */
+    const uint32_t *seg_dir; /* m.seg_tri: the trigram filter of direct runs (bpe_tri_bit), or NULL */
     int bt_valid;    /* compile-time verdict: backtracking encoder valid */
     /* pre-tokenizer: the regex DFA levels (the C spanner of dfa.h) */
     fstok_dfa lv[MAX_LEVELS];
@@ -114,24 +114,26 @@ static void memo_worker_done(bpe_rt *self, bpe_memo *mm) {
 }
 
 
-/* the bloom filter over the whole-span table (an optional speed-up: on allocation failure there is none) */
-static void build_span_bloom(bpe_rt *self, size_t span_tab_bytes, size_t nbytes) {
+/* The bloom filter over the whole-span table (an optional speed-up: on allocation failure there is none).  It holds
+ * the bytes of every token up to max_span_len long, read in id order (one sequential pass over dec_bytes): a superset
+ * of the table's keys, since a slot's key is the bytes of the token it names (its id and length are checked by the
+ * loader), so a clear bit still proves that a span is in neither span table.  (Built from the table's slots, it read
+ * the token of each slot all over dec_bytes: a third of loading a 100k vocabulary.) */
+static void build_span_bloom(bpe_rt *self, size_t nbytes) {
     bpe_model *m = &self->m;
-    size_t slots = span_tab_bytes / 16, used = 0;
-    for (size_t i = 0; i < slots; i++) used += (uint32_t)m->span_tab[2 * i + 1] != BPE_NONE;
+    size_t used = 0;
+    for (uint32_t id = 0; id < m->n_ext; id++) {
+        if (m->dec_off[id] > m->dec_off[id + 1] || m->dec_off[id + 1] > nbytes) return; /* (the loader rejects this) */
+        uint32_t len = m->dec_off[id + 1] - m->dec_off[id];
+        used += len && len <= m->max_span_len;
+    }
     size_t words = 64;
     while (words * 8 < used && words < ((size_t)1 << 24)) words *= 2;
     uint64_t *bl = (uint64_t *)calloc(words, 8);
     if (!bl) return;
-    for (size_t i = 0; i < slots; i++) {
-        uint64_t v = m->span_tab[2 * i + 1];
-        uint32_t id = (uint32_t)v, len = (uint32_t)(v >> 32);
-        if (id == BPE_NONE) continue;
-        if (id >= m->n_ext || m->dec_off[id] > m->dec_off[id + 1] || m->dec_off[id + 1] > nbytes ||
-            m->dec_off[id + 1] - m->dec_off[id] != len) { /* the loader rejects this; never filter then */
-            free(bl);
-            return;
-        }
+    for (uint32_t id = 0; id < m->n_ext; id++) {
+        uint32_t len = m->dec_off[id + 1] - m->dec_off[id];
+        if (!len || len > m->max_span_len) continue;
         uint64_t h = bpe_hash_bytes(m->dec_bytes + m->dec_off[id], len);
         bl[(h >> 40) & (words - 1)] |= bpe_span_bloom_bits(h);
     }
@@ -140,36 +142,22 @@ static void build_span_bloom(bpe_rt *self, size_t span_tab_bytes, size_t nbytes)
     m->span_bloom_mask = words - 1;
 }
 
-#define DIR_TRI_BITS 19
-static inline uint32_t dir_tri_bit(uint32_t k3) { return (k3 * 0x9E3779B1u) >> (32 - DIR_TRI_BITS); }
-
 /* the tables of direct runs (direct_run; an optional speed-up: on allocation failure, or without the segment tables,
- * there are none) */
+ * there are none): byte_pair and seg_big side by side, and the segment tables' trigram filter (m->seg_tri) */
 static void build_direct_tables(bpe_rt *self) {
     const bpe_model *m = &self->m;
     free(self->seg_bp);
     self->seg_bp = NULL;
     self->seg_dir = NULL;
-    if (!m->seg_big) return;
-    uint32_t *t = (uint32_t *)calloc(65536 + ((size_t)1 << DIR_TRI_BITS) / 32, sizeof(uint32_t));
+    if (!m->seg_big || !m->seg_tri) return;
+    uint32_t *t = (uint32_t *)malloc(65536 * sizeof(uint32_t));
     if (!t) return;
     for (uint32_t i = 0; i < 65536; i++) {
         uint32_t r = m->byte_pair[i];
         t[i] = (r == BPE_NONE ? 0xFFFFFFu : r) | (uint32_t)m->seg_big[i] << 24;
     }
-    uint32_t *tri = t + 65536;
-    for (uint32_t k = 0; k < m->n_int; k++) { /* every trigram inside an internal token (as bpe_model_prepare) */
-        uint32_t e = m->int_ext[k];
-        if (e >= m->n_ext) continue;
-        const uint8_t *p = m->dec_bytes + m->dec_off[e];
-        size_t len = m->dec_off[e + 1] - m->dec_off[e];
-        for (size_t i = 0; i + 2 < len; i++) {
-            uint32_t b = dir_tri_bit((uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2]);
-            tri[b >> 5] |= 1u << (b & 31);
-        }
-    }
     self->seg_bp = t;
-    self->seg_dir = tri;
+    self->seg_dir = m->seg_tri;
 }
 
 #endif /* FSTOK_BPE_RUNTIME_H */

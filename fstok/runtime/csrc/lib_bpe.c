@@ -97,12 +97,12 @@ static void tables_to_huge(bpe_model *m) {
     const void **orig = m->huge_orig;
     const void *src[11] = {m->pair_tab, m->pair_hot, m->pair_bloom, m->byte_pair, m->span_tab, m->span_hot,
                            m->info, m->int_ext, m->dec_off, m->dec_bytes, m->trie};
-    size_t len[12] = {(m->pair_mask + 1) * 8, (m->pair_hot_mask + 1) * 8, ((size_t)1 << (64 - m->bloom_shift)) / 8,
+    size_t len[11] = {(m->pair_mask + 1) * 8, (m->pair_hot_mask + 1) * 8, ((size_t)1 << (64 - m->bloom_shift)) / 8,
                       65536 * 4, (m->span_mask + 1) * 16, (m->hot_mask + 1) * 16, (size_t)m->n_int * 16,
                       (size_t)m->n_int * 4, ((size_t)m->n_ext + 1) * 4, m->dec_off[m->n_ext],
-                      (size_t)m->da_size * 12, BPE_PAIR_SMALL * BPE_PAIR_SMALL * 4};
-    size_t off[12], total = 0;
-    for (int i = 0; i < 12; i++) {
+                      (size_t)m->da_size * 12};
+    size_t off[11], total = 0;
+    for (int i = 0; i < 11; i++) {
         off[i] = total;
         total += (len[i] + 63) & ~(size_t)63;
     }
@@ -129,7 +129,6 @@ static void tables_to_huge(bpe_model *m) {
     m->dec_off = (const uint32_t *)(a + off[8]);
     m->dec_bytes = (const uint8_t *)(a + off[9]);
     m->trie = (const uint32_t *)(a + off[10]);
-    m->pair_small_mem = a + off[11];
     m->huge_mem = a;
     m->huge_len = total;
 #else
@@ -138,14 +137,11 @@ static void tables_to_huge(bpe_model *m) {
 }
 
 static void tables_from_huge(bpe_model *m) {
-    if (!m->huge_mem) {
-        free(m->pair_small_mem);
-        m->pair_small_mem = NULL;
-        m->pair_small = NULL;
-        return;
-    }
+    free(m->pair_small_mem);
     m->pair_small_mem = NULL;
     m->pair_small = NULL;
+    m->pair_small_base = m->pair_small_val = NULL;
+    if (!m->huge_mem) return;
     const void **orig = m->huge_orig;
     m->pair_tab = (const uint64_t *)orig[0];
     m->pair_hot = (const uint64_t *)orig[1];
@@ -163,23 +159,67 @@ static void tables_from_huge(bpe_model *m) {
     m->huge_len = 0;
 }
 
-/* The dense pair table of the BPE_PAIR_SMALL lowest-ranked internal ids (bpe_pair_get): the merged id of every
- * canonical pair of two such tokens, BPE_NONE elsewhere.  Internal ids are ranks, so these are the byte tokens and
- * the earliest merges, the parts of most lookups a first encoding of a piece makes (English under cl100k: 61% of
- * them have both parts below 512); one load answers them, where the hashed table reads its Bloom filter and then
- * one or two probe lines. */
+/* The pairs of two of the BPE_PAIR_SMALL lowest-ranked internal ids as a rank/select bitmap (bpe_pair_get).
+ * Internal ids are ranks, so these are the byte tokens and the earliest merges, the parts of most lookups a first
+ * encoding of a piece makes (English under cl100k: 61% of them have both parts below 512).  A pair that does not
+ * merge is answered by one bit, one that does by one more load; the hashed table reads its Bloom filter and then
+ * one or two probe lines.  (A dense table of ids was 4 MiB: on text never seen before, its lines came from memory
+ * and were half of bpe_encode_short's time.) */
+#define PAIR_SMALL_WORDS ((size_t)BPE_PAIR_SMALL * BPE_PAIR_SMALL / 64)
+#define PAIR_SMALL_AHEAD 16
 static void pair_small_build(bpe_model *m) {
-    uint32_t *t = (uint32_t *)m->pair_small_mem;
-    if (!t) t = (uint32_t *)(m->pair_small_mem = malloc((size_t)BPE_PAIR_SMALL * BPE_PAIR_SMALL * 4));
-    if (!t) return;
-    memset(t, 0xFF, (size_t)BPE_PAIR_SMALL * BPE_PAIR_SMALL * 4);
+    /* the canonical pair of each internal token made of two small ones, as the hashed table answers it: the
+     * candidates are listed first, so that each lookup's slot is fetched PAIR_SMALL_AHEAD lookups early */
+    size_t count = 0;
+    for (uint32_t x = 0; x < m->n_int; x++) {
+        uint32_t l = BPE_SPLIT_L(m, x), r = BPE_SPLIT_R(m, x);
+        count += l != x && l < BPE_PAIR_SMALL && r < BPE_PAIR_SMALL;
+    }
+    uint8_t *mem = (uint8_t *)calloc(PAIR_SMALL_WORDS * 12 + count * 4 + 4, 1);
+    uint32_t *cand = (uint32_t *)malloc(count * 8 + 8); /* (pair bit, token) */
+    if (!mem || !cand) {
+        free(mem);
+        free(cand);
+        return;
+    }
+    uint64_t *bits = (uint64_t *)mem;
+    uint32_t *base = (uint32_t *)(mem + PAIR_SMALL_WORDS * 8), *val = base + PAIR_SMALL_WORDS;
+    size_t n = 0;
     for (uint32_t x = 0; x < m->n_int; x++) {
         uint32_t l = BPE_SPLIT_L(m, x), r = BPE_SPLIT_R(m, x);
         if (l == x || l >= BPE_PAIR_SMALL || r >= BPE_PAIR_SMALL) continue;
-        if (bpe_pair_lookup(m, l, r, 0) != x) continue; /* (only pairs the hashed table holds) */
-        t[l * BPE_PAIR_SMALL + r] = x;
+        cand[2 * n] = l * BPE_PAIR_SMALL + r;
+        cand[2 * n + 1] = x;
+        n++;
     }
-    m->pair_small = t;
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i + PAIR_SMALL_AHEAD < n) {
+            uint32_t k = cand[2 * (i + PAIR_SMALL_AHEAD)];
+            uint64_t key = (uint64_t)(k / BPE_PAIR_SMALL) << BPE_PAIR_ID_BITS | (k % BPE_PAIR_SMALL);
+            __builtin_prefetch(m->pair_tab + bpe_pair_slot(key, m->pair_shift));
+        }
+        uint32_t k = cand[2 * i], x = cand[2 * i + 1];
+        if (bpe_pair_lookup(m, k / BPE_PAIR_SMALL, k % BPE_PAIR_SMALL, 0) != x) continue; /* (only pairs the hashed
+                                                                                         table holds: one id a pair) */
+        bits[k >> 6] |= 1ull << (k & 63);
+        cand[2 * kept] = k;
+        cand[2 * kept + 1] = x;
+        kept++;
+    }
+    for (size_t w = 0, c = 0; w < PAIR_SMALL_WORDS; w++) {
+        base[w] = (uint32_t)c;
+        c += bpe_popcount64(bits[w]);
+    }
+    for (size_t i = 0; i < kept; i++) {
+        uint32_t k = cand[2 * i];
+        val[base[k >> 6] + bpe_popcount64(bits[k >> 6] & ((1ull << (k & 63)) - 1))] = cand[2 * i + 1];
+    }
+    free(cand);
+    m->pair_small_mem = mem;
+    m->pair_small = bits;
+    m->pair_small_base = base;
+    m->pair_small_val = val;
 }
 
 int bpe_model_prepare(bpe_model *m) {
@@ -187,13 +227,24 @@ int bpe_model_prepare(bpe_model *m) {
     tables_to_huge(m);
     pair_small_build(m);
     size_t tri_words = ((size_t)1 << BPE_SEG_TRI_BITS) / 64;
+    size_t int_words = ((size_t)m->n_ext + 63) / 64;
     uint64_t *mem = (uint64_t *)calloc(65536 / 8 + tri_words, 8);
-    if (!mem) return -1;
+    uint64_t *is_int = (uint64_t *)calloc(int_words ? int_words : 1, 8);
+    if (!mem || !is_int) {
+        free(mem);
+        free(is_int);
+        return -1;
+    }
     uint8_t *big = (uint8_t *)mem;
-    uint64_t *tri = mem + 65536 / 8;
+    uint32_t *tri = (uint32_t *)(mem + 65536 / 8);
+    /* the tokens' bytes are read in external id order, one sequential pass over dec_bytes (through int_ext they
+     * were read in rank order, all over it: the slower half of loading a 100k vocabulary) */
     for (uint32_t t = 0; t < m->n_int; t++) {
         uint32_t e = m->int_ext[t];
-        if (e >= m->n_ext) continue;
+        if (e < m->n_ext) is_int[e >> 6] |= 1ull << (e & 63);
+    }
+    for (uint32_t e = 0; e < m->n_ext; e++) {
+        if (!((is_int[e >> 6] >> (e & 63)) & 1)) continue;
         const uint8_t *p = m->dec_bytes + m->dec_off[e];
         size_t len = m->dec_off[e + 1] - m->dec_off[e];
         if (len < 2) continue;
@@ -201,11 +252,11 @@ int bpe_model_prepare(bpe_model *m) {
         big[(uint32_t)p[len - 2] << 8 | p[len - 1]] |= BPE_SEG_END;
         for (size_t i = 0; i + 1 < len; i++) big[(uint32_t)p[i] << 8 | p[i + 1]] |= BPE_SEG_IN;
         for (size_t i = 0; i + 2 < len; i++) {
-            uint64_t k = ((uint64_t)p[i] << 16 | (uint64_t)p[i + 1] << 8 | p[i + 2]) * 0x9E3779B97F4A7C15ull;
-            uint64_t bit = k >> (64 - BPE_SEG_TRI_BITS);
-            tri[bit >> 6] |= 1ull << (bit & 63);
+            uint32_t b = bpe_tri_bit((uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2]);
+            tri[b >> 5] |= 1u << (b & 31);
         }
     }
+    free(is_int);
     m->seg_mem = mem;
     m->seg_big = big;
     m->seg_tri = tri;
@@ -847,17 +898,16 @@ static inline int seg_emit(const bpe_model *m, const uint8_t *s, size_t len, bpe
  * trigram bit per boundary: the trigram s[b-1..b+1] of boundary b is the left trigram of boundary b + 1. */
 static inline uint64_t seg_dead_bits(const bpe_model *m, const uint8_t *s, size_t n, size_t b0, size_t e) {
     const uint8_t *big = m->seg_big;
-    const uint64_t *tri = m->seg_tri;
+    const uint32_t *tri = m->seg_tri;
     uint32_t w = (uint32_t)s[b0 - 2] << 8 | s[b0 - 1]; /* the bytes before boundary b: s[b-2] s[b-1] (then s[b]) */
     size_t last = e < n ? e : n - 1; /* boundaries below `last` have a byte after them (s[b + 1]) */
     uint64_t live = 0;
-#define SEG_TRI_BIT(w3) ((uint32_t)(tri[((w3) * 0x9E3779B97F4A7C15ull) >> (64 - BPE_SEG_TRI_BITS) >> 6] >> \
-                                    ((((w3) * 0x9E3779B97F4A7C15ull) >> (64 - BPE_SEG_TRI_BITS)) & 63)) & 1u)
+#define SEG_TRI_BIT(w3) ((tri[bpe_tri_bit(w3) >> 5] >> (bpe_tri_bit(w3) & 31)) & 1u)
     w = w << 8 | s[b0];
-    uint32_t tl = SEG_TRI_BIT((uint64_t)w);
+    uint32_t tl = SEG_TRI_BIT(w);
     for (size_t b = b0; b < last; b++) {
         w = (w << 8 | s[b + 1]) & 0xFFFFFFu; /* s[b-1] s[b] s[b+1] */
-        uint32_t f = big[w >> 8], tr = SEG_TRI_BIT((uint64_t)w);
+        uint32_t f = big[w >> 8], tr = SEG_TRI_BIT(w);
         /* BPE_SEG_IN, START, END are bits 0, 1, 2 of f (f < 8), tl and tr are 0 or 1: the result is 0 or 1 */
         live |= (uint64_t)(f & (f >> 1 | tl) & (f >> 2 | tr)) << (b - b0);
         tl = tr;

@@ -190,7 +190,7 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
         PyErr_SetString(PyExc_ValueError, "BPE tables have inconsistent sizes");
         return -1;
     }
-    build_span_bloom(&self->r, (size_t)self->views[V_SPAN_TAB].len, (size_t)self->views[V_DEC_BYTES].len);
+    build_span_bloom(&self->r, (size_t)self->views[V_DEC_BYTES].len);
     bpe_model_prepare(m); /* optional (segment tables): none on allocation failure */
     build_direct_tables(&self->r);
     return 0;
