@@ -1671,6 +1671,24 @@ out:
     return result;
 }
 
+/* _pair_small_check() -> (pairs in the small-id bitmap, pairs where it and the hashed table disagree): every pair of
+ * two ids below BPE_PAIR_SMALL through bpe_pair_get and bpe_pair_lookup (tests) */
+static PyObject *Model_pair_small_check(ModelObject *self, PyObject *noargs) {
+    const bpe_model *m = &self->r.m;
+    size_t held = 0, bad = 0;
+    uint32_t lim = m->n_int < BPE_PAIR_SMALL ? m->n_int : BPE_PAIR_SMALL;
+    Py_BEGIN_ALLOW_THREADS
+    for (uint32_t a = 0; a < lim; a++)
+        for (uint32_t b = 0; b < lim; b++) {
+            uint32_t x = bpe_pair_get(m, a, b);
+            held += x != BPE_NONE;
+            bad += x != bpe_pair_lookup(m, a, b, 0);
+        }
+    Py_END_ALLOW_THREADS
+    if (!m->pair_small) held = 0;
+    return Py_BuildValue("nn", (Py_ssize_t)held, (Py_ssize_t)bad);
+}
+
 /* self_check() -> (failures, first failing external id or -1): every reachable token must encode to
  * itself with each span encoder (short sweep, heap and, when valid, backtracking). */
 static PyObject *Model_self_check(ModelObject *self, PyObject *noargs) {
@@ -1791,6 +1809,7 @@ static PyMethodDef Model_methods[] = {
     {"set_memo", (PyCFunction)Model_set_memo, METH_O, "enable/disable the thread-private pre-token memo"},
     {"_tune", (PyCFunction)Model_tune, METH_VARARGS, "set short_max / backtracking (tests, benchmarks)"},
     {"self_check", (PyCFunction)Model_self_check, METH_NOARGS, "every reachable token encodes to itself"},
+    {"_pair_small_check", (PyCFunction)Model_pair_small_check, METH_NOARGS, "small-id pair bitmap vs hashed table (tests)"},
     {NULL, NULL, 0, NULL},
 };
 
