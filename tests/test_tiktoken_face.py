@@ -2,6 +2,8 @@
 the encodings' definitions, results of every method, and the exception type of every call shape."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import os
 import pickle
 import subprocess
@@ -108,6 +110,17 @@ TEXTS = ["hello world", "hello fanta", "hello ", "hello  ", "hello\n", "hello\n\
          "a\r\n", "", " ", "abc'", "١٢٣٤ 1234567"]
 
 
+@contextlib.contextmanager
+def _gc_paused():
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 @pytest.mark.parametrize("name", ["r50k_base", "cl100k_base", "o200k_harmony"])
 def test_methods_match(name):
     import tiktoken
@@ -128,9 +141,15 @@ def test_methods_match(name):
             assert e.encode_to_numpy(t, **kw).tolist() == want
             if i < unstable_sample and kw.get("disallowed_special", 1) != ():
                 # (both libraries take ~10 ms per call here: a sample of the texts and two special-token modes)
-                s, c = ref.encode_with_unstable(t, **kw)
-                s2, c2 = e.encode_with_unstable(t, **kw)
-                assert s2 == s and sorted(c2) == sorted(c), t
+                # (o200k's pieces have up to ~10^5 completions: compared as sets, since tiktoken's have no
+                # repeats, equal lengths and sets mean the same lists in some order; and with the cyclic GC
+                # paused, which would otherwise pass over the 10^6 new lists and tuples again and again)
+                with _gc_paused():
+                    s, c = ref.encode_with_unstable(t, **kw)
+                    s2, c2 = e.encode_with_unstable(t, **kw)
+                    same = s2 == s and len(c2) == len(c) and set(map(tuple, c2)) == set(map(tuple, c))
+                    del c, c2
+                assert same, t
         assert e.encode_ordinary(t) == ref.encode_ordinary(t)
         assert e._encode_only_native_bpe(t) == ref._encode_only_native_bpe(t)
         if t:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import gc
 import hashlib
 import json
 import operator
@@ -284,39 +285,56 @@ class Encoding:
         last = self._increase_last_piece_token_len(tokens, last)
         unstable = self.decode_bytes(tokens[len(tokens) - last:])
         del tokens[len(tokens) - last:]
-        completions: set[tuple[int, ...]] = set()
         if not unstable:
             return tokens, []
+        # a piece of a 200k vocabulary can have 10^6 completions: tuples and lists, none in a cycle, over
+        # which the cyclic GC would pass again and again while they are made (half the call's time)
+        gc_was = gc.isenabled()
+        gc.disable()
+        try:
+            return tokens, self._completions(unstable)
+        finally:
+            if gc_was:
+                gc.enable()
+
+    def _completions(self, unstable: bytes) -> list[list[int]]:
+        """encode_with_unstable's completion sequences of the unstable bytes (tiktoken's algorithm)."""
+        completions: set[tuple[int, ...]] = set()
         sorted_bytes = self._sorted_token_bytes()
         ranks = self._mergeable_ranks
-        point = bisect.bisect_left(sorted_bytes, unstable)
-        while point < len(sorted_bytes) and sorted_bytes[point].startswith(unstable):
-            completions.add((ranks[sorted_bytes[point]],))
-            point += 1
+        lo, hi = _prefix_range(sorted_bytes, unstable)
+        completions.update((ranks[b],) for b in sorted_bytes[lo:hi])
+        # each split of the unstable bytes into a prefix and a token starting with the rest, encoded; a piece
+        # of a 200k vocabulary can have 10^5 of them, so the valid UTF-8 ones are encoded in one batch call
+        texts: list[str] = []
+        encoded_raw: list[list[int]] = []
         for i in range(1, len(unstable)):
             prefix, suffix = unstable[:i], unstable[i:]
-            point = bisect.bisect_left(sorted_bytes, suffix)
-            while point < len(sorted_bytes) and sorted_bytes[point].startswith(suffix):
-                possibility = prefix + sorted_bytes[point]
+            lo, hi = _prefix_range(sorted_bytes, suffix)
+            for b in sorted_bytes[lo:hi]:
+                possibility = prefix + b
                 try:
-                    encoded = self.encode_ordinary(possibility.decode("utf-8"))
+                    texts.append(possibility.decode("utf-8"))
                 except UnicodeDecodeError:
-                    encoded = self._bpe(possibility)
-                seq: list[int] = []
-                seq_len = 0
-                for token in encoded:
-                    seq.append(token)
-                    seq_len += len(self.decode_single_token_bytes(token))
-                    if seq_len >= len(unstable):
-                        break
-                completions.add(tuple(seq))
-                point += 1
+                    encoded_raw.append(self._bpe(possibility))
+        if texts:
+            encoded_raw += self._tok.encode_batch(texts, num_threads=1, disallowed_special=())
+        blen = self._rank_byte_lens()
+        for encoded in encoded_raw:
+            seq: list[int] = []
+            seq_len = 0
+            for token in encoded:
+                seq.append(token)
+                seq_len += blen[token]
+                if seq_len >= len(unstable):
+                    break
+            completions.add(tuple(seq))
         # a whitespace character at the end can gain a split before it (\s+(?!\S)): both halves are possible
         if len(unstable) > 1:
             ch, size = _decode_last_utf8(unstable)
             if len(unstable) - size > 0 and ch is not None and ch in _WHITE_SPACE:
                 completions.add(tuple(self._bpe(unstable[:-size]) + self._bpe(unstable[-size:])))
-        return tokens, [list(c) for c in completions]
+        return [list(c) for c in completions]
 
     def encode_single_token(self, text_or_bytes: str | bytes) -> int:
         """Encodes text corresponding to a single token to its token value.
@@ -609,6 +627,17 @@ class Encoding:
                 last += 1
         return last
 
+    def _rank_byte_lens(self) -> list[int]:
+        """rank -> its token's number of bytes (0 where no token has the rank)."""
+        s = self.__dict__.get("_byte_lens")
+        if s is None:
+            ranks = self._mergeable_ranks
+            s = [0] * (max(ranks.values(), default=-1) + 1)
+            for b, r in ranks.items():
+                s[r] = len(b)
+            self.__dict__["_byte_lens"] = s
+        return s
+
     def _sorted_token_bytes(self) -> list[bytes]:
         s = self.__dict__.get("_sorted_bytes")
         if s is None:
@@ -660,6 +689,16 @@ def _allowed_set(allowed_special) -> frozenset:
         if not isinstance(s, str):
             raise TypeError(f"'{type(s).__name__}' object is not an instance of 'str'")
     return allowed
+
+
+def _prefix_range(sorted_bytes: list[bytes], p: bytes) -> tuple[int, int]:
+    """[lo, hi): the entries of sorted_bytes that start with p (those from p up to the first byte string
+    after every continuation of p)."""
+    lo = bisect.bisect_left(sorted_bytes, p)
+    q = p.rstrip(b"\xff")
+    if not q:
+        return lo, len(sorted_bytes)
+    return lo, bisect.bisect_left(sorted_bytes, q[:-1] + bytes((q[-1] + 1,)), lo)
 
 
 def _rank(x) -> int:
