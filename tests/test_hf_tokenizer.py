@@ -44,6 +44,29 @@ def _pair(name):
     return _TOKS[name]
 
 
+_SETTINGS_TOKS: dict = {}
+
+
+def _settings_pair(name):
+    """One pair per file for the tests that change truncation and padding (loading llama3's twice costs
+    seconds), handed out with the file's own settings back in place, as from_file gives them."""
+    if name not in _SETTINGS_TOKS:
+        ours, hf = fstok.Tokenizer.from_file(FILES[name]), tokenizers.Tokenizer.from_file(FILES[name])
+        _SETTINGS_TOKS[name] = (ours, hf, hf.truncation, hf.padding)
+    ours, hf, trunc, pad = _SETTINGS_TOKS[name]
+    for t in (ours, hf):
+        if trunc is None:
+            t.no_truncation()
+        else:
+            t.enable_truncation(**trunc)
+        if pad is None:
+            t.no_padding()
+        else:
+            t.enable_padding(**pad)
+    assert ours.truncation == trunc and ours.padding == pad
+    return ours, hf
+
+
 def _fields(e):
     d = {f: getattr(e, f) for f in FIELDS}
     d["overflowing"] = [_fields(o) for o in e.overflowing]
@@ -75,7 +98,7 @@ def _apply(tok, trunc, pad):
 @pytest.mark.parametrize("setting", SETTINGS, ids=[s[0] for s in SETTINGS])
 def test_encode_single_and_pair_every_field(name, setting):
     _, trunc, pad = setting
-    ours, hf = fstok.Tokenizer.from_file(FILES[name]), tokenizers.Tokenizer.from_file(FILES[name])
+    ours, hf = _settings_pair(name)
     for t in (ours, hf):
         _apply(t, trunc, pad)
     assert ours.truncation == hf.truncation and ours.padding == hf.padding
@@ -111,10 +134,9 @@ def test_encode_single_and_pair_every_field(name, setting):
 
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_numpy_batch_equals_encode_batch(name):
-    hf = tokenizers.Tokenizer.from_file(FILES[name])
+    o, hf = _settings_pair(name)
     for trunc, pad in (({"max_length": 24}, {}), ({"max_length": 19, "direction": "left"}, {"direction": "left", "pad_to_multiple_of": 8}),
                        ({"max_length": 33, "strategy": "only_first"}, {"length": 64, "pad_id": 9, "pad_type_id": 1})):
-        o = fstok.Tokenizer.from_file(FILES[name])
         _apply(o, trunc, pad)
         _apply(hf, trunc, pad)
         for pair in (None, LINES[5:45][::-1]):
