@@ -28,3 +28,16 @@ def hf_bert(name: str, **kw):
 @functools.lru_cache(maxsize=None)
 def fs_bert(name: str):
     return fstok.get_encoding(name)
+
+
+def check_every_code_point_in_context(name: str) -> None:
+    """fstok's ids == HF's for every code point (no surrogates) between letters, after a digit and alone."""
+    hf, fs = hf_bert(name), fs_bert(name)
+    cps = [c for c in range(0x110000) if not (0xD800 <= c <= 0xDFFF)]
+    # one long text per block of code points: each char between letters, digits and spaces
+    for start in range(0, len(cps), 20000):
+        block = cps[start:start + 20000]
+        text = " ".join(f"a{chr(c)}b 1{chr(c)} {chr(c)}" for c in block)
+        e = hf.encode(text, add_special_tokens=False)
+        ids, _ = fs.encode_with_offsets(text)
+        assert ids == e.ids, f"{name}: ids differ in block starting U+{block[0]:04X}"

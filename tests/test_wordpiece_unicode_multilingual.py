@@ -1,0 +1,10 @@
+"""Every code point through bert-base-multilingual-cased (its cased, accent-keeping normalizer): fstok's ids
+equal installed HF tokenizers' for each code point alone and inside words (bert-base-uncased:
+tests/test_wordpiece_unicode.py)."""
+from conftest import needs_shared
+from wp_helpers import check_every_code_point_in_context
+
+
+@needs_shared
+def test_every_code_point_in_context():
+    check_every_code_point_in_context("bert-base-multilingual-cased")
