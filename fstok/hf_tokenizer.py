@@ -1187,6 +1187,12 @@ class _PipelineCore(_Core):
         return t
 
     def model_encode(self, text):
+        r = self._native_encode(text)
+        return r if r is not None else self.python_encode(text)
+
+    def python_encode(self, text):
+        """model_encode with the word ids from the pre-tokenizer run in Python (the oracle of
+        `_native_encode`, and the path for texts the compiled tables do not take)."""
         tok = self.tok
         ids, toks, offs, words = tok._tokens(text)
         if tok._inner is None or tok.pre_tokenizer is None:
@@ -1232,6 +1238,55 @@ class _PipelineCore(_Core):
                 k += 1
             out_words.append(starts[k][1] if starts else None)
         return list(ids), [tuple(o) for o in offs], out_words, list(toks)
+
+    def _direct(self) -> bool:
+        """The compiled tables run the whole text (added tokens included): word ids come from piece
+        boundaries of the compiled pre-tokenizer (`fstok.hf_words`)."""
+        tok = self.tok
+        return tok._mode == "direct" and tok._tables is not None and tok._tables._native
+
+    def _words_plan(self):
+        w = self.__dict__.get("_plan")
+        if w is None:
+            from .hf_words import WordPlan
+
+            tok = self.tok
+            w = self._plan = WordPlan(tok._tables._pattern, {t.id: t.content for t in tok.added.tokens},
+                                      tok._lens, tok._token_strings())
+        return w
+
+    def _native_encode(self, text):
+        """(ids, offsets, word ids, tokens) from one C pass of the tables plus one C pass of the compiled
+        pre-tokenizer for the piece boundaries; None where the tables do not take the text as it is."""
+        tok = self.tok
+        if not self._direct() or not isinstance(text, str) or tok._native_text(text) is None:
+            return None
+        (ids, starts), used = tok._tables._run(text, frozenset(), 3)
+        if used != text:
+            return None  # lone surrogates the C path repaired: the stages see the text as given
+        if not ids:
+            return [], [], [], []
+        lo = tok._standin_lo
+        if lo is not None and max(ids) >= lo:
+            return None  # a byte the vocabulary lacks: HF drops it (the stages)
+        return self._words_plan().row(text, ids, np.frombuffer(starts, dtype=np.uint32).astype(np.int64))
+
+    def model_batch(self, texts, num_threads):
+        if not self._direct() or len(texts) < 8:
+            return [self.model_encode(t) for t in texts]
+        tok = self.tok
+        tb = tok._tables
+        literals = set(tok._guards) | {t.content for t in tok.added.tokens if t.content}
+        slow = set(_texts_holding(texts, literals)) if literals else set()
+        if tb._python_text_path():
+            slow.update(i for i, t in enumerate(texts) if tb._text_needs_python(t))
+        fast = [i for i in range(len(texts)) if i not in slow]
+        out: list = [None] * len(texts)
+        if fast:
+            rows = self._words_plan().batch(tb._model, [texts[i] for i in fast], num_threads, tok._standin_lo)
+            for i, r in zip(fast, rows):
+                out[i] = r
+        return [r if r is not None else self.model_encode(t) for r, t in zip(out, texts)]
 
     def ids_batch(self, texts, num_threads):
         res = [np.asarray(self.tok._ids(t), dtype=np.uint32) for t in texts]

@@ -481,8 +481,15 @@ class PipelineTokenizer:
             return self._stage_tokens(text)
         st = np.frombuffer(starts, dtype=np.uint32).astype(np.int64)
         en = st + self._lens[a]
+        raw = text.encode("utf-8")
+        by_id = self.added.by_id
+        if by_id:
+            for k in np.flatnonzero(np.isin(a, np.fromiter(by_id, dtype=np.int64, count=len(by_id)))).tolist():
+                c = by_id[ids[k]].content.encode("utf-8")
+                if raw.startswith(c, int(st[k])):
+                    en[k] = st[k] + len(c)  # an added-token match spans its content, not its id's vocabulary bytes
         if not text.isascii():
-            data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+            data = np.frombuffer(raw, dtype=np.uint8)
             ci = np.cumsum((data & 0xC0) != 0x80) - 1  # the char holding each byte
             st = ci[st]
             en = ci[en - 1] + 1

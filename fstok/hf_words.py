@@ -1,0 +1,141 @@
+"""Word ids, character offsets and token strings of a byte-level BPE pass, without running the pre-tokenizer
+in Python.
+
+HF numbers the words of an Encoding by the splits of its PreTokenizedString: each added-token match is one
+split, and the text between matches is cut by the pre-tokenizer into the others (empty ones dropped); every
+token carries the index of the split it came from.  The compiled tables (`fstok.bpe.BPETokenizer`) give each
+token's id and first byte; here the same compiled pre-tokenizer (`fstok.pretokenize.CompiledPattern`, one C
+call per stretch of text between added tokens) gives the byte at which every split starts, and a token's word
+is the last split starting at or before its first byte.  A byte-level token never straddles a split, so this
+is exact in byte space, also where a split falls inside one character (stages after ByteLevel).
+
+An added-token match is told apart from a model token with the same id by its text: the match spells the
+token's content at the token's first byte.  A model token whose string is an added token's content never
+spells that content in the text (HF would have matched it there), so the test cannot mistake one for the
+other.  `fstok.hf_tokenizer._PipelineCore.python_encode` is the oracle (the pre-tokenizer run in Python).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+__all__ = ["WordPlan"]
+
+
+class WordPlan:
+    """What word numbering needs from one compiled tokenizer."""
+
+    def __init__(self, pattern, added: dict[int, str], tok_len: np.ndarray, tok_of):
+        self.pattern = pattern  # CompiledPattern of the pre-tokenizer, or None (each stretch is one split)
+        self.added = {i: c.encode("utf-8") for i, c in added.items() if c}
+        self.added_ids = np.fromiter(self.added, dtype=np.int64, count=len(self.added))
+        self.tok_len = tok_len  # bytes of each token id
+        self.tok_of = tok_of  # id -> token string
+
+    def _split_starts(self, data: bytes, lo: int, hi: int) -> np.ndarray:
+        """Byte starts (into `data`) of the non-empty pre-tokenizer splits of data[lo:hi]."""
+        if hi <= lo:
+            return np.zeros(0, dtype=np.int64)
+        if self.pattern is None:
+            return np.array([lo], dtype=np.int64)
+        sp = self.pattern.byte_spans(data[lo:hi])
+        sp = sp[sp[:, 1] > sp[:, 0]]
+        return sp[:, 0] + lo
+
+    def _added_at(self, data: bytes, ids: np.ndarray, bs: np.ndarray) -> np.ndarray:
+        """Indices of the tokens that are added-token matches."""
+        if not len(self.added_ids):
+            return np.zeros(0, dtype=np.int64)
+        cand = np.flatnonzero(np.isin(ids, self.added_ids))
+        added = self.added
+        return np.asarray([k for k in cand.tolist()
+                           if data.startswith(added[int(ids[k])], int(bs[k]))], dtype=np.int64)
+
+    def split_starts(self, data: bytes, ids: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
+        """Byte starts of every split of the text (added-token matches and pre-tokenizer pieces), in order;
+        sets the end byte of each added-token match in `be` (the match spans its content, which is not the
+        byte string of the id's vocabulary entry where the content is one)."""
+        hits = self._added_at(data, ids, bs)
+        if not len(hits):
+            return self._split_starts(data, 0, len(data))
+        for k in hits.tolist():
+            be[k] = bs[k] + len(self.added[int(ids[k])])
+        parts = []
+        pos = 0
+        for k in hits.tolist():
+            a = int(bs[k])
+            parts.append(self._split_starts(data, pos, a))
+            parts.append(np.array([a], dtype=np.int64))
+            pos = a + len(self.added[int(ids[k])])
+        parts.append(self._split_starts(data, pos, len(data)))
+        return np.concatenate(parts)
+
+    def row(self, text: str, ids: list[int], bs: np.ndarray) -> tuple:
+        """(ids, character offsets, word ids, token strings) of one text from its token ids and first bytes."""
+        a = np.asarray(ids, dtype=np.int64)
+        data = text.encode("utf-8")
+        be = bs + self.tok_len[a]
+        words = np.searchsorted(self.split_starts(data, a, bs, be), bs, side="right") - 1
+        if len(data) != len(text):
+            d = np.frombuffer(data, dtype=np.uint8)
+            ci = np.cumsum((d & 0xC0) != 0x80) - 1  # the character holding each byte
+            cs, ce = ci[bs], ci[be - 1] + 1
+        else:
+            cs, ce = bs, be
+        return ids, list(zip(cs.tolist(), ce.tolist())), words.tolist(), list(map(self.tok_of, ids))
+
+    def batch(self, model, texts: list[str], num_threads: int, standin_lo: Optional[int] = None) -> list:
+        """Rows of texts holding no added-token text, the ids of all of them from one threaded C call of the
+        tables' `model` (no added-token matching); None for a text the C path does not take as it is (lone
+        surrogates) or whose ids hold a stand-in id from `standin_lo` on."""
+        (flat_b, starts_b), missing = model.encode_batch(texts, None, num_threads, 1, None, True)
+        flat = np.frombuffer(flat_b, dtype=np.uint32).astype(np.int64)
+        lens = np.diff(np.frombuffer(starts_b, dtype=np.int64))
+        keep = list(range(len(texts)))
+        if missing:
+            gone = set(missing)
+            keep = [k for k in keep if k not in gone]
+            lens = lens[keep]
+        out: list = [None] * len(texts)
+        if not keep or not len(flat):
+            for k in keep:
+                out[k] = ([], [], [], [])
+            return out
+        sub = [texts[k] for k in keep]
+        blob = "".join(sub).encode("utf-8")
+        tl = self.tok_len[flat]
+        be = np.cumsum(tl)
+        bs = be - tl  # the tokens of a text spell its UTF-8 exactly: first bytes are running sums
+        nbytes = np.fromiter((len(t) if t.isascii() else len(t.encode("utf-8")) for t in sub), dtype=np.int64,
+                             count=len(sub))
+        byte0 = np.cumsum(nbytes) - nbytes
+        if len(blob) != sum(len(t) for t in sub):
+            d = np.frombuffer(blob, dtype=np.uint8)
+            cum = np.zeros(len(d) + 1, dtype=np.int64)
+            np.cumsum((d & 0xC0) != 0x80, out=cum[1:])
+            cs, ce = cum[bs + 1] - 1, cum[be]  # the character of the first byte; one past that of the last
+            char0 = cum[byte0]
+        else:
+            cs, ce = bs, be
+            char0 = byte0
+        rep = np.repeat(char0, lens)
+        cs = cs - rep
+        ce = ce - rep
+        # split starts of every text, shifted into the joined blob, then one searchsorted for the batch
+        starts = [self._split_starts(blob, int(b0), int(b0 + nb)) for b0, nb in zip(byte0.tolist(), nbytes.tolist())]
+        ns = np.fromiter((len(s) for s in starts), dtype=np.int64, count=len(starts))
+        gstarts = np.concatenate(starts) if len(starts) else np.zeros(0, np.int64)
+        w = np.searchsorted(gstarts, bs, side="right") - 1 - np.repeat(np.cumsum(ns) - ns, lens)
+        il, wl, sl, el = flat.tolist(), w.tolist(), cs.tolist(), ce.tolist()
+        tok_of = self.tok_of
+        a = 0
+        for k, n in zip(keep, lens.tolist()):
+            b = a + n
+            ids = il[a:b]
+            if standin_lo is not None and n and max(ids) >= standin_lo:
+                a = b
+                continue
+            out[k] = (ids, list(zip(sl[a:b], el[a:b])), wl[a:b], list(map(tok_of, ids)))
+            a = b
+        return out

@@ -1,0 +1,140 @@
+"""Word ids (and ids, offsets, tokens) of the HF face's native byte-level paths against the pure-Python
+pipeline, which runs the normalizer, added-token matching, pre-tokenizer and model stage by stage
+(`fstok.pipeline.tokenizer.PipelineTokenizer(compiled=False)`, itself checked against HF in
+tests/test_hf_pipelines.py), on a corpus sample and hypothesis strings, for every byte-level tokenizer.json
+of the shared vocabularies; and the native word numbering of `_PipelineCore` against its Python form."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import CORPORA, VOCAB, needs_shared, read_corpus
+
+import fstok
+from fstok.hf_tokenizer import _BPECore, _PipelineCore
+from fstok.pipeline.tokenizer import PipelineTokenizer
+
+pytestmark = needs_shared
+
+FILES = sorted(glob.glob(os.path.join(VOCAB, "models", "*", "*", "*.json")) + glob.glob(os.path.join(VOCAB, "hf", "*.json")))
+
+
+def _byte_level(path: str) -> bool:
+    with open(path, encoding="utf-8") as f:
+        obj = json.load(f)
+    m = obj.get("model") or {}
+    return m.get("type") == "BPE" and not m.get("byte_fallback") and obj.get("truncation") is None
+
+
+BYTE_LEVEL = [f for f in FILES if _byte_level(f)]
+_LOADED: dict = {}
+
+
+def _pair(path: str):
+    if path not in _LOADED:
+        _LOADED[path] = (fstok.Tokenizer.from_file(path), PipelineTokenizer.from_file(path, compiled=False))
+    return _LOADED[path]
+
+
+def _sample() -> list[str]:
+    out = []
+    for name in CORPORA:
+        lines = [x for x in read_corpus(name).splitlines() if x.strip()]
+        out += lines[:: max(1, len(lines) // 12)][:12]
+    return out + ["", " ", "  a  ", "a\u0301\u0301 b", "x\n\n y", "1234567 89", "don't   stop", "日本語 😀👍🏽 x"]
+
+
+def _with_added(tok: fstok.Tokenizer, texts: list[str]) -> list[str]:
+    """Texts holding each added token's content, alone, inside words and next to spaces."""
+    added = [a["content"] for a in tok._obj.get("added_tokens") or []][:6]
+    out = []
+    for k, c in enumerate(added):
+        t = texts[k % len(texts)]
+        out += [c, f"a{c}b", f" {c} x", f"{t[:20]}{c}{t[20:40]}{c}", f"{c}{c} 12"]
+    return out
+
+
+def _oracle(ref: PipelineTokenizer, text: str) -> tuple:
+    ids, toks, offs, words = ref._stage_tokens(text)
+    return list(ids), [tuple(o) for o in offs], list(words), list(toks)
+
+
+def _norm(r) -> tuple:
+    return (list(r[0]), [tuple(o) for o in r[1]], list(r[2])) + ((list(r[3]),) if len(r) > 3 else ())
+
+
+def _check(tok: fstok.Tokenizer, ref: PipelineTokenizer, texts: list[str]) -> int:
+    """Compares model_encode and model_batch of the face's core with the oracle; returns how many texts the
+    native word numbering served."""
+    core = tok._core
+    served = 0
+    rows = core.model_batch(texts, 2)
+    for text, row in zip(texts, rows):
+        want = _oracle(ref, text)
+        got = _norm(core.model_encode(text))
+        assert got[:3] == want[:3], (text, got, want)
+        if len(got) > 3:
+            assert got[3] == want[3], text
+        assert _norm(row)[:3] == want[:3], ("batch", text)
+        if isinstance(core, _PipelineCore):
+            nat = core._native_encode(text)
+            if nat is not None:
+                served += 1
+                assert _norm(nat) == _norm(core.python_encode(text)), text
+        elif isinstance(core, _BPECore):
+            served += 1
+    return served
+
+
+@pytest.mark.parametrize("path", BYTE_LEVEL, ids=lambda p: os.path.relpath(p, VOCAB))
+def test_words_corpus(path):
+    tok, ref = _pair(path)
+    texts = _sample()
+    texts += _with_added(tok, texts)
+    served = _check(tok, ref, texts)
+    core = tok._core
+    if isinstance(core, _BPECore) or (isinstance(core, _PipelineCore) and core._direct()):
+        # the native numbering serves (nearly) every line: a path that always fell back would pass vacuously
+        assert served >= len(texts) * 0.8, (served, len(texts))
+
+
+TRICKY = st.text(st.sampled_from(list(" \t\n'.,!?-_0123456789aAzZé日😀\u0301<>/sIÄ")), max_size=30)
+
+
+@pytest.mark.parametrize("path", BYTE_LEVEL, ids=lambda p: os.path.relpath(p, VOCAB))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_words_hypothesis(path, data):
+    tok, ref = _pair(path)
+    added = [a["content"] for a in tok._obj.get("added_tokens") or []][:8] or ["x"]
+    parts = data.draw(st.lists(st.one_of(TRICKY, st.sampled_from(added)), max_size=5))
+    text = "".join(parts)
+    _check(tok, ref, [text] * 1 + [text + " " + p for p in parts[:1]])
+
+
+def test_words_added_token_spelled_by_the_model():
+    """An added token whose content is a byte-level vocabulary string ("Ġhello": the model spells it for
+    " hello"): a model token with that id is not an added-token match, the literal text "Ġhello" is."""
+    path = os.path.join(VOCAB, "models", "bytelevel-bpe", "roberta-base", "tokenizer.json")
+    with open(path, encoding="utf-8") as f:
+        obj = json.load(f)
+    vocab = obj["model"]["vocab"]
+    obj["added_tokens"] = obj["added_tokens"] + [
+        {"id": vocab["\u0120hello"], "content": "\u0120hello", "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": True, "special": False},
+        {"id": max(vocab.values()) + 1, "content": "ab", "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False, "special": False}]
+    tok = fstok.Tokenizer.from_str(json.dumps(obj))
+    ref = PipelineTokenizer(json.loads(json.dumps(obj)), "roberta+added", compiled=False)
+    texts = ["say hello world", "say \u0120hello world", "x\u0120hellohello hello", "cab  abab hello", "ab"] * 2
+    assert isinstance(tok._core, _PipelineCore) and tok._core._direct()
+    assert _check(tok, ref, texts) == len(texts)
+    hf = pytest.importorskip("tokenizers").Tokenizer.from_str(json.dumps(obj))
+    for t in texts:
+        e, h = tok.encode(t), hf.encode(t)
+        assert (e.ids, e.offsets, e.word_ids, e.tokens) == (h.ids, h.offsets, h.word_ids, h.tokens), t
