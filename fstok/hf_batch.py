@@ -10,7 +10,9 @@ special tokens, where sequence A and B go and the type id of every position, for
 """
 from __future__ import annotations
 
+import gc
 import os
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import Optional, Sequence
 
@@ -19,7 +21,7 @@ import numpy as np
 from .hf_encoding import Encoding
 from .postprocess import finish
 
-__all__ = ["encode_batch_numpy", "layout", "Assembler", "batch_threads"]
+__all__ = ["encode_batch_numpy", "layout", "Assembler", "batch_threads", "gc_paused"]
 
 
 def layout(processor, pair: bool, add_special_tokens: bool) -> list[tuple[object, int]]:
@@ -57,6 +59,20 @@ def _cores() -> int:
         return os.cpu_count() or 1
 
 
+@contextmanager
+def gc_paused():
+    """The cyclic garbage collector paused for a block that allocates many acyclic objects (it is switched
+    back on afterwards only if it was on: a concurrent caller's pause is never undone early for good)."""
+    was = gc.isenabled()
+    if was:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 class Assembler:
     """Encodings of a batch put together from the model's per-sequence results without running the
     post-processor object per text: the processor is run once on symbolic one-token sequences, and its output
@@ -64,11 +80,16 @@ class Assembler:
     is laid into.  Only for processors that keep the model's offsets, and only for texts that truncation
     leaves whole; `fits` says which."""
 
-    def __init__(self, processor, pair: bool, add_special_tokens: bool, truncation: Optional[dict]):
+    def __init__(self, processor, pair: bool, add_special_tokens: bool, truncation: Optional[dict],
+                 pretrimmed: bool = False):
         a = Encoding.from_tokens([-1], ["A"], [(0, 1)], [0], type_id=0)
         b = Encoding.from_tokens([-2], ["B"], [(0, 1)], [0], type_id=1) if pair else None
         enc = finish(processor, a, b, add_special_tokens)
-        self.ok = offsets_untouched(processor)
+        # pretrimmed: the caller gives offsets the processor's one byte-level trimming already trimmed
+        # (`fstok.postprocess.trim_spec`): the template then places them as they are
+        from .postprocess import trim_spec
+
+        self.ok = offsets_untouched(processor) or (pretrimmed and trim_spec(processor) in (True, False))
         self.parts: list[tuple] = []  # ("seq", 0 | 1, type_id) or ("tok", id, token, type_id)
         for i, t, ty, w, o, sp, at in zip(enc._ids, enc._tokens, enc._type_ids, enc._words, enc._offsets,
                                           enc._special, enc._attention):

@@ -998,17 +998,22 @@ class Tokenizer:
         if isinstance(input, str):
             raise TypeError("encode_batch expects a list of inputs, not a str")
         items = [self._split_input(x, is_pretokenized) for x in input]
-        if not is_pretokenized and len(items) >= 8 and isinstance(add_special_tokens, bool) and all(
-                isinstance(a, str) and (b is None or isinstance(b, str)) for a, b in items):
-            out = self._encode_texts(items, add_special_tokens)
-        else:
-            # each encoding is padded by encode (HF pads in post_process too), then the batch to its longest
-            out = [self.encode(a, b, is_pretokenized=is_pretokenized, add_special_tokens=add_special_tokens)
-                   for a, b in items]
-        p = self._padding
-        if p is not None:
-            pad_encodings(out, p["length"], p["pad_to_multiple_of"], p["direction"], p["pad_id"], p["pad_type_id"],
-                          p["pad_token"])
+        from .hf_batch import gc_paused
+
+        # a batch allocates a few lists per text and one tuple per offset, none of them in a cycle: the
+        # cyclic collector would otherwise rescan the growing result many times over
+        with gc_paused():
+            if not is_pretokenized and len(items) >= 8 and isinstance(add_special_tokens, bool) and all(
+                    isinstance(a, str) and (b is None or isinstance(b, str)) for a, b in items):
+                out = self._encode_texts(items, add_special_tokens)
+            else:
+                # each encoding is padded by encode (HF pads in post_process too), then the batch to its longest
+                out = [self.encode(a, b, is_pretokenized=is_pretokenized, add_special_tokens=add_special_tokens)
+                       for a, b in items]
+            p = self._padding
+            if p is not None:
+                pad_encodings(out, p["length"], p["pad_to_multiple_of"], p["direction"], p["pad_id"],
+                              p["pad_type_id"], p["pad_token"])
         return out
 
     def _encode_texts(self, items: list[tuple[str, Optional[str]]], add_special_tokens: bool) -> list[Encoding]:
@@ -1016,11 +1021,23 @@ class Tokenizer:
         from .hf_batch import batch_threads
 
         nt = batch_threads()
-        firsts = self._core.model_batch([a for a, _ in items], nt)
-        pairs = [b for _, b in items if b is not None]
-        seconds = iter(self._core.model_batch(pairs, nt)) if pairs else iter(())
-        i2t = self._id_to_token
         proc, trunc, pad = self._processor, self._truncation, self._padding
+        from .postprocess import _trim_offsets, trim_spec
+
+        # a byte-level offset trimming of the processor: the cores that can trim the offsets of the whole
+        # batch at once (`trims`) give each row its trimmed offsets too, which the template then takes
+        trim = trim_spec(proc)
+        if trim == "many":
+            trim = None
+            kw: dict = {}
+            trimming = False
+        else:
+            trimming = trim is not None
+            kw = {"trim": trim} if trimming and getattr(self._core, "trims", False) else {}
+        firsts = self._core.model_batch([a for a, _ in items], nt, **kw)
+        pairs = [b for _, b in items if b is not None]
+        seconds = iter(self._core.model_batch(pairs, nt, **kw)) if pairs else iter(())
+        i2t = self._id_to_token
 
         def model(r, type_id):
             ids, offs, words = r[0], r[1], r[2]
@@ -1028,20 +1045,35 @@ class Tokenizer:
             toks = r[3] if len(r) > 3 else [i2t[i] for i in ids]
             return Encoding._raw(ids, [type_id] * n, toks, words, offs, [0] * n, [1] * n, [], {})
 
+        def trimmed(r, e):
+            """e with the offsets the processor's trimming gives (e itself is left for `finish`)."""
+            if len(r) > 4:
+                offs = r[4]
+            else:
+                t = Encoding._raw(e._ids, e._type_ids, e._tokens, e._words, e._offsets[:], e._special,
+                                  e._attention, [], {})
+                _trim_offsets(t, trim)
+                offs = t._offsets
+            return Encoding._raw(e._ids, e._type_ids, e._tokens, e._words, offs, e._special, e._attention, [], {})
+
         from .hf_batch import Assembler
 
         # texts that truncation leaves whole are laid into the processor's template; the batch is padded
         # by the caller (padding each first changes nothing: HF pads each to the same or a shorter length)
-        asm = {False: Assembler(proc, False, add_special_tokens, trunc), True: None}
+        asm = {False: Assembler(proc, False, add_special_tokens, trunc, trimming), True: None}
         out = []
         for (_, b), r in zip(items, firsts):
             ea = model(r, 0)
-            eb = None if b is None else model(next(seconds), 1)
+            rb = None if b is None else next(seconds)
+            eb = None if b is None else model(rb, 1)
             k = eb is not None
             if asm[k] is None:
-                asm[k] = Assembler(proc, k, add_special_tokens, trunc)
+                asm[k] = Assembler(proc, k, add_special_tokens, trunc, trimming)
             n = len(ea._ids) + (len(eb._ids) if k else 0)
             if asm[k].fits(n):
+                if trimming:
+                    ea = trimmed(r, ea)
+                    eb = None if eb is None else trimmed(rb, eb)
                 out.append(asm[k](ea, eb))
             else:
                 out.append(finish(proc, ea, eb, add_special_tokens, trunc, pad))
@@ -1271,7 +1303,9 @@ class _PipelineCore(_Core):
             return None  # a byte the vocabulary lacks: HF drops it (the stages)
         return self._words_plan().row(text, ids, np.frombuffer(starts, dtype=np.uint32).astype(np.int64))
 
-    def model_batch(self, texts, num_threads):
+    trims = True  # model_batch(trim=...) gives each row its trimmed offsets (`fstok.hf_words.trim_offsets`)
+
+    def model_batch(self, texts, num_threads, trim=None):
         if not self._direct() or len(texts) < 8:
             return [self.model_encode(t) for t in texts]
         tok = self.tok
@@ -1283,7 +1317,7 @@ class _PipelineCore(_Core):
         fast = [i for i in range(len(texts)) if i not in slow]
         out: list = [None] * len(texts)
         if fast:
-            rows = self._words_plan().batch(tb._model, [texts[i] for i in fast], num_threads, tok._standin_lo)
+            rows = self._words_plan().batch(tb._model, [texts[i] for i in fast], num_threads, tok._standin_lo, trim)
             for i, r in zip(fast, rows):
                 out[i] = r
         return [r if r is not None else self.model_encode(t) for r, t in zip(out, texts)]

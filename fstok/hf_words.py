@@ -20,7 +20,22 @@ from typing import Optional
 
 import numpy as np
 
-__all__ = ["WordPlan"]
+__all__ = ["WordPlan", "trim_offsets"]
+
+
+def trim_offsets(ids: np.ndarray, cs: np.ndarray, ce: np.ndarray, first: np.ndarray, lead: np.ndarray,
+                 trail: np.ndarray, add_prefix_space: bool) -> tuple[np.ndarray, np.ndarray]:
+    """HF's byte-level offset trimming over flat arrays (`fstok.postprocess._trim_offsets` per token is the
+    oracle): a token's leading / trailing space characters are left out of its offsets, except the one
+    leading space of a sequence's first token (or of a token at offset 0) under add_prefix_space.  `first`
+    marks the first token of each sequence; `lead` / `trail` are the space counts by id."""
+    ld = lead[ids]
+    tl = trail[ids]
+    if add_prefix_space:
+        ld = np.where((ld == 1) & (first | (cs == 0)), 0, ld)
+    a = np.where(ld > 0, np.minimum(cs + ld, ce), cs)
+    b = np.where((tl > 0) & (ce >= tl), np.maximum(ce - tl, a), ce)
+    return a, b
 
 
 class WordPlan:
@@ -71,6 +86,51 @@ class WordPlan:
         parts.append(self._split_starts(data, pos, len(data)))
         return np.concatenate(parts)
 
+    def _batch_starts(self, texts: list[str], blob: bytes, byte0: np.ndarray, nbytes: np.ndarray):
+        """(split starts of every text shifted into the joined `blob`, number of splits per text)."""
+        pat = self.pattern
+        sp = pat.spanner if pat is not None else None
+        if sp is None:
+            starts = [self._split_starts(blob, int(b0), int(b0 + nb)) for b0, nb in zip(byte0.tolist(), nbytes.tolist())]
+            ns = np.fromiter((len(x) for x in starts), dtype=np.int64, count=len(starts))
+            return (np.concatenate(starts) if starts else np.zeros(0, np.int64)), ns
+        raws = [sp.byte_spans(t) for t in texts]  # one C call per text, no numpy per text
+        v = np.frombuffer(b"".join(raws), dtype=np.uint64).astype(np.int64)
+        cnt = np.fromiter((len(r) >> 3 for r in raws), dtype=np.int64, count=len(raws))
+        if pat.mode == "find":  # (start, end) pairs: the gaps are not splits
+            cnt >>= 1
+            st, en = v[0::2], v[1::2]
+        else:  # piece ends: each piece starts where the one before it ends (a text's first at 0)
+            en = v
+            st = np.empty_like(en)
+            if len(en):
+                st[1:] = en[:-1]
+                st[(np.cumsum(cnt) - cnt)[cnt > 0]] = 0
+        owner = np.repeat(np.arange(len(texts)), cnt)
+        keep = en > st
+        ns = np.bincount(owner[keep], minlength=len(texts)).astype(np.int64)
+        return st[keep] + byte0[owner[keep]], ns
+
+    def space_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(leading, trailing) space characters of every token string, by id (what the byte-level offset
+        trimming looks at)."""
+        sc = self.__dict__.get("_spaces")
+        if sc is None:
+            from .postprocess import space_run
+
+            n = len(self.tok_len)
+            lead = np.zeros(n, dtype=np.int64)
+            trail = np.zeros(n, dtype=np.int64)
+            for i in range(n):
+                try:
+                    t = self.tok_of(i)
+                except (KeyError, IndexError):
+                    continue
+                if t:
+                    lead[i], trail[i] = space_run(t)
+            sc = self._spaces = (lead, trail)
+        return sc
+
     def row(self, text: str, ids: list[int], bs: np.ndarray) -> tuple:
         """(ids, character offsets, word ids, token strings) of one text from its token ids and first bytes."""
         a = np.asarray(ids, dtype=np.int64)
@@ -85,10 +145,13 @@ class WordPlan:
             cs, ce = bs, be
         return ids, list(zip(cs.tolist(), ce.tolist())), words.tolist(), list(map(self.tok_of, ids))
 
-    def batch(self, model, texts: list[str], num_threads: int, standin_lo: Optional[int] = None) -> list:
+    def batch(self, model, texts: list[str], num_threads: int, standin_lo: Optional[int] = None,
+              trim: Optional[bool] = None) -> list:
         """Rows of texts holding no added-token text, the ids of all of them from one threaded C call of the
         tables' `model` (no added-token matching); None for a text the C path does not take as it is (lone
-        surrogates) or whose ids hold a stand-in id from `standin_lo` on."""
+        surrogates) or whose ids hold a stand-in id from `standin_lo` on.  With `trim` (the add_prefix_space of
+        the post-processor's byte-level offset trimming, `fstok.postprocess.trim_spec`) each row also carries
+        its trimmed offsets (a fifth item)."""
         (flat_b, starts_b), missing = model.encode_batch(texts, None, num_threads, 1, None, True)
         flat = np.frombuffer(flat_b, dtype=np.uint32).astype(np.int64)
         lens = np.diff(np.frombuffer(starts_b, dtype=np.int64))
@@ -100,7 +163,7 @@ class WordPlan:
         out: list = [None] * len(texts)
         if not keep or not len(flat):
             for k in keep:
-                out[k] = ([], [], [], [])
+                out[k] = ([], [], [], []) if trim is None else ([], [], [], [], [])
             return out
         sub = [texts[k] for k in keep]
         blob = "".join(sub).encode("utf-8")
@@ -123,10 +186,15 @@ class WordPlan:
         cs = cs - rep
         ce = ce - rep
         # split starts of every text, shifted into the joined blob, then one searchsorted for the batch
-        starts = [self._split_starts(blob, int(b0), int(b0 + nb)) for b0, nb in zip(byte0.tolist(), nbytes.tolist())]
-        ns = np.fromiter((len(s) for s in starts), dtype=np.int64, count=len(starts))
-        gstarts = np.concatenate(starts) if len(starts) else np.zeros(0, np.int64)
+        gstarts, ns = self._batch_starts(sub, blob, byte0, nbytes)
         w = np.searchsorted(gstarts, bs, side="right") - 1 - np.repeat(np.cumsum(ns) - ns, lens)
+        tr = None
+        if trim is not None:  # the byte-level offset trimming of the post-processor, for the whole batch
+            first = np.zeros(len(flat), dtype=bool)
+            nz = lens > 0
+            first[(np.cumsum(lens) - lens)[nz]] = True
+            tcs, tce = trim_offsets(flat, cs, ce, first, *self.space_counts(), trim)
+            tr = (tcs.tolist(), tce.tolist())
         il, wl, sl, el = flat.tolist(), w.tolist(), cs.tolist(), ce.tolist()
         tok_of = self.tok_of
         a = 0
@@ -136,6 +204,7 @@ class WordPlan:
             if standin_lo is not None and n and max(ids) >= standin_lo:
                 a = b
                 continue
-            out[k] = (ids, list(zip(sl[a:b], el[a:b])), wl[a:b], list(map(tok_of, ids)))
+            row = (ids, list(zip(sl[a:b], el[a:b])), wl[a:b], list(map(tok_of, ids)))
+            out[k] = row if tr is None else row + (list(zip(tr[0][a:b], tr[1][a:b])),)
             a = b
         return out

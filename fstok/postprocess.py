@@ -26,6 +26,39 @@ _WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\
 _SPACE_CHARS = _WHITE_SPACE | {"\u0120"}  # byte-level 'Ġ' is the byte 0x20
 
 
+def space_run(tok: str) -> tuple[int, int]:
+    """(leading, trailing) characters of `tok` that the byte-level offset trimming treats as spaces."""
+    lead = 0
+    for c in tok:
+        if c not in _SPACE_CHARS:
+            break
+        lead += 1
+    trail = 0
+    for c in reversed(tok):
+        if c not in _SPACE_CHARS:
+            break
+        trail += 1
+    return lead, trail
+
+
+def trim_spec(processor) -> Any:
+    """How `processor` changes the model's offsets: None (it keeps them), the add_prefix_space of its one
+    byte-level offset trimming (True / False), or "many" (more than one trimming step)."""
+    if processor is None:
+        return None
+    if isinstance(processor, SequenceProcessing):
+        specs = [trim_spec(p) for p in processor.processors]
+        at = [k for k, s in enumerate(specs) if s is not None]
+        if not at:
+            return None
+        # the trimming sees each sequence's own tokens only when it comes first (later, a token a processor
+        # put before the sequence would be its first)
+        return specs[0] if at == [0] else "many"
+    if isinstance(processor, (ByteLevelProcessing, RobertaProcessing)) and processor.trim_offsets:
+        return processor.add_prefix_space
+    return None
+
+
 def _trim_offsets(enc: Encoding, add_prefix_space: bool) -> None:
     """HF's byte-level offset trimming: leading/trailing spaces of a token are left out of its offsets."""
     offs = enc._offsets

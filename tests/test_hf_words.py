@@ -138,3 +138,50 @@ def test_words_added_token_spelled_by_the_model():
     for t in texts:
         e, h = tok.encode(t), hf.encode(t)
         assert (e.ids, e.offsets, e.word_ids, e.tokens) == (h.ids, h.offsets, h.word_ids, h.tokens), t
+
+
+@pytest.mark.parametrize("add_prefix_space", [True, False])
+def test_trim_offsets_arrays_match_per_token_trimming(add_prefix_space):
+    """The batch's vectorized byte-level offset trimming equals the post-processor's per-token trimming
+    (`fstok.postprocess._trim_offsets`, HF's rule), rows of a whole corpus sample at once, each row's first
+    token and tokens at offset 0 included."""
+    import numpy as np
+
+    from fstok.hf_encoding import Encoding
+    from fstok.hf_words import trim_offsets
+    from fstok.postprocess import _trim_offsets
+
+    path = os.path.join(VOCAB, "models", "bytelevel-bpe", "roberta-base", "tokenizer.json")
+    tok, _ = _pair(path)
+    texts = [t for t in _sample() if t] + [" a", "  b  ", "\u3000x \u3000", " ", "a  "] * 3
+    rows = tok._core.model_batch(texts, 1, trim=add_prefix_space)
+    assert sum(len(r) == 5 for r in rows) >= len(rows) - 3  # (nearly) every row here took the batch path
+    plan = tok._core._words_plan()
+    for text, r in zip(texts, rows):
+        if len(r) < 5:
+            continue
+        e = Encoding.from_tokens(r[0], r[3], r[1], r[2])
+        _trim_offsets(e, add_prefix_space)
+        assert e.offsets == r[4], text
+        ids = np.asarray(r[0], dtype=np.int64)
+        cs = np.asarray([a for a, _ in r[1]], dtype=np.int64)
+        ce = np.asarray([b for _, b in r[1]], dtype=np.int64)
+        first = np.zeros(len(ids), dtype=bool)
+        first[:1] = True
+        a, b = trim_offsets(ids, cs, ce, first, *plan.space_counts(), add_prefix_space)
+        assert list(zip(a.tolist(), b.tolist())) == e.offsets, text
+
+
+def test_trim_spec():
+    from fstok.postprocess import PostProcessor, trim_spec
+
+    rob = {"type": "RobertaProcessing", "sep": ["</s>", 2], "cls": ["<s>", 0], "trim_offsets": True,
+           "add_prefix_space": False}
+    bl = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True}
+    tpl = {"type": "TemplateProcessing", "single": ["$A"], "pair": ["$A", "$B"], "special_tokens": {}}
+    assert trim_spec(PostProcessor.from_json(rob)) is False
+    assert trim_spec(PostProcessor.from_json(dict(rob, trim_offsets=False))) is None
+    assert trim_spec(PostProcessor.from_json({"type": "Sequence", "processors": [bl, tpl]})) is True
+    # a trimming after a processor that adds tokens, or two trimmings: not one trimming of the sequences
+    assert trim_spec(PostProcessor.from_json({"type": "Sequence", "processors": [tpl, bl]})) == "many"
+    assert trim_spec(PostProcessor.from_json({"type": "Sequence", "processors": [bl, bl]})) == "many"
