@@ -124,6 +124,19 @@ def _normalized_added_forms(obj: dict, source: str) -> dict[int, str]:
     todo = [a for a in obj.get("added_tokens") or [] if a.get("normalized", not a.get("special")) and a["content"]]
     if not norm_cfg or not todo:
         return {}
+    if isinstance(norm_cfg, dict) and norm_cfg.get("type") == "BertNormalizer":
+        from .hf_added_norm import BertNorm
+
+        bn = BertNorm(norm_cfg)
+        forms = {}
+        for a in todo:
+            try:
+                n = bn(a["content"])[0]
+            except NotImplementedError:
+                continue
+            if n != a["content"]:
+                forms[int(a["id"])] = n
+        return forms
     from .pipeline import UnsupportedComponent
     from .pipeline.normalizers import from_config
 
@@ -179,20 +192,14 @@ def _wordpiece_face_added(obj: dict, source: str) -> Optional[list[dict]]:
     when the compiled core's own matching is HF's: every added token special, in the vocabulary with its id,
     matched in the raw text, with no single_word / lstrip / rstrip.  Otherwise (a token outside the vocabulary takes its id from its
     added_tokens entry, as HF gives it) the face splits the text at the added tokens with HF's rules and the
-    core encodes the text between them."""
+    core encodes the text between them; tokens matched after the normalizer (normalized: true) are found in
+    the normalized text (`fstok.hf_added_norm`)."""
     added = obj.get("added_tokens") or []
     vocab = obj["model"].get("vocab") or {}
     if all(a.get("special") and vocab.get(a.get("content")) == a.get("id") and not a.get("single_word")
            and not a.get("lstrip") and not a.get("rstrip")
            and not (a.get("normalized", False) and obj.get("normalizer") is not None) for a in added):
         return None
-    if obj.get("normalizer") is not None:
-        for a in added:
-            if a.get("normalized", not a.get("special")):
-                raise NotImplementedError(
-                    f"{source}: added token {a.get('content')!r} is matched after the normalizer "
-                    f"(normalized: true), which fstok supports for a WordPiece tokenizer.json only for special "
-                    f"tokens of the vocabulary; set \"normalized\": false")
     ids = [int(a["id"]) for a in added]
     for a in added:
         i = vocab.get(a["content"])
@@ -206,20 +213,36 @@ def _wordpiece_face_added(obj: dict, source: str) -> Optional[list[dict]]:
 
 class _WordPieceCore(_Core):
     def __init__(self, tok, added: dict[str, int], id_to_token: list[Optional[str]],
-                 face_added: Optional[list[dict]] = None):
+                 face_added: Optional[list[dict]] = None, normalizer: Any = None, source: str = "tokenizer.json"):
         self.tok = tok
         self.allowed = [c for c in added if c in tok.special_tokens]
         self.face = None
+        self.nface = None  # the tokens matched after the normalizer: (regex, forms, entries)
         self.literals = list(self.allowed)
+        self.source = source
         if face_added:
             from .hf_spm import added_regex
 
             entries = {int(a["id"]): a for a in face_added}
             forms: dict[str, int] = {}
+            nforms: dict[str, int] = {}
             for i, a in sorted(entries.items(), key=lambda kv: (not kv[1].get("special"), kv[0])):
-                if a["content"]:
+                if not a["content"]:
+                    continue
+                if normalizer is not None and a.get("normalized", not a.get("special")):
+                    if self.nface is None:
+                        from .hf_added_norm import aligned_normalizer
+
+                        self.norm = aligned_normalizer(normalizer, source)
+                        self.nface = ()
+                    form = self.norm(a["content"])[0]  # HF matches a normalized token by its normalized content
+                    if form:
+                        nforms.setdefault(form, i)
+                else:
                     forms.setdefault(a["content"], i)
             self.face = (added_regex(list(forms)), forms, entries)
+            if self.nface is not None:
+                self.nface = (added_regex(list(nforms)), nforms, entries)
             self.allowed = []  # the core matches nothing itself
             self.literals = list(forms)
             self.i2t = id_to_token
@@ -261,14 +284,36 @@ class _WordPieceCore(_Core):
                 toks.append(text[a:b])
                 w += 1
                 continue
-            i2, o2, w2 = self._plain(text[a:b])
-            ids += i2
-            offs += [(x + a, y + a) for x, y in o2]
-            words += [x + w for x in w2]
-            toks += [i2t[i] for i in i2]
-            if w2:
-                w += w2[-1] + 1
+            if self.nface is not None:  # HF's second pass: the normalized tokens in the normalized stretch
+                from .hf_added_norm import split_normalized
+
+                parts = [(t2, a + x, a + y, s2) for t2, x, y, s2 in
+                         split_normalized(text[a:b], self.norm, *self.nface, self.source)]
+            else:
+                parts = [(None, a, b, None)]
+            for t2, x, y, s2 in parts:
+                if t2 is not None:  # named by its normalized text, with the original span it came from
+                    ids.append(t2)
+                    offs.append((x, y))
+                    words.append(w)
+                    toks.append(s2)
+                    w += 1
+                    continue
+                i2, o2, w2 = self._plain(text[x:y])
+                ids += i2
+                offs += [(p + x, q + x) for p, q in o2]
+                words += [v + w for v in w2]
+                toks += [i2t[i] for i in i2]
+                if w2:
+                    w += w2[-1] + 1
         return ids, offs, words, toks
+
+    def _holding(self, texts: list[str]) -> list[int]:
+        """Indices of the texts that may hold an added token (all of them where a token is matched after the
+        normalizer: its text in the input need not be its content)."""
+        if self.nface is not None:
+            return list(range(len(texts)))
+        return _texts_holding(texts, self.literals) if self.literals else []
 
     def _special_text(self, text: str, offsets: bool):
         """(ids, offsets or None) of a text holding added-token text."""
@@ -281,7 +326,7 @@ class _WordPieceCore(_Core):
 
     def model_batch(self, texts, num_threads):
         if self.face is not None:  # texts holding added-token text: the face's split (its token strings)
-            special = _texts_holding(texts, self.literals) if self.literals else []
+            special = self._holding(texts)
             if special:
                 sp = set(special)
                 clean = [i for i in range(len(texts)) if i not in sp]
@@ -304,7 +349,7 @@ class _WordPieceCore(_Core):
         return _rows(ids, offs, w, lens)
 
     def offsets_batch(self, texts, num_threads):
-        special = _texts_holding(texts, self.literals) if self.literals else []
+        special = self._holding(texts)
         # one C batch: per text a bytes object of ids and one of offsets, nothing per token; texts holding
         # special-token text are split at it (in Python) and spliced in
         if special:
@@ -326,7 +371,7 @@ class _WordPieceCore(_Core):
         return ids, lens, offs
 
     def ids_batch(self, texts, num_threads):
-        special = _texts_holding(texts, self.literals) if self.literals else []
+        special = self._holding(texts)
         if not special:
             ids, lens = self.tok._model.encode_batch(texts, num_threads, 4)
             return np.frombuffer(ids, dtype=np.uint32), np.frombuffer(lens, dtype=np.int64)
@@ -714,13 +759,15 @@ class Tokenizer:
             compiled = _core
         elif face_added is not None:  # the core without the added tokens this face matches itself
             vocab = model.get("vocab") or {}
+            # (as matched in the raw text: the core is never asked to match them, the face does)
             compiled = _compile_core(dict(obj, added_tokens=[
-                a for a in face_added if a.get("special") and vocab.get(a["content"]) == a["id"]]), source)
+                dict(a, normalized=False) for a in face_added if a.get("special") and vocab.get(a["content"]) == a["id"]]),
+                source)
         else:
             compiled = _compile_core(obj, source, _raw)
         kind = type(compiled).__name__
         if kind == "WordPieceTokenizer":
-            return compiled, _WordPieceCore(compiled, added, id_to_token, face_added)
+            return compiled, _WordPieceCore(compiled, added, id_to_token, face_added, obj.get("normalizer"), source)
         if kind == "BPETokenizer":
             return compiled, _BPECore(compiled, added, id_to_token)
         if kind == "PipelineTokenizer":
@@ -776,6 +823,8 @@ class Tokenizer:
         return self._vocab.get(token)
 
     def id_to_token(self, id: int) -> Optional[str]:  # noqa: A002 - HF's parameter name
+        if self._decode_forms and id in self._decode_forms:
+            return self._decode_forms[id]  # a normalized added token: HF names it by its normalized form
         if 0 <= id < len(self._id_to_token):
             return self._id_to_token[id]
         return None
@@ -1142,8 +1191,14 @@ class Tokenizer:
                 raise OverflowError(f"decode: token id {i} is outside u32" if i >= 0 else
                                     "can't convert negative int to unsigned")
             t = self._decode_forms.get(i) if self._decode_forms else None
-            if t is None:
-                t = self.id_to_token(i)
+            if t is not None:
+                # HF decodes the token by its normalized form, and skips it as special only when that form
+                # is the content of a special token
+                if skip_special_tokens and t in self._special:
+                    continue
+                toks.append(t)
+                continue
+            t = self.id_to_token(i)
             if t is None:
                 continue  # HF skips ids it does not know
             if skip_special_tokens and i in self._special_ids:

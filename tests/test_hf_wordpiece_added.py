@@ -1,7 +1,7 @@
 """A WordPiece tokenizer.json with added tokens outside its vocabulary (the id from the added_tokens entry),
 special and non-special, with single_word / lstrip / rstrip: fstok.Tokenizer equals HF `tokenizers` in every
-Encoding field, in encode_batch and the numpy batch, and in decode (diff_hf.diff_file); a normalized added token
-it cannot match as HF does is refused by name."""
+Encoding field, in encode_batch and the numpy batch, and in decode (diff_hf.diff_file), added tokens matched
+after the BertNormalizer (normalized: true) included."""
 from __future__ import annotations
 
 import json
@@ -70,17 +70,26 @@ def test_added_outside_vocab_equals_hf(tmp_path, kind):
 
 
 @needs_shared
-def test_normalized_added_outside_vocab_is_refused(tmp_path):
-    entry = _entry(30522, "Hello_World", False)
-    entry["normalized"] = True  # matched after BertNormalizer: fstok does not follow that here
+@pytest.mark.parametrize("special", [False, True])
+def test_normalized_added_outside_vocab_equals_hf(tmp_path, special):
+    """A token matched after the BertNormalizer (so "hello_world" and "HELLO_WORLD" are it too): every field,
+    batch, numpy rows and decode equal HF's (fstok.hf_added_norm)."""
+    entry = _entry(30522, "Hello_World", special)
+    entry["normalized"] = True
     path = _file(tmp_path, [entry])
-    tokenizers.Tokenizer.from_file(path)  # HF loads it
-    with pytest.raises(NotImplementedError, match="Hello_World.*normalized"):
-        fstok.Tokenizer.from_file(path)
+    report: list[str] = []
+    lines = (LINES + ["hello_world HELLO_WORLD hello_worlds", "Ünï hello_world日本"]) * 2
+    checks, bad = diff_hf.diff_file(path, lines, report.append)
+    assert checks > 100
+    assert bad == 0, "\n".join(report)
+    hf = tokenizers.Tokenizer.from_file(path)
+    assert 30522 in hf.encode("a HELLO_WORLD b").ids
+    ours = fstok.Tokenizer.from_file(path)
+    assert ours.encode("a HELLO_WORLD b").ids == hf.encode("a HELLO_WORLD b").ids
 
 
 @needs_shared
-def test_normalized_special_token_is_refused(tmp_path):
+def test_normalized_special_token_equals_hf(tmp_path):
     """A special token of the vocabulary that HF matches after the BertNormalizer (so "[mask]" is it too)."""
     with open(MINILM, encoding="utf-8") as f:
         obj = json.load(f)
@@ -90,6 +99,8 @@ def test_normalized_special_token_is_refused(tmp_path):
     p = tmp_path / "tokenizer.json"
     p.write_text(json.dumps(obj), encoding="utf-8")
     hf = tokenizers.Tokenizer.from_file(str(p))
-    assert hf.encode("a [mask] b").ids == hf.encode("a [MASK] b").ids  # what the compiled core does not do
-    with pytest.raises(NotImplementedError, match=r"\[MASK\].*normalized"):
-        fstok.Tokenizer.from_file(str(p))
+    ours = fstok.Tokenizer.from_file(str(p))
+    for t in ("a [mask] b", "a [MASK] b", "[Mask][mask]", "x[mask]y [SEP] [sep]"):
+        e, h = ours.encode(t), hf.encode(t)
+        assert (e.ids, e.tokens, e.offsets, e.word_ids) == (h.ids, h.tokens, h.offsets, h.word_ids), t
+        assert ours.decode(e.ids, skip_special_tokens=True) == hf.decode(h.ids, skip_special_tokens=True)
