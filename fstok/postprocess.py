@@ -65,16 +65,7 @@ def _trim_offsets(enc: Encoding, add_prefix_space: bool) -> None:
     for i, tok in enumerate(enc._tokens):
         if not tok or (tok[0] not in _SPACE_CHARS and tok[-1] not in _SPACE_CHARS):
             continue
-        lead = 0
-        for c in tok:
-            if c not in _SPACE_CHARS:
-                break
-            lead += 1
-        trail = 0
-        for c in reversed(tok):
-            if c not in _SPACE_CHARS:
-                break
-            trail += 1
+        lead, trail = space_run(tok)
         a, b = offs[i]
         if lead:
             # a single leading space on the first token is the one add_prefix_space put there: keep it
