@@ -404,6 +404,7 @@ class _BPECore(_Core):
 
             self.norm = from_config({"type": tok._normalizer}, "tokenizer.json")
         self.allowed = frozenset(tok.special_tokens)
+        self.i2t = id_to_token
         off = np.asarray(tok._dec_off, dtype=np.int64)
         self.tok_len = off[1:] - off[:-1]  # bytes of each token
         for c, i in added.items():
@@ -494,7 +495,9 @@ class _BPECore(_Core):
         words = (np.searchsorted(pstarts, cum[np.minimum(bs + 1, len(d))] - 1, side="right") - 1).tolist()
         return ids, list(zip(cs.tolist(), ce.tolist())), words
 
-    def model_batch(self, texts, num_threads):
+    trims = True  # model_batch(trim=...) gives each row its trimmed offsets (`fstok.hf_words.trim_offsets`)
+
+    def model_batch(self, texts, num_threads, trim=None):
         """model_encode of many texts with no per-token Python work: the ids come from one threaded C call; a
         token's byte span is the running sum of its tokens' byte lengths (the tokens of a text spell its UTF-8
         exactly); word ids come from the compiled pre-tokenizer's C spanner.  Texts the C path does not take
@@ -550,12 +553,41 @@ class _BPECore(_Core):
             gstarts = np.concatenate(pstarts) + np.repeat(byte0, np_) if np_.sum() else np.zeros(0, np.int64)
             w = np.searchsorted(gstarts, bs, side="right") - 1 - np.repeat(np.cumsum(np_) - np_, lens)
             offs = np.stack([cs, ce], axis=1)
-            for i, row in zip(out_idx, _rows(flat, offs, w, lens)):
+            rows = _rows(flat, offs, w, lens)
+            if trim is not None:  # the processor's byte-level offset trimming over the whole batch
+                from .hf_words import trim_offsets
+
+                ids64 = flat.astype(np.int64)
+                first = np.zeros(len(ids64), dtype=bool)
+                first[(np.cumsum(lens) - lens)[lens > 0]] = True
+                ta, tb = trim_offsets(ids64, cs, ce, first, *self._space_counts(), trim)
+                tl = list(zip(ta.tolist(), tb.tolist()))
+                i2t = self.i2t
+                a = 0
+                for k, (r, n) in enumerate(zip(rows, lens.tolist())):
+                    rows[k] = r + ([i2t[i] for i in r[0]], tl[a:a + n])
+                    a += n
+            for i, row in zip(out_idx, rows):
                 out[i] = row
         for i, t in enumerate(texts):
             if out[i] is None:
                 out[i] = self.model_encode(t)
         return out
+
+    def _space_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """(leading, trailing) space characters of every token string by id (the byte-level trimming's view)."""
+        sc = self.__dict__.get("_spaces")
+        if sc is None:
+            from .postprocess import space_run
+
+            n = max(len(self.i2t), len(self.tok_len))
+            lead = np.zeros(n, dtype=np.int64)
+            trail = np.zeros(n, dtype=np.int64)
+            for i, t in enumerate(self.i2t):
+                if t:
+                    lead[i], trail[i] = space_run(t)
+            sc = self._spaces = (lead, trail)
+        return sc
 
     def ids_batch(self, texts, num_threads):
         res = [np.asarray(r, dtype=np.uint32) for r in

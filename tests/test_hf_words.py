@@ -185,3 +185,38 @@ def test_trim_spec():
     # a trimming after a processor that adds tokens, or two trimmings: not one trimming of the sequences
     assert trim_spec(PostProcessor.from_json({"type": "Sequence", "processors": [tpl, bl]})) == "many"
     assert trim_spec(PostProcessor.from_json({"type": "Sequence", "processors": [bl, bl]})) == "many"
+
+
+@pytest.mark.parametrize("pp", [
+    {"type": "RobertaProcessing", "sep": ["<|endoftext|>", 50257], "cls": ["<|startoftranscript|>", 50258],
+     "trim_offsets": True, "add_prefix_space": True},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+    {"type": "Sequence", "processors": [{"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+                                         {"type": "TemplateProcessing",
+                                          "single": [{"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                                                     {"Sequence": {"id": "A", "type_id": 0}}],
+                                          "pair": [{"Sequence": {"id": "A", "type_id": 0}},
+                                                   {"SpecialToken": {"id": "<|endoftext|>", "type_id": 0}},
+                                                   {"Sequence": {"id": "B", "type_id": 1}}],
+                                          "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [50257],
+                                                                                "tokens": ["<|endoftext|>"]}}}]},
+], ids=["roberta", "bytelevel", "sequence"])
+def test_batch_trimming_equals_hf(pp):
+    """A byte-level file of the compiled BPE core (Whisper's) under processors that trim offsets: the batch
+    path's trimmed offsets (arrays, the template) equal HF's encode_batch, single and pair."""
+    tokenizers = pytest.importorskip("tokenizers")
+    path = os.path.join(VOCAB, "models", "bytelevel-bpe", "whisper-large-v3", "tokenizer.json")
+    with open(path, encoding="utf-8") as f:
+        obj = json.load(f)
+    obj["post_processor"] = pp
+    s = json.dumps(obj)
+    ours, hf = fstok.Tokenizer.from_str(s), tokenizers.Tokenizer.from_str(s)
+    texts = _sample() + ["  leading", "trailing  ", " ", "a  b", "<|endoftext|> x <|endoftext|>"]
+    pairs = list(zip(texts, texts[3:] + texts[:3]))
+
+    def f(e):
+        return (e.ids, e.tokens, e.offsets, e.word_ids, e.type_ids, e.special_tokens_mask, e.sequence_ids)
+
+    assert isinstance(ours._core, _BPECore)
+    assert [f(e) for e in ours.encode_batch(texts)] == [f(e) for e in hf.encode_batch(texts)]
+    assert [f(e) for e in ours.encode_batch(pairs)] == [f(e) for e in hf.encode_batch(pairs)]
