@@ -661,6 +661,18 @@ def find_added(s: str, rx, forms: dict[str, int], entries: dict[int, dict]) -> l
     return out
 
 
+def append_added(out: tuple[list, list, list, list], tid: int, a: int, b: int, word: int, token: str) -> int:
+    """Appends one added-token match (id, character span a..b, word index, token string) to HF's lists
+    (ids, offsets, word indices, token strings); a match is a word of its own, so the next word index is
+    returned."""
+    ids, offs, words, toks = out
+    ids.append(tid)
+    offs.append((a, b))
+    words.append(word)
+    toks.append(token)
+    return word + 1
+
+
 def _is_word(c: str) -> bool:
     return c.isalnum() or c == "_"
 

@@ -268,21 +268,18 @@ class _WordPieceCore(_Core):
     def model_encode(self, text):
         if self.face is None:
             return self._plain(text)
-        from .hf_spm import find_added
+        from .hf_spm import append_added, find_added
 
         ids: list[int] = []
         offs: list[tuple[int, int]] = []
         words: list[int] = []
         toks: list[str] = []
+        out = (ids, offs, words, toks)
         i2t = self.i2t
         w = 0
         for tid, a, b in find_added(text, *self.face):
             if tid is not None:  # HF names the match by the text it covers (lstrip / rstrip included)
-                ids.append(tid)
-                offs.append((a, b))
-                words.append(w)
-                toks.append(text[a:b])
-                w += 1
+                w = append_added(out, tid, a, b, w, text[a:b])
                 continue
             if self.nface is not None:  # HF's second pass: the normalized tokens in the normalized stretch
                 from .hf_added_norm import split_normalized
@@ -293,11 +290,7 @@ class _WordPieceCore(_Core):
                 parts = [(None, a, b, None)]
             for t2, x, y, s2 in parts:
                 if t2 is not None:  # named by its normalized text, with the original span it came from
-                    ids.append(t2)
-                    offs.append((x, y))
-                    words.append(w)
-                    toks.append(s2)
-                    w += 1
+                    w = append_added(out, t2, x, y, w, s2)
                     continue
                 i2, o2, w2 = self._plain(text[x:y])
                 ids += i2
