@@ -60,24 +60,3 @@ def token_concat_strings(enc, n: int, seed: int = 0, max_tokens: int = 12) -> li
     for _ in range(n):
         out.append(b"".join(rnd.choice(vals) for _ in range(rnd.randint(1, max_tokens))))
     return out
-
-
-# fstok.tiktoken's encodings -> their rank file
-FACE_RANK_FILE = {"gpt2": "r50k_base", "r50k_base": "r50k_base", "p50k_base": "p50k_base", "p50k_edit": "p50k_base",
-                  "cl100k_base": "cl100k_base", "o200k_base": "o200k_base", "o200k_harmony": "o200k_base"}
-
-
-def upstream_spec(name: str) -> dict:
-    """tiktoken's own constructor for `name` (tiktoken_ext.openai_public), its rank files read locally."""
-    import tiktoken_ext.openai_public as op
-    from tiktoken.load import load_tiktoken_bpe
-
-    orig = op.load_tiktoken_bpe, op.data_gym_to_mergeable_bpe_ranks
-    path = os.path.join(VOCAB, "tiktoken", f"{FACE_RANK_FILE[name]}.tiktoken")
-    op.load_tiktoken_bpe = lambda *a, **k: load_tiktoken_bpe(path, expected_hash=k.get("expected_hash"))
-    # gpt2: tiktoken reads GPT-2's vocab.bpe/encoder.json; their ranks are r50k_base's (checked below)
-    op.data_gym_to_mergeable_bpe_ranks = lambda **k: load_tiktoken_bpe(path)
-    try:
-        return getattr(op, name)()
-    finally:
-        op.load_tiktoken_bpe, op.data_gym_to_mergeable_bpe_ranks = orig
