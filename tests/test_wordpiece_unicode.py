@@ -1,7 +1,9 @@
 """Every code point: the pinned normalization/pre-tokenization facts == installed HF tokenizers,
 and the compiled E2E table gives HF's result for every code point alone and inside words."""
 import numpy as np
+import pytest
 from conftest import needs_shared
+from wp_helpers import PLANE_IDS, PLANES, check_every_code_point_in_context
 
 from fstok.compile.bert_normalize import DATA
 
@@ -21,9 +23,8 @@ def test_facts_match_installed_hf(tmp_path):
 
 
 @needs_shared
-def test_every_code_point_in_context():
+@pytest.mark.parametrize("lo,hi", PLANES, ids=PLANE_IDS)
+def test_every_code_point_in_context(lo, hi):
     # (bert-base-multilingual-cased: tests/test_wordpiece_unicode_multilingual.py, a file of its own so that
     # the two long runs can go to two pytest-xdist workers under --dist loadfile)
-    from wp_helpers import check_every_code_point_in_context
-
-    check_every_code_point_in_context("bert-base-uncased")
+    check_every_code_point_in_context("bert-base-uncased", lo, hi)
