@@ -52,9 +52,11 @@ def test_every_field_equals_hf(path):
 
 
 # (Unigram through transformers is in the long run only: loading multilingual-e5 in transformers costs ~25 s)
+# (a SentencePiece .model goes through transformers' own conversion: MaxText's Unigram model, via T5Tokenizer)
 TF_SAMPLE = ["models/spm-bpe/phi-3-mini/tokenizer.json",
              "hf/anthropic_tokenizer.json", "models/charbpe/clip-vit-base-patch32/tokenizer.json",
-             "models/bytelevel-bpe/whisper-large-v3/tokenizer.json"]
+             "models/bytelevel-bpe/whisper-large-v3/tokenizer.json",
+             "models/unigram/maxtext-default-c4/tokenizer.default"]
 
 
 @needs_shared
