@@ -398,6 +398,9 @@ typedef struct {
     uint32_t gen, lgen;     /* generations: emptying a part bumps its counter instead of clearing it (gen < 2^16) */
     uint32_t lused, lcount; /* arena bytes used, long slots used */
     bpe_seg_rate seg;
+    uint32_t pc_seen, pc_missed; /* pieces looked up in the piece cache lately, and those that missed (bpe_encode.h: the
+                                    lockstep fill of cold pieces runs while many miss) */
+    int pc_cold;
     uint8_t arena[BPE_LMEMO_ARENA];
 } bpe_memo;
 

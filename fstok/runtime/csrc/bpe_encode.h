@@ -120,6 +120,7 @@ static int encode_pieces_cached(const bpe_rt *self, const uint8_t *s, size_t a, 
             __builtin_prefetch(memo->pc + (i_ ^ 3));                                        \
         }                                                                                   \
     } while (0)
+        size_t filled = memo->pc_cold && pc_lanes_on ? pc_fill_cold(m, memo, gen, base, ends, k, avail_end) : 0;
         for (size_t j = 0; j < k && j < PC_AHEAD; j++) PC_AHEAD_KEY(j);
         for (size_t j = 0; j < k; j++) {
             size_t pb = ends[j], len = ends[j + 1] - pb;
@@ -149,6 +150,8 @@ static int encode_pieces_cached(const bpe_rt *self, const uint8_t *s, size_t a, 
             if (rc) return -1;
         }
 #undef PC_AHEAD_KEY
+        misses += filled; /* (they missed the cache too: filled just before) */
+        pc_cold_update(memo, k, misses);
         cold = 32 * misses > k;
         if (hold) hold--;
         else if ((direct = can_direct && 4 * misses > k)) dchunk = DIRECT_PROBE;

@@ -128,10 +128,17 @@ static inline uint64_t piece_w2(const uint8_t *p, size_t len, size_t avail) {
  * piece collide, so slot 1, the swap and wide entries replacing slots and back all run) */
 static uint64_t pc_nlines = BPE_PC_LINES;
 
+/* the lockstep fill of cold pieces (pc_fill_cold): on, or off with $FSTOK_BPE_LANES=0 read at import (tests, A/B);
+ * the pieces it encoded so far (tests) */
+static int pc_lanes_on = 1;
+static unsigned long pc_lanes_filled = 0;
+
 static void pc_init_lines(void) {
     const char *e = getenv("FSTOK_BPE_PC_LINES");
     long v = e ? atol(e) : 0;
     if (v >= 1 && v <= (long)BPE_PC_LINES) pc_nlines = (uint64_t)v;
+    e = getenv("FSTOK_BPE_LANES");
+    if (e && e[0] == '0') pc_lanes_on = 0;
 }
 
 static inline bpe_pc_line *pc_line(bpe_memo *memo, uint64_t h) { return &memo->pc[((h >> 32) * pc_nlines) >> 32]; }
@@ -410,6 +417,176 @@ miss:;
     size_t nt = st->ids.len - before;
     if (nt <= BPE_PC_MAXLEN) pc_insert(l, b, k, want, gen, st->ids.ids + before, nt);
     return st->ids.cap - st->ids.len >= room ? 1 : bpe_vec_reserve(&st->ids, room) ? -1 : 1;
+}
+
+/* ---- Cold pieces in lockstep.  On text never seen before most of the time goes to pieces that miss the cache and
+ * are not one token: their merge loops wait on one pair lookup after another, each a line of a pair table that is
+ * not in the core's caches (o200k, English and multilingual documents: ~0.8 us per such piece).  pc_fill_cold runs
+ * up to PC_LANES of them side by side before the pieces are emitted: each round merges one pair in every lane, then
+ * fetches the lines of all the new pairs' lookups at once and only then reads them, so their memory latencies
+ * overlap.  The results go into the piece cache, where the emitting loop finds them (exact either way: a piece
+ * evicted meanwhile is encoded again there). */
+#define PC_LANES 8
+
+typedef struct {
+    uint32_t tok[BPE_PC_MAXLEN], rk[BPE_PC_MAXLEN];
+    uint32_t k;
+} pc_lane;
+
+/* start loading the lines that bpe_pair_get(m, a, b) reads first */
+static inline void pair_get_prefetch(const bpe_model *m, uint32_t a, uint32_t b) {
+    if ((a | b) < BPE_PAIR_SMALL && m->pair_small) {
+        uint32_t k = a * BPE_PAIR_SMALL + b;
+        __builtin_prefetch(m->pair_small + (k >> 6));
+        __builtin_prefetch(m->pair_small_base + (k >> 6));
+        return;
+    }
+    uint64_t key = ((uint64_t)a << BPE_PAIR_ID_BITS) | b, bit = bpe_bloom_bit(key, m->bloom_shift);
+    __builtin_prefetch(m->pair_bloom + (bit >> 6));
+    __builtin_prefetch(m->pair_hot + bpe_pair_slot(key, m->pair_hot_shift));
+    __builtin_prefetch(m->pair_tab + bpe_pair_slot(key, m->pair_shift));
+}
+
+/* bpe_encode_short on nl pieces at once (each lane's tok/rk/k set up as bpe_encode_short sets them up): the same
+ * merges, lane by lane, in the same order (internal ids left in tok[0:k)) */
+static void pc_lanes_merge(const bpe_model *m, pc_lane *L, size_t nl) {
+    uint32_t act = 0;
+    for (size_t i = 0; i < nl; i++) act |= (uint32_t)(L[i].k > 1) << i;
+    while (act) {
+        uint32_t pl[2 * PC_LANES], ps[2 * PC_LANES], pa[2 * PC_LANES], pb[2 * PC_LANES];
+        size_t np = 0;
+        for (uint32_t w = act; w; w &= w - 1) {
+            uint32_t li = (uint32_t)__builtin_ctz(w);
+            pc_lane *x = &L[li];
+            uint32_t best = BPE_NONE, k = x->k;
+            size_t bi = 0;
+            for (size_t i = 0; i + 1 < k; i++)
+                if (x->rk[i] < best) {
+                    best = x->rk[i];
+                    bi = i;
+                }
+            if (best == BPE_NONE) {
+                act &= ~(1u << li);
+                continue;
+            }
+            x->tok[bi] = best;
+            for (size_t i = bi + 1; i + 1 < k; i++) {
+                x->tok[i] = x->tok[i + 1];
+                x->rk[i] = x->rk[i + 1];
+            }
+            x->k = --k;
+            x->rk[k - 1] = BPE_NONE;
+            if (bi + 1 < k) {
+                pl[np] = li, ps[np] = (uint32_t)bi, pa[np] = x->tok[bi], pb[np] = x->tok[bi + 1];
+                np++;
+            } else
+                x->rk[bi] = BPE_NONE;
+            if (bi > 0) {
+                pl[np] = li, ps[np] = (uint32_t)bi - 1, pa[np] = x->tok[bi - 1], pb[np] = x->tok[bi];
+                np++;
+            }
+            if (k <= 1) act &= ~(1u << li);
+        }
+        for (size_t i = 0; i < np; i++) pair_get_prefetch(m, pa[i], pb[i]);
+        for (size_t i = 0; i < np; i++) L[pl[i]].rk[ps[i]] = bpe_pair_get(m, pa[i], pb[i]);
+    }
+}
+
+/* is the piece (key k, want = gen | len) in its line or the buddy?  (A look only: nothing moves.) */
+static inline int pc_has(bpe_memo *memo, const piece_key *k, uint32_t want) {
+    bpe_pc_line *l = pc_line(memo, k->h), *b = pc_buddy(memo, l);
+    if (l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (l->s[0].tag & PC_MATCH) == want) return 1;
+    if (PC_NTOK(l->s[0].tag) <= BPE_PC_SLOTTOK && pc_slot_is(&l->s[1], k, want)) return 1;
+    if (b == l) return 0;
+    if (pc_slot_is(&b->s[0], k, want)) return 1;
+    return PC_NTOK(b->s[0].tag) <= BPE_PC_SLOTTOK && pc_slot_is(&b->s[1], k, want);
+}
+
+/* encode the nl lanes' pieces (set up from their bytes) and store them in the piece cache */
+static void pc_lanes_run(const bpe_model *m, bpe_memo *memo, uint32_t gen, pc_lane *L, const piece_key *keys,
+                         const uint8_t *const *p, const uint8_t *lens, size_t nl) {
+    for (size_t i = 0; i < nl; i++) {
+        const uint8_t *s = p[i];
+        size_t n = lens[i];
+        for (size_t j = 0; j < n; j++) L[i].tok[j] = m->byte_tok[s[j]];
+        for (size_t j = 0; j + 1 < n; j++) L[i].rk[j] = m->byte_pair[(uint32_t)s[j] << 8 | s[j + 1]];
+        L[i].rk[n - 1] = BPE_NONE;
+        L[i].k = (uint32_t)n;
+    }
+    pc_lanes_merge(m, L, nl);
+    for (size_t i = 0; i < nl; i++) {
+        uint32_t *t = L[i].tok;
+        if (!m->int_is_ext)
+            for (size_t j = 0; j < L[i].k; j++) t[j] = m->int_ext[t[j]];
+        bpe_pc_line *l = pc_line(memo, keys[i].h);
+        pc_insert(l, pc_buddy(memo, l), &keys[i], gen | lens[i], gen, t, L[i].k);
+    }
+}
+
+/* The pieces [ends[j], ends[j + 1]) of base, j < k (avail_end bytes readable at base), that miss the piece cache and
+ * are not one token (as piece_emit would find), encoded PC_LANES at a time into the cache.  Returns how many. */
+#define PC_FILL_WINDOW 32
+static size_t pc_fill_cold(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *base, const size_t *ends,
+                           size_t k, size_t avail_end) {
+    pc_lane L[PC_LANES];
+    piece_key lk[PC_LANES], wk[PC_FILL_WINDOW];
+    const uint8_t *lp[PC_LANES];
+    uint8_t ll[PC_LANES];
+    size_t nl = 0, filled = 0;
+    for (size_t w0 = 0; w0 < k; w0 += PC_FILL_WINDOW) {
+        size_t w1 = w0 + PC_FILL_WINDOW < k ? w0 + PC_FILL_WINDOW : k;
+        for (size_t j = w0; j < w1; j++) { /* keys first, and the lines they will read */
+            size_t len = ends[j + 1] - ends[j];
+            if (len < 2 || len > BPE_PC_MAXLEN) continue;
+            piece_key *key = &wk[j - w0];
+            piece_key_of(base + ends[j], len, avail_end - ends[j], key);
+            bpe_pc_line *l = pc_line(memo, key->h);
+            __builtin_prefetch(l);
+            __builtin_prefetch(pc_buddy(memo, l));
+            __builtin_prefetch(m->span_tab + 2 * (key->h & m->span_mask));
+        }
+        for (size_t j = w0; j < w1; j++) {
+            size_t len = ends[j + 1] - ends[j];
+            if (len < 2 || len > BPE_PC_MAXLEN) continue;
+            const piece_key *key = &wk[j - w0];
+            const uint8_t *p = base + ends[j];
+            if (pc_has(memo, key, gen | (uint32_t)len)) continue;
+            if (len <= m->max_span_len && bpe_seg_may_be_token(m, p, len) &&
+                bpe_span_probe(m, m->span_tab, m->span_mask, key->h, key->w0, p, len) != BPE_NONE)
+                continue; /* one token: piece_emit's miss costs one probe */
+            int dup = 0;
+            for (size_t i = 0; i < nl && !dup; i++)
+                dup = ll[i] == len && lk[i].w0 == key->w0 && lk[i].w1 == key->w1;
+            if (dup) continue;
+            lk[nl] = *key;
+            lp[nl] = p;
+            ll[nl] = (uint8_t)len;
+            if (++nl == PC_LANES) {
+                pc_lanes_run(m, memo, gen, L, lk, lp, ll, nl);
+                filled += nl;
+                nl = 0;
+            }
+        }
+    }
+    if (nl) pc_lanes_run(m, memo, gen, L, lk, lp, ll, nl);
+    filled += nl;
+    if (filled) __atomic_fetch_add(&pc_lanes_filled, filled, __ATOMIC_RELAXED);
+    return filled;
+}
+
+/* the thread's recent share of pieces that missed the piece cache: after every 1024 pieces, cold while more than 1 in
+ * PC_LANES_RATE missed (only the speed depends on it: English text new to the cache misses ~1 piece in 25, too few
+ * for the lanes to fill, and the extra look at every piece cost more than they saved) */
+#ifndef PC_LANES_RATE
+#define PC_LANES_RATE 4
+#endif
+static inline void pc_cold_update(bpe_memo *memo, size_t seen, size_t missed) {
+    memo->pc_seen += (uint32_t)seen;
+    memo->pc_missed += (uint32_t)missed;
+    if (memo->pc_seen >= 1024) {
+        memo->pc_cold = PC_LANES_RATE * (uint64_t)memo->pc_missed > memo->pc_seen;
+        memo->pc_seen = memo->pc_missed = 0;
+    }
 }
 
 #endif /* FSTOK_BPE_PIECE_CACHE_H */

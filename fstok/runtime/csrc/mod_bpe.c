@@ -1833,8 +1833,13 @@ static PyObject *py_nm_spans(PyObject *self, PyObject *noargs) {
                          __atomic_load_n(&bpe_nm_spans[1], __ATOMIC_RELAXED));
 }
 
+static PyObject *py_lanes_filled(PyObject *self, PyObject *noargs) {
+    return PyLong_FromUnsignedLong(__atomic_load_n(&pc_lanes_filled, __ATOMIC_RELAXED));
+}
+
 static PyMethodDef module_methods[] = {
     {"backtrack_fallbacks", py_fallbacks, METH_NOARGS, "spans the backtracking encoder handed to the heap"},
+    {"lanes_filled", py_lanes_filled, METH_NOARGS, "pieces the lockstep fill of cold pieces encoded (pc_fill_cold)"},
     {"nm_spans", py_nm_spans, METH_NOARGS,
      "long spans of non-monotone vocabularies: (holding a non-monotone token: heap, without: monotone encoders)"},
     {"build_splits", py_build_splits, METH_VARARGS, "canonical merge of every token"},
