@@ -456,14 +456,15 @@ class HFSentencePieceTokenizer(ArtifactIO):
             out.append((unk, s, e))
         return out
 
-    def tokens(self, text: str) -> Iterator[tuple[int, tuple[int, int], int, str, bool]]:
-        """The pipeline step by step: (id, character span in `text`, word index, the text the token covers,
-        whether it is an added-token match) per token.  Words are numbered as HF does: one per added token and
-        per pre-tokenizer piece, in order."""
+    def _walk(self, text: str):
+        """The pipeline walked once, a piece at a time: (id, character span, word index, matched text, None) per
+        added-token match; (None, the piece's NString, word index, its text, its model tokens as (id, char
+        start, char end) in the piece) per pre-tokenizer piece.  Words are numbered as HF does: one per added
+        token and per pre-tokenizer piece, in order."""
         w = 0
         for tid, a, b in self._find_added(text, self._raw_rx):
             if tid is not None:
-                yield tid, (a, b), w, text[a:b], True
+                yield tid, (a, b), w, text[a:b], None
                 w += 1
                 continue
             ns = NString.from_text(text[a:b], a)
@@ -472,7 +473,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
             for tid2, c, d in self._find_added(ns.get(), self._norm_rx):
                 sub = ns.slice(c, d)
                 if tid2 is not None:
-                    yield tid2, ((sub.align[0][0], sub.align[-1][1]) if sub.align else (0, 0)), w, sub.get(), True
+                    yield tid2, ((sub.align[0][0], sub.align[-1][1]) if sub.align else (0, 0)), w, sub.get(), None
                     w += 1
                     continue
                 pieces = [sub]
@@ -482,27 +483,55 @@ class HFSentencePieceTokenizer(ArtifactIO):
                     s = p.get()
                     if not s:
                         continue
-                    for tid3, cs, ce in self._model(s):
-                        al = p.align[cs:ce]
-                        yield tid3, ((al[0][0], al[-1][1]) if al else (p.orig_start, p.orig_start)), w, s[cs:ce], False
+                    yield None, p, w, s, self._model(s)
                     w += 1
 
+    @staticmethod
+    def _spans(p, toks) -> list[tuple[int, int]]:
+        """Original character spans of a piece's model tokens (a token's first and last normalized characters'
+        alignments)."""
+        align = p.align
+        n = len(align)
+        if all(cs < ce <= n for _, cs, ce in toks):
+            return [(align[cs][0], align[ce - 1][1]) for _, cs, ce in toks]
+        out = []
+        for _, cs, ce in toks:
+            al = align[cs:ce]
+            out.append((al[0][0], al[-1][1]) if al else (p.orig_start, p.orig_start))
+        return out
+
+    def tokens(self, text: str) -> Iterator[tuple[int, tuple[int, int], int, str, bool]]:
+        """The pipeline step by step: (id, character span in `text`, word index, the text the token covers,
+        whether it is an added-token match) per token (`_walk`, a token at a time)."""
+        for tid, x, w, s, toks in self._walk(text):
+            if toks is None:
+                yield tid, x, w, s, True
+                continue
+            for (tid3, cs, ce), span in zip(toks, self._spans(x, toks)):
+                yield tid3, span, w, s[cs:ce], False
+
     def hf_lists(self, text: str) -> tuple[list[int], list[tuple[int, int]], list[int], list[str]]:
-        """`tokens` as the lists the HF face reads: ids, character offsets, word indices and token strings
-        (tokenizers names an added-token match by the text it matched, Unigram's unknown piece by its text,
-        every other token by its vocabulary string)."""
+        """`_walk` as the lists the HF face reads, a piece at a time: ids, character offsets, word indices and
+        token strings (tokenizers names an added-token match by the text it matched, Unigram's unknown piece
+        by its text, every other token by its vocabulary string)."""
         ids: list[int] = []
         offs: list[tuple[int, int]] = []
         words: list[int] = []
-        toks: list[str] = []
+        toks_out: list[str] = []
         vocab = self._vocab()
         unk = self.unk_id if self.model_type == "unigram" else -2
-        for tid, span, w, covered, added in self.tokens(text):
-            ids.append(tid)
-            offs.append(span)
-            words.append(w)
-            toks.append(covered if added or tid == unk else vocab[tid])
-        return ids, offs, words, toks
+        for tid, x, w, s, toks in self._walk(text):
+            if toks is None:
+                ids.append(tid)
+                offs.append(x)
+                words.append(w)
+                toks_out.append(s)
+                continue
+            ids += [t for t, _, _ in toks]
+            offs += self._spans(x, toks)
+            words += [w] * len(toks)
+            toks_out += [s[cs:ce] if t == unk else vocab[t] for t, cs, ce in toks]
+        return ids, offs, words, toks_out
 
     def _encode(self, text: str, with_offsets: bool):
         if not isinstance(text, str):
