@@ -520,12 +520,10 @@ class HFSentencePieceTokenizer(ArtifactIO):
         toks_out: list[str] = []
         vocab = self._vocab()
         unk = self.unk_id if self.model_type == "unigram" else -2
+        out = (ids, offs, words, toks_out)
         for tid, x, w, s, toks in self._walk(text):
             if toks is None:
-                ids.append(tid)
-                offs.append(x)
-                words.append(w)
-                toks_out.append(s)
+                append_added(out, tid, x[0], x[1], w, s)
                 continue
             ids += [t for t, _, _ in toks]
             offs += self._spans(x, toks)
