@@ -142,6 +142,7 @@ static void ch_put(uint64_t *T, uint64_t mask, uint64_t e) {
 #define ch_key spm_ch_key
 
 static uint32_t ft_step_c(const spm_ftrie *f, uint32_t node, uint8_t c);
+static void bmp_build(spm_ftrie *f);
 
 static const uint8_t SPACE_SYM[3] = {0xE2, 0x96, 0x81};
 
@@ -295,6 +296,7 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
     f->bytes[3] = tbytes;
     f->pmask = cap - 1;
     f->cmask = ccap - 1;
+    bmp_build(f);
     if (want_pairs && (f->small = (uint64_t *)calloc(SPM_SMALL * SPM_SMALL, 8))) {
         int32_t sid[SPM_SMALL];
         int8_t un;
@@ -327,7 +329,34 @@ oom:
     return -1;
 }
 
+/* f->bmp from f->chars (see spm_ftrie): the entries of well-formed 2- and 3-byte characters; where it cannot
+ * be allocated, the hashed table serves */
+static void bmp_build(spm_ftrie *f) {
+    f->bmp = NULL;
+    if (!f->chars) return;
+    uint32_t *B = (uint32_t *)spm_zalloc((size_t)65536 * 4);
+    if (!B) return;
+    for (uint64_t i = 0; i <= f->cmask; i++) {
+        const uint64_t e = f->chars[i];
+        if (!e) continue;
+        const uint32_t len = (uint32_t)(e >> 32) & 7;
+        const uint8_t b0 = (uint8_t)e, b1 = (uint8_t)(e >> 8), b2 = (uint8_t)(e >> 16);
+        uint32_t cp;
+        if (len == 2 && b0 >= 0xC2 && b0 <= 0xDF && (b1 & 0xC0) == 0x80 && !(e >> 16 & 0xFFFF))
+            cp = (uint32_t)(b0 & 0x1F) << 6 | (b1 & 0x3F);
+        else if (len == 3 && (b0 & 0xF0) == 0xE0 && (b1 & 0xC0) == 0x80 && (b2 & 0xC0) == 0x80 && !(e >> 24 & 0xFF))
+            cp = (uint32_t)(b0 & 0x0F) << 12 | (uint32_t)(b1 & 0x3F) << 6 | (b2 & 0x3F);
+        else
+            continue;
+        if (len == 3 && cp < 0x800) continue;
+        if (B[cp]) continue; /* keys are unique in a sound table (a damaged one may answer another of its pieces) */
+        B[cp] = (uint32_t)((e >> 35) & ((1u << 21) - 1)) | ((e & SPM_CH_UNUSED) ? 0x80000000u : 0);
+    }
+    f->bmp = B;
+}
+
 static void ftrie_release(spm_ftrie *f) {
+    spm_zfree(f->bmp, (size_t)65536 * 4);
     if (!f->borrowed) {
         spm_zfree(f->chars, f->bytes[5]);
         free(f->small);
@@ -543,6 +572,7 @@ int spm_ftrie_adopt(spm_model *m, const spm_ft_tables *t) {
     }
     f->chars = (uint64_t *)t->chars;
     f->cmask = t->n_chars - 1;
+    bmp_build(f);
     memcpy(f->ascii_id, t->ascii, sizeof f->ascii_id);
     if (t->pairs) {
         f->pmask = t->n_pairs - 1;
@@ -735,7 +765,13 @@ void spm_model_prepare(spm_model *m) {
     uint32_t n_unk = 0;
     for (uint32_t i = 0; i < m->n_pieces; i++) n_unk += m->ptype[i] == SPT_UNKNOWN;
     m->one_unk = n_unk == 1 && m->unk_id >= 0 && (uint32_t)m->unk_id < m->n_pieces && m->ptype[m->unk_id] == SPT_UNKNOWN;
-    for (int c = 0; c < 128; c++) {
+    for (int c = 0; c < 256; c++) {
+        /* a lead byte (0xC2..0xF4) that starts no user-defined piece and no charsmap key: NormalizePrefix
+         * gives a well-formed character it starts back unchanged */
+        if (c >= 0x80 && (c < 0xC2 || c > 0xF4)) {
+            m->ascii_pass[c] = 0;
+            continue;
+        }
         int pass = !m->user.n_nodes || m->user.root[c] == SPM_NONE;
         if (pass && m->n_cm) {
             const uint32_t node = DA_OFFSET(m->cm_units[0]) ^ (uint32_t)c;
@@ -828,13 +864,24 @@ int spm_normalize(const spm_model *m, const uint8_t *in, size_t n, spm_bytes *ou
     if (!(fl & SPF_WS_SUFFIX) && (fl & SPF_ADD_DUMMY)) EMIT(ws, wsl);
     int prev_space = remove_ws;
     while (i < n) {
-        if (!n2o && in[i] < 0x80 && m->ascii_pass[in[i]]) {
-            /* a run of ASCII bytes that normalize to themselves: the loop below for each of them, written
-             * into the buffer reserved above (3 output bytes per input byte at most) */
+        if (!n2o && m->ascii_pass[in[i]]) {
+            /* a run of characters that normalize to themselves (ASCII bytes, and well-formed characters
+             * whose lead byte starts no rule): the loop below for each of them, written into the buffer
+             * reserved above (3 output bytes per input byte at most) */
             uint8_t *o = out->p + out->n;
             const size_t i0 = i;
             do {
-                const uint8_t b = in[i++];
+                const uint8_t b = in[i];
+                if (b >= 0x80) {
+                    size_t cl;
+                    if (!valid_decode(in + i, n - i, &cl)) break; /* U+FFFD: the general path */
+                    for (size_t k = 0; k < cl; k++) o[k] = in[i + k];
+                    o += cl;
+                    i += cl;
+                    prev_space = 0;
+                    continue;
+                }
+                i++;
                 if (b == ' ') {
                     if (!prev_space) {
                         if (escape) {
@@ -851,10 +898,11 @@ int spm_normalize(const spm_model *m, const uint8_t *in, size_t n, spm_bytes *ou
                     *o++ = b;
                     prev_space = 0;
                 }
-            } while (i < n && in[i] < 0x80 && m->ascii_pass[in[i]]);
+            } while (i < n && m->ascii_pass[in[i]]);
             out->n = (size_t)(o - out->p);
             consumed += i - i0;
-            continue;
+            if (i > i0) continue;
+            /* an ill-formed character first: the general path below */
         }
         l = normalize_prefix(m, in + i, n - i, &sp, &splen);
         if (prev_space)
@@ -1251,7 +1299,8 @@ HOT void pt_prefetch(const spm_ftrie *f, int32_t a, int32_t b) {
     __builtin_prefetch(&f->pairs[pt_slot(SPM_PT_KEY(a, b), f->pmask)]);
 }
 
-static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
+/* the merge candidate of symbols left and right (adjacent, live) into *out: 1, 0 none, -1 out of memory */
+HOT int pair_of(bpe_ctx *c, int32_t left, int32_t right, bpe_pair *out) {
     if (left < 0 || right < 0) return 0;
     bpe_sym *a = &c->sym[left], *b = &c->sym[right];
     if (a->freeze || b->freeze) return 0;
@@ -1288,7 +1337,7 @@ static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
     p.left = left;
     p.right = right;
     p.size = a->len + b->len;
-    if (heap_push(&c->q, p)) return -1;
+    *out = p;
     if (unused >= 0) { /* an unused piece: remember the split that formed it (resegmentation) */
         if (!c->rev_left) {
             c->rev_left = (uint32_t *)calloc(m->n_pieces, sizeof(uint32_t));
@@ -1296,10 +1345,25 @@ static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
         }
         c->rev_left[unused] = a->len;
     }
-    return 0;
+    return 1;
+}
+
+static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
+    bpe_pair p;
+    const int r = pair_of(c, left, right, &p);
+    return r <= 0 ? r : heap_push(&c->q, p);
+}
+
+/* the candidate of left and its next symbol into cand[left] (prio 0: none); 0, or -1 out of memory */
+HOT int cand_set(bpe_ctx *c, bpe_pair *cand, int32_t left, int32_t right) {
+    if (left < 0) return 0;
+    const int r = pair_of(c, left, right, &cand[left]);
+    if (r <= 0) cand[left].prio = 0;
+    return r < 0 ? -1 : 0;
 }
 
 #define ID_UNKNOWN (-2)
+#define BPE_ARRAY_MAX 32 /* words of at most this many symbols merge without the heap */
 
 /* Resegmentation of a final symbol (bpe_model.cc): a normal or user-defined piece is itself; an unused
  * piece splits into the pair that last formed it; anything else is the unknown piece.  Past a depth of
@@ -1382,6 +1446,47 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         i += l;
     }
     c.sym[ns - 1].next = -1;
+    if (ns <= BPE_ARRAY_MAX) {
+        /* a short word: one candidate per symbol in an array, the best found by a scan (the heap's order:
+         * the largest prio among the current candidates, which are exactly the heap's entries that are
+         * not stale) */
+        bpe_pair cand[BPE_ARRAY_MAX];
+        cand[ns - 1].prio = 0;
+        for (size_t k = 1; k < ns; k++)
+            if (cand_set(&c, cand, (int32_t)k - 1, (int32_t)k)) goto done;
+        for (;;) {
+            int32_t best = -1;
+            uint64_t bp = 0;
+            for (size_t k = 0; k < ns; k++)
+                if (cand[k].prio > bp) {
+                    bp = cand[k].prio;
+                    best = (int32_t)k;
+                }
+            if (best < 0) break;
+            const bpe_pair top = cand[best];
+            bpe_sym *a = &c.sym[top.left], *b = &c.sym[top.right];
+            a->len += b->len;
+            a->node = top.node;
+            a->id = top.id;
+            a->unused = (int8_t)top.unused;
+            a->sm = 255;
+            a->next = b->next;
+            if (b->next >= 0) c.sym[b->next].prev = top.left;
+            b->len = 0;
+            cand[top.right].prio = 0;
+            if (tab && a->prev >= 0 && a->next >= 0) {
+                const int32_t pl = c.sym[a->prev].id, nr = c.sym[a->next].id;
+                if (pl >= 0) pt_prefetch(ft, pl, a->id);
+                if (nr >= 0) pt_prefetch(ft, a->id, nr);
+            }
+            if (cand_set(&c, cand, a->prev, top.left)) goto done;
+            if (a->next < 0)
+                cand[top.left].prio = 0;
+            else if (cand_set(&c, cand, top.left, a->next))
+                goto done;
+        }
+        goto emit;
+    }
     for (size_t k = 1; k < ns; k++)
         if (maybe_add(&c, (int32_t)k - 1, (int32_t)k)) goto done;
     while (c.q.n) {
@@ -1404,6 +1509,7 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         if (maybe_add(&c, a->prev, top.left)) goto done;
         if (maybe_add(&c, top.left, a->next)) goto done;
     }
+emit:
     for (int32_t k = 0; k != -1; k = c.sym[k].next)
         if (reseg(&c, c.sym[k].start, c.sym[k].len, out, 0, c.sym[k].id, c.sym[k].unused)) goto done;
     rc = 0;
@@ -1531,13 +1637,15 @@ static int bpe_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *o
         if (c && len <= CW_MAXB) {
             /* two candidate slots; a word is stored in the first when it is free, else in the second */
             cw_slot *s1 = &c->slot[h & (CW_SLOTS - 1)], *s2 = &c->slot[slot2(h)];
-            cw_slot v1, v2;
-            const int ok1 = cw_read(s1, &v1), ok2 = cw_read(s2, &v2);
+            /* a slot is copied (and its copy checked) only when its hash, read first on its own, is the word's */
+            cw_slot v;
             const cw_slot *hit = NULL;
-            if (ok1 && v1.hash == h && v1.len == len && memcmp(v1.key, s + a, len) == 0)
-                hit = &v1;
-            else if (ok2 && v2.hash == h && v2.len == len && memcmp(v2.key, s + a, len) == 0)
-                hit = &v2;
+            const uint32_t h1 = __atomic_load_n(&s1->hash, __ATOMIC_RELAXED);
+            if (h1 == h && cw_read(s1, &v) && v.hash == h && v.len == len && memcmp(v.key, s + a, len) == 0)
+                hit = &v;
+            else if (__atomic_load_n(&s2->hash, __ATOMIC_RELAXED) == h && cw_read(s2, &v) && v.hash == h &&
+                     v.len == len && memcmp(v.key, s + a, len) == 0)
+                hit = &v;
             if (hit) {
                 const int nt = hit->nt;
                 for (int k = 0; k < nt; k++)
@@ -1545,7 +1653,7 @@ static int bpe_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *o
                 a = b;
                 continue;
             }
-            sl = ok1 && v1.hash == 0 ? s1 : s2;
+            sl = h1 == 0 ? s1 : s2;
         }
         tmp.n = 0;
         if (spm_bpe(m, s + a, len, &tmp)) goto fail;

@@ -523,19 +523,21 @@ static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_
         hs = fnv(s, n);
         struct spm_hf_cache_slot *s1 = &h->cache[hs & (PC_SLOTS - 1)];
         struct spm_hf_cache_slot *s2 = &h->cache[(hs >> 16 ^ hs >> 5) & (PC_SLOTS - 1)];
-        struct spm_hf_cache_slot v1, v2;
-        const int ok1 = spm_line_read(s1, &v1), ok2 = spm_line_read(s2, &v2);
+        /* a slot is copied (and its copy checked) only when its hash, read first on its own, is the piece's */
+        struct spm_hf_cache_slot v;
         const struct spm_hf_cache_slot *hit = NULL;
-        if (ok1 && v1.hash == hs && v1.len == n && memcmp(v1.key, s, n) == 0)
-            hit = &v1;
-        else if (ok2 && v2.hash == hs && v2.len == n && memcmp(v2.key, s, n) == 0)
-            hit = &v2;
+        const uint32_t h1 = __atomic_load_n(&s1->hash, __ATOMIC_RELAXED);
+        if (h1 == hs && spm_line_read(s1, &v) && v.hash == hs && v.len == n && memcmp(v.key, s, n) == 0)
+            hit = &v;
+        else if (__atomic_load_n(&s2->hash, __ATOMIC_RELAXED) == hs && spm_line_read(s2, &v) && v.hash == hs &&
+                 v.len == n && memcmp(v.key, s, n) == 0)
+            hit = &v;
         if (hit) {
             for (int k = 0; k < hit->nt; k++)
                 if (ids_put(ids, hit->id[k])) return -1;
             return 0;
         }
-        sl = ok1 && v1.hash == 0 ? s1 : s2;
+        sl = h1 == 0 ? s1 : s2;
     }
     const size_t base = ids->n;
     const int rc = h->model_bpe ? hf_bpe(m, h, &sc->w, s, n, ids) : hf_unigram(m, h, s, n, &sc->tri, ids);

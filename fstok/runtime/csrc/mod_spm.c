@@ -20,6 +20,7 @@ typedef struct {
     Py_buffer buf[N_ARR + 2 + N_FT]; /* the arrays, the scores and types, the walking tables */
     int nbuf;
     void *copy[N_FT]; /* aligned copies of walking tables whose buffer was not aligned */
+    PyObject **ints;  /* the int object of each piece id, made on first use (under the GIL); NULL: none yet */
 } handle;
 
 static void handle_free(PyObject *cap) {
@@ -28,6 +29,10 @@ static void handle_free(PyObject *cap) {
     spm_ftrie_free(&h->m);
     for (int i = 0; i < h->nbuf; i++) PyBuffer_Release(&h->buf[i]);
     for (int i = 0; i < N_FT; i++) free(h->copy[i]);
+    if (h->ints) {
+        for (uint32_t i = 0; i < h->m.n_pieces; i++) Py_XDECREF(h->ints[i]);
+        free(h->ints);
+    }
     spm_cache_free(h->m.cache);
     spm_zfree(h->m.pair_memo, SPM_PAIR_MEMO_BYTES);
     pthread_mutex_destroy(&h->m.ft_mu);
@@ -214,12 +219,23 @@ static spm_model *get_model(PyObject *cap) {
     return h ? &h->m : NULL;
 }
 
-static PyObject *ids_list(const spm_ints *v, int stride) {
+/* the int object of id (a new reference): ids of the vocabulary share one object each, made on first use,
+ * so that a list of ids costs no allocation per id (ids past 256 are not among Python's small ints) */
+static PyObject *id_object(handle *h, int32_t id) {
+    if (!h || id < 0 || (uint32_t)id >= h->m.n_pieces) return PyLong_FromLong(id);
+    if (!h->ints && !(h->ints = (PyObject **)calloc(h->m.n_pieces, sizeof(PyObject *)))) return PyLong_FromLong(id);
+    PyObject *x = h->ints[id];
+    if (!x && !(x = h->ints[id] = PyLong_FromLong(id))) return NULL;
+    Py_INCREF(x);
+    return x;
+}
+
+static PyObject *ids_list_h(handle *h, const spm_ints *v, int stride) {
     const Py_ssize_t n = (Py_ssize_t)(v->n / (size_t)stride);
     PyObject *L = PyList_New(n);
     if (!L) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *x = PyLong_FromLong(v->p[i * stride]);
+        PyObject *x = id_object(h, v->p[i * stride]);
         if (!x) {
             Py_DECREF(L);
             return NULL;
@@ -228,6 +244,10 @@ static PyObject *ids_list(const spm_ints *v, int stride) {
     }
     return L;
 }
+
+static PyObject *ids_list(const spm_ints *v, int stride) { return ids_list_h(NULL, v, stride); }
+
+static handle *get_handle(PyObject *cap) { return (handle *)PyCapsule_GetPointer(cap, "fstok.spm"); }
 
 static PyObject *triples_bytes(const spm_ints *v) {
     return PyBytes_FromStringAndSize((const char *)v->p, (Py_ssize_t)(v->n * 4));
@@ -252,7 +272,7 @@ static PyObject *py_encode(PyObject *self, PyObject *args) {
         spm_ints_free(&ids);
         return PyErr_NoMemory();
     }
-    PyObject *r = mode == 1 ? triples_bytes(&ids) : ids_list(&ids, 3);
+    PyObject *r = mode == 1 ? triples_bytes(&ids) : ids_list_h(get_handle(cap), &ids, 3);
     spm_ints_free(&ids);
     return r;
 }
@@ -284,7 +304,7 @@ static PyObject *py_encode_batch(PyObject *self, PyObject *args) {
             spm_ints_free(&ids);
             return PyErr_NoMemory();
         }
-        PyObject *L = ids_list(&ids, 3);
+        PyObject *L = ids_list_h(get_handle(cap), &ids, 3);
         if (!L) {
             Py_DECREF(out);
             spm_ints_free(&ids);
@@ -543,7 +563,7 @@ static PyObject *py_hf_encode(PyObject *self, PyObject *args) {
         if (rc == 1) Py_RETURN_NONE;
         return PyErr_NoMemory();
     }
-    PyObject *r = ids_list(&ids, 1);
+    PyObject *r = ids_list_h(get_handle(x->model), &ids, 1);
     spm_ints_free(&ids);
     return r;
 }

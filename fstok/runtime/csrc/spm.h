@@ -83,6 +83,10 @@ typedef struct {
     uint64_t *small;
     uint64_t *chars;
     uint64_t cmask;
+    /* the character table's 2- and 3-byte characters by code point (derived at load, NULL: none):
+     * (piece + 1) | unused << 31, 0 none.  Text of one script reads a few lines of it where the hashed
+     * table scatters its characters over as many lines */
+    uint32_t *bmp;
     size_t bytes[6]; /* the mapped sizes of nodes, (unused), rows, pairs, skey, chars (spm_huge_alloc) */
     uint32_t n_nodes, n_rows; /* records in nodes (one more is allocated), full rows in rows */
     int borrowed;             /* the tables are the artifact's (spm_ftrie_adopt), but for those of `own` */
@@ -142,6 +146,23 @@ static inline int32_t spm_char_piece(const spm_ftrie *f, const uint8_t *s, size_
     *unused = 0;
     if (!f || !f->chars) return -2;
     if (l == 1 && s[0] < 128) return f->ascii_id[s[0]];
+    if (f->bmp && (l == 2 || l == 3)) {
+        uint32_t cp = 0;
+        int ok;
+        if (l == 2) {
+            ok = s[0] >= 0xC2 && s[0] <= 0xDF && (s[1] & 0xC0) == 0x80;
+            cp = (uint32_t)(s[0] & 0x1F) << 6 | (s[1] & 0x3F);
+        } else {
+            ok = (s[0] & 0xF0) == 0xE0 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80;
+            cp = (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F);
+            ok = ok && cp >= 0x800;
+        }
+        if (ok) { /* a well-formed character: its bytes are its code point's only encoding */
+            const uint32_t v = f->bmp[cp];
+            *unused = (int8_t)(v >> 31);
+            return (int32_t)(v & ((1u << 21) - 1)) - 1;
+        }
+    }
     const uint64_t key = spm_ch_key(s, l);
     const uint64_t *T = f->chars;
     for (uint64_t i = spm_slot(key, f->cmask);; i = (i + 1) & f->cmask) {
@@ -226,7 +247,9 @@ typedef struct {
      * (the trie has too many nodes to pack three node ids into 63 bits) */
     uint64_t *pair_memo;
     const uint8_t *cut_pairs; /* 8192 bytes, or NULL (SPF_CUTS) */
-    uint8_t ascii_pass[128];  /* 1: the ASCII byte normalizes to itself whatever follows (spm_model_prepare) */
+    /* 1: the ASCII byte normalizes to itself whatever follows; for a lead byte of a multi-byte character: a
+     * well-formed character it starts normalizes to itself (spm_model_prepare) */
+    uint8_t ascii_pass[256];
     int one_unk;              /* unk_id is the only piece of type SPT_UNKNOWN (spm_model_prepare) */
     spm_ftrie *ft;            /* the walking layout of `pieces` (NULL until first use, or when too large) */
     int ft_state;             /* 0 not built, 1 built, -1 cannot be built */
