@@ -2,8 +2,6 @@
 the encodings' definitions, results of every method, and the exception type of every call shape."""
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import pickle
 import subprocess
@@ -18,6 +16,7 @@ from bpe_helpers import sample_lines, tiktoken_encoding, tiktoken_path
 from conftest import VOCAB, needs_shared
 
 import fstok.tiktoken as ftk
+from fstok.hf_batch import gc_paused
 
 pytestmark = needs_shared
 
@@ -110,17 +109,6 @@ TEXTS = ["hello world", "hello fanta", "hello ", "hello  ", "hello\n", "hello\n\
          "a\r\n", "", " ", "abc'", "١٢٣٤ 1234567"]
 
 
-@contextlib.contextmanager
-def _gc_paused():
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 @pytest.mark.parametrize("name", ["r50k_base", "cl100k_base", "o200k_harmony"])
 def test_methods_match(name):
     import tiktoken
@@ -144,7 +132,7 @@ def test_methods_match(name):
                 # (o200k's pieces have up to ~10^5 completions: compared as sets, since tiktoken's have no
                 # repeats, equal lengths and sets mean the same lists in some order; and with the cyclic GC
                 # paused, which would otherwise pass over the 10^6 new lists and tuples again and again)
-                with _gc_paused():
+                with gc_paused():
                     s, c = ref.encode_with_unstable(t, **kw)
                     s2, c2 = e.encode_with_unstable(t, **kw)
                     same = s2 == s and len(c2) == len(c) and set(map(tuple, c2)) == set(map(tuple, c))
