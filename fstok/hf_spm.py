@@ -701,7 +701,9 @@ def append_added(out: tuple[list, list, list, list], tid: int, a: int, b: int, w
 
 
 def _is_word(c: str) -> bool:
-    return c.isalnum() or c == "_"
+    from .pipeline.added import is_word_char  # HF's single_word test is Rust regex's Unicode \w
+
+    return is_word_char(c)
 
 
 def _leftmost_longest(rx, s: str):

@@ -97,7 +97,7 @@ def test_against_hf(name):
 
 
 PIECES = st.sampled_from(["[new]", "[NEW]", "Ünï", "uni", "中x", "中", "x", "<raw>", "Hello", "hello", "wor", "world",
-                          " ", "  ", "\u3000", "é", "e\u0301", "İ", "ß", "a", "!", "[unk]", "\x00", "日本"])
+                          " ", "  ", "\u3000", "é", "e\u0301", "İ", "ß", "a", "!", "[unk]", "\x00", "日本", "½", "\u0301", "\u200d"])
 
 
 @settings(max_examples=120, deadline=None)
@@ -106,6 +106,25 @@ def test_hypothesis(parts):
     ours, hf = _pair("uncased")
     t = "".join(parts)
     assert _fields(ours.encode(t)) == _fields(hf.encode(t)), t
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_match_takes_the_spaces_around_a_cjk_character(name):
+    """An lstrip / rstrip token takes the space BertNormalizer puts after (or before) a CJK character: the
+    rest of that character's normalized form is the character and a space, which encodes as the character
+    does; HF gives the match the character's start."""
+    ours, hf = _pair(name)
+    for t in ["中wor", "中 wor", "x中wor中", "wor中wor", "中  wor 中", "a中\u3000wor", "中中x中", "中x中x", "中wor中x中"]:
+        assert _fields(ours.encode(t)) == _fields(hf.encode(t)), t
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_single_word_uses_unicode_word_characters(name):
+    """single_word looks at Rust regex's Unicode \\w beside the match: a combining mark or a joiner is a word
+    character, a vulgar fraction is not (Python's isalnum says the opposite of each)."""
+    ours, hf = _pair(name)
+    for t in ["e\u0301Hello", "Hello\u0301", "\u00bdHello", "Hello\u00bd", "x\u200dHello", "_Hello", "Hello_"]:
+        assert _fields(ours.encode(t)) == _fields(hf.encode(t)), t
 
 
 def test_refuses_a_match_inside_one_character():

@@ -42,6 +42,17 @@ def _word_char():
     return is_word
 
 
+_IS_WORD = []
+
+
+def is_word_char(c: str) -> bool:
+    """Whether `c` is a word character for single_word: Rust regex's Unicode \\w (letters, marks, decimal
+    digits, connector punctuation, joiners), which is not Python's str.isalnum (marks, U+00BD...)."""
+    if not _IS_WORD:
+        _IS_WORD.append(_word_char())
+    return _IS_WORD[0](c)
+
+
 class _Trie:
     """Leftmost-longest matching of a set of literal strings (values: their AddedToken)."""
 
