@@ -508,14 +508,10 @@ class _BPECore(_Core):
         sub = [texts[i] for i in fast]
         # every text's ids in one uint32 buffer with int64 starts (no Python int per token); a text the C
         # path does not take as it is (lone surrogates) has no ids there and takes model_encode
-        (flat_b, starts_b), missing = tok._model.encode_batch(sub, None, num_threads, 1, None, True)
-        flat = np.frombuffer(flat_b, dtype=np.uint32)
-        lens = np.diff(np.frombuffer(starts_b, dtype=np.int64))
-        keep = list(range(len(sub)))
-        if missing:
-            gone = set(missing)
-            keep = [k for k in keep if k not in gone]
-            lens = lens[keep]
+        from .hf_words import batch_ids
+
+        flat, lens, keep = batch_ids(tok._model, sub, num_threads)
+        if len(keep) != len(sub):
             sub = [sub[k] for k in keep]
         out: list = [None] * len(texts)
         if keep:

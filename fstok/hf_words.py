@@ -38,6 +38,22 @@ def trim_offsets(ids: np.ndarray, cs: np.ndarray, ce: np.ndarray, first: np.ndar
     return a, b
 
 
+
+def batch_ids(model, texts: list[str], num_threads: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """The ids of every text from one threaded C call of the tables' `model` (no added-token matching), as
+    one uint32 array with no Python int per token: (ids, token count per kept text, indices of the kept
+    texts).  A text the C path does not take as it is (lone surrogates) is left out of all three."""
+    (flat_b, starts_b), missing = model.encode_batch(texts, None, num_threads, 1, None, True)
+    flat = np.frombuffer(flat_b, dtype=np.uint32)
+    lens = np.diff(np.frombuffer(starts_b, dtype=np.int64))
+    keep = list(range(len(texts)))
+    if missing:
+        gone = set(missing)
+        keep = [k for k in keep if k not in gone]
+        lens = lens[keep]
+    return flat, lens, keep
+
+
 class WordPlan:
     """What word numbering needs from one compiled tokenizer."""
 
@@ -152,14 +168,8 @@ class WordPlan:
         surrogates) or whose ids hold a stand-in id from `standin_lo` on.  With `trim` (the add_prefix_space of
         the post-processor's byte-level offset trimming, `fstok.postprocess.trim_spec`) each row also carries
         its trimmed offsets (a fifth item)."""
-        (flat_b, starts_b), missing = model.encode_batch(texts, None, num_threads, 1, None, True)
-        flat = np.frombuffer(flat_b, dtype=np.uint32).astype(np.int64)
-        lens = np.diff(np.frombuffer(starts_b, dtype=np.int64))
-        keep = list(range(len(texts)))
-        if missing:
-            gone = set(missing)
-            keep = [k for k in keep if k not in gone]
-            lens = lens[keep]
+        flat, lens, keep = batch_ids(model, texts, num_threads)
+        flat = flat.astype(np.int64)
         out: list = [None] * len(texts)
         if not keep or not len(flat):
             for k in keep:
