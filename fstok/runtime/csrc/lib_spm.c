@@ -1394,6 +1394,27 @@ static int reseg(bpe_ctx *c, uint32_t start, uint32_t len, spm_ints *out, int de
     return ints_put3(out, id, (int32_t)start, (int32_t)(start + len));
 }
 
+/* Merges the right symbol of `top` into its left one (which becomes the pair's piece) and, with a pair
+ * table, fetches the table slots of the two pairs the merged symbol now forms with its neighbours, which
+ * the caller computes next. */
+static inline const bpe_sym *sym_merge(bpe_ctx *c, const bpe_pair *top, int tab) {
+    bpe_sym *a = &c->sym[top->left], *b = &c->sym[top->right];
+    a->len += b->len;
+    a->node = top->node;
+    a->id = top->id;
+    a->unused = (int8_t)top->unused;
+    a->sm = 255;
+    a->next = b->next;
+    if (b->next >= 0) c->sym[b->next].prev = top->left;
+    b->len = 0;
+    if (tab && a->prev >= 0 && a->next >= 0) {
+        const int32_t pl = c->sym[a->prev].id, nr = c->sym[a->next].id;
+        if (pl >= 0) pt_prefetch(c->ft, pl, a->id);
+        if (nr >= 0) pt_prefetch(c->ft, a->id, nr);
+    }
+    return a;
+}
+
 int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
     if (!n) return 0;
     bpe_ctx c;
@@ -1464,21 +1485,8 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
                 }
             if (best < 0) break;
             const bpe_pair top = cand[best];
-            bpe_sym *a = &c.sym[top.left], *b = &c.sym[top.right];
-            a->len += b->len;
-            a->node = top.node;
-            a->id = top.id;
-            a->unused = (int8_t)top.unused;
-            a->sm = 255;
-            a->next = b->next;
-            if (b->next >= 0) c.sym[b->next].prev = top.left;
-            b->len = 0;
+            const bpe_sym *a = sym_merge(&c, &top, tab);
             cand[top.right].prio = 0;
-            if (tab && a->prev >= 0 && a->next >= 0) {
-                const int32_t pl = c.sym[a->prev].id, nr = c.sym[a->next].id;
-                if (pl >= 0) pt_prefetch(ft, pl, a->id);
-                if (nr >= 0) pt_prefetch(ft, a->id, nr);
-            }
             if (cand_set(&c, cand, a->prev, top.left)) goto done;
             if (a->next < 0)
                 cand[top.left].prio = 0;
@@ -1491,21 +1499,9 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
         if (maybe_add(&c, (int32_t)k - 1, (int32_t)k)) goto done;
     while (c.q.n) {
         const bpe_pair top = heap_pop(&c.q);
-        bpe_sym *a = &c.sym[top.left], *b = &c.sym[top.right];
+        const bpe_sym *a = &c.sym[top.left], *b = &c.sym[top.right];
         if (!a->len || !b->len || a->len + b->len != top.size) continue;
-        a->len += b->len;
-        a->node = top.node;
-        a->id = top.id;
-        a->unused = (int8_t)top.unused;
-        a->sm = 255;
-        a->next = b->next;
-        if (b->next >= 0) c.sym[b->next].prev = top.left;
-        b->len = 0;
-        if (tab && a->prev >= 0 && a->next >= 0) {
-            const int32_t pl = c.sym[a->prev].id, nr = c.sym[a->next].id;
-            if (pl >= 0) pt_prefetch(ft, pl, a->id);
-            if (nr >= 0) pt_prefetch(ft, a->id, nr);
-        }
+        sym_merge(&c, &top, tab);
         if (maybe_add(&c, a->prev, top.left)) goto done;
         if (maybe_add(&c, top.left, a->next)) goto done;
     }
