@@ -112,14 +112,25 @@ class Meta:
         return Meta(value, self.where, f"{self.prefix}.{key}")
 
 
+_MACHINE_THREADS = [0, 0.0]  # (CPUs, time.monotonic() when read)
+
+
 def machine_threads() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    """CPUs this process may run on (its affinity mask where the OS has one), read again at most once a
+    second: the system call and its set of CPUs cost ~5 us, paid by every batch call on its calling thread."""
+    import time
+
+    now = time.monotonic()
+    if _MACHINE_THREADS[0] and now - _MACHINE_THREADS[1] < 1.0:
+        return _MACHINE_THREADS[0]
     import os
 
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        n = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        n = max(1, os.cpu_count() or 1)
+    _MACHINE_THREADS[0], _MACHINE_THREADS[1] = n, now
+    return n
 
 
 def check_threads(num_threads: Any, what: str = "num_threads") -> int:

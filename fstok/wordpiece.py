@@ -20,6 +20,7 @@ import numpy as np
 
 from ._inspectable import Inspectable
 from . import artifact as art
+from .validate import check_threads, machine_threads
 from .wordpiece_layout import NONE, NORM1_LEN, node_fields
 
 if TYPE_CHECKING:
@@ -44,8 +45,9 @@ def _as_text(text, what: str = "text") -> str:
 
 
 def _check_threads(num_threads) -> int:
-    from .validate import check_threads  # a positive int, clamped to the machine (as BPE does)
-
+    """A positive int, clamped to the machine (as BPE does)."""
+    if type(num_threads) is int and 1 <= num_threads <= 256:  # (check_threads' clamp without its type checks)
+        return min(num_threads, 4 * machine_threads())
     return check_threads(num_threads)
 
 
@@ -340,8 +342,6 @@ class WordPieceTokenizer(Inspectable):
             raise TypeError("encode_batch expects a sequence of texts, not a single str/bytes")
         texts = list(texts)
         if num_threads is None:  # (the CPUs this process may run on; os.cpu_count() reads /sys each call)
-            from .validate import machine_threads
-
             num_threads = machine_threads()
         num_threads = _check_threads(num_threads)
         if allowed_special:
@@ -367,8 +367,6 @@ class WordPieceTokenizer(Inspectable):
             raise TypeError("encode_batch_to_numpy expects a sequence of texts, not a single str/bytes")
         texts = list(texts)
         if num_threads is None:
-            from .validate import machine_threads
-
             num_threads = machine_threads()
         num_threads = _check_threads(num_threads)
         try:
