@@ -230,17 +230,21 @@ class _Trie:
         return nid
 
     def leaf(self, base: int) -> int:
+        """The node of the 64 code points base..base+63 (one continuation byte left).  Filled run by run
+        (the runs are sorted and disjoint), not code point by code point: lowering visits ~17k blocks."""
         a = self.alpha
-        i = bisect.bisect_right(a.runs_lo, base) - 1
-        cells = []
-        for j in range(64):
-            cp = base + j
-            while i + 1 < len(a.runs_lo) and a.runs_lo[i + 1] <= cp:
-                i += 1
-            if i >= 0 and a.runs_lo[i] <= cp <= a.runs_hi[i]:
-                cells.append(a.runs_cell[i])
-            else:
-                cells.append(-1)
+        lo, hi, cell = a.runs_lo, a.runs_hi, a.runs_cell
+        end = base + 63
+        i = bisect.bisect_right(lo, base) - 1
+        if i >= 0 and hi[i] >= end:
+            return self._intern(1, (cell[i],) * 64)
+        cells = [-1] * 64
+        j = max(i, 0)
+        while j < len(lo) and lo[j] <= end:
+            s, e = max(lo[j], base), min(hi[j], end)
+            if s <= e:
+                cells[s - base:e - base + 1] = [cell[j]] * (e - s + 1)
+            j += 1
         return self._intern(1, tuple(cells))
 
     def lead(self, b: int):

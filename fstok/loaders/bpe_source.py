@@ -58,11 +58,18 @@ OPENAI_ENCODINGS: dict[str, tuple[str, dict[str, int]]] = {
 from ..bytelevel_table import BYTE_TO_CHAR, CHAR_TO_BYTE, bytes_to_unicode  # noqa: E402,F401  (re-exported)
 
 
+# str.translate to Latin-1 and one encode instead of a generator per entry (vocabularies have 10^5 entries):
+# table characters map to the Latin-1 character of their byte; Latin-1 characters outside the table map to
+# U+FFFF so that the encode fails (characters above U+00FF that are not in the table fail it as they are)
+_TO_LATIN1 = {ord(c): chr(b) for c, b in CHAR_TO_BYTE.items()}
+_TO_LATIN1.update({cp: "\uffff" for cp in range(256) if chr(cp) not in CHAR_TO_BYTE})
+
+
 def bytelevel_to_bytes(s: str) -> bytes | None:
     """Map a byte-level vocabulary string back to bytes; None if it has a character outside the table."""
     try:
-        return bytes(CHAR_TO_BYTE[c] for c in s)
-    except KeyError:
+        return s.translate(_TO_LATIN1).encode("latin-1")
+    except UnicodeEncodeError:
         return None
 
 
