@@ -126,139 +126,172 @@ static int encode_text_parallel(const bpe_rt *self, const bpe_specials *sp, cons
 
 
 /* --- batches on threads: the module's persistent pool (tpool.h), or threads of the call while the pool
- * runs another job */
+ * runs another job.
+ *
+ * Each thread that encodes blocks of a batch writes what it makes into memory of its own (bt_arena: chunks it
+ * alone appends to), and a block is published as one pointer to its texts' records (bt_text: where the text's
+ * output is, how long, its status), stored with release order once the block is done.  Why: the texts' results
+ * were per-text entries of arrays shared by all threads (status, count, item pointer, flag, done flag) next to
+ * each other, so threads encoding neighbouring blocks wrote into the same cache lines for every text, and each
+ * block's buffer was a malloc on a worker and a free on the calling thread (another thread's arena); on 16
+ * threads a call of 1024 short lines cost twice the CPU of the same call on 2.  Now the only shared writes are
+ * one pointer per block and one hand-over of a thread's chunks per call. */
+
+/* one chunk of a thread's output; the chunks of a call form a list freed by the caller at its end */
+typedef struct bt_chunk {
+    struct bt_chunk *next;
+    size_t cap, used;
+    _Alignas(16) unsigned char data[];
+} bt_chunk;
+
+typedef struct {
+    bt_chunk *cur; /* newest chunk (older ones through next) */
+    size_t next_cap;
+} bt_arena;
+
+/* bytes (16-aligned) from the thread's arena, or NULL */
+static void *bt_alloc(bt_arena *a, size_t bytes) {
+    bytes = (bytes + 15) & ~(size_t)15;
+    bt_chunk *c = a->cur;
+    if (!c || c->cap - c->used < bytes) {
+        size_t cap = a->next_cap > bytes ? a->next_cap : bytes;
+        bt_chunk *n = (bt_chunk *)malloc(sizeof(bt_chunk) + cap);
+        if (!n) return NULL;
+        n->next = c;
+        n->cap = cap;
+        n->used = 0;
+        a->cur = c = n;
+        if (a->next_cap < ((size_t)4 << 20)) a->next_cap *= 2; /* (a chunk's unused tail wastes at most half) */
+    }
+    void *p = c->data + c->used;
+    c->used += bytes;
+    return p;
+}
+
+static void bt_free_chunks(bt_chunk *c) {
+    while (c) {
+        bt_chunk *n = c->next;
+        free(c);
+        c = n;
+    }
+}
+
+/* one text's result: p its output (uint32 ids, or list items in item mode), n their number (the token count in
+ * count mode, p NULL), rc 0 done, -1 out of memory, 1 no UTF-8 (a lone surrogate: the caller repairs it),
+ * odd: item mode, an item is an id with no int in the table (written (id << 1) | 1) */
+typedef struct {
+    void *p;
+    uint32_t n;
+    int8_t rc;
+    uint8_t odd;
+} bt_text;
+
+enum { BT_IDS = 0, BT_ITEMS = 1, BT_COUNT = 2 };
+
+/* the records of a block whose records found no memory: every text's rc is -1 */
+static bt_text bt_oom_text = {NULL, 0, -1, 0};
+#define BT_OOM_BLOCK (&bt_oom_text)
+
 typedef struct {
     const bpe_rt *self;
     const bpe_specials *sp, *sp2;
     const pystr_src *src; /* where each text's UTF-8 is, or the code units to encode it from (pystr_utf8.h) */
-    enc_state *st;
-    int *rc; /* per text: 0 done, -1 out of memory, 1 no UTF-8 (a lone surrogate: the caller repairs it) */
     size_t count;
-    /* texts are claimed in blocks [bstart[b], bstart[b+1]): a batch of short lines paid a mutex round per
-     * line; a block holds <= 64 texts and about 1/32 of a thread's share of the bytes, a long text one of its own */
+    /* texts are claimed in blocks [bstart[b], bstart[b+1]) from the shared counter next: a block holds <= 64 texts
+     * and about 1/16 of a thread's share of the bytes, a long text one of its own */
     const size_t *bstart;
     size_t nblocks;
     atomic_size_t next;
-    int kind;
-    uint8_t *done; /* per text, set when its state is final (the overlapped list path), or NULL */
+    int mode;               /* BT_IDS, BT_ITEMS or BT_COUNT */
+    bt_text **recs;         /* per block: its texts' records, stored (release) when the block is done, else NULL */
+    bt_chunk *_Atomic chunks; /* every thread's chunks, handed over as it leaves */
+    size_t chunk_cap;       /* a thread's first chunk */
     _Atomic long long *busy_ns; /* FSTOK_TRACE_THREADS: the workers' summed CPU time, or NULL */
-    /* Item mode (the overlapped list path with pinned ints): the thread that encodes a block also writes
-     * its texts' list items, the pinned int of each id (a read-only table: no GIL needed), into one buffer
-     * per block; the GIL-holding thread then only copies each text's items into its list.  An id with no
-     * int in the table is written as (id << 1) | 1 (an odd value, never a pointer) and its text flagged. */
+    /* item mode: the pinned int of each id (a read-only table: no GIL needed), so that the GIL-holding thread
+     * only copies each text's items into its list */
     void *const *ints;
     size_t n_ints;
-    void ***items; /* per text: its first item in its block's buffer */
-    size_t *nitems;
-    uint8_t *odd;  /* per text: holds an odd (int not made yet) item */
-    void **blockbuf; /* per block: the buffer (freed by the caller) */
-    /* Block mode (OUT_BYTES, the ids of the whole batch as one array; OUT_LIST where the lists are made after
-     * the encoding, as on one thread): the thread that encodes a block appends its texts' ids to one buffer per
-     * block (blockbuf, uint32) and writes each text's count (nitems).  Why: a buffer of its own per text was 1024
-     * allocations on the workers and 1024 frees on the calling thread per call of 1024 lines (another thread's
-     * allocations: the slow path of free), after the workers had finished: a serial part of the call; the
-     * calling thread now reads one buffer per block. */
-    int block_ids;
 } batch_job;
 
-/* Item mode (item_mode 1) and block mode (0): encode the texts of block b into the thread's scratch state and
- * append what each text gives to the block's buffer -- item mode its list items (pinned ints, void *), block
- * mode its ids (uint32) -- with rc -1 for every text from the first that finds no memory; item mode then sets
- * the texts' flags.  Always inlined with a constant item_mode: each mode gets a loop of its own, as if written
- * twice. */
-static inline __attribute__((always_inline)) void batch_block_buf(batch_job *j, size_t b, bpe_memo *memo,
-                                                                  pystr_buf *buf, enc_state *scratch,
-                                                                  const int item_mode) {
-    const size_t esz = item_mode ? sizeof(void *) : sizeof(uint32_t);
-    size_t lo = j->bstart[b], hi = j->bstart[b + 1], bytes = 0, used = 0;
-    for (size_t i = lo; i < hi; i++) bytes += j->src[i].utf8 ? j->src[i].len : 2 * j->src[i].len;
-    size_t cap = bytes / 3 + 64;
-    char *out = (char *)malloc(cap * esz);
+/* the records of block b, or NULL while it is not done (acquire: its texts' output is visible after) */
+static inline bt_text *batch_rec(batch_job *j, size_t b) { return __atomic_load_n(&j->recs[b], __ATOMIC_ACQUIRE); }
+
+/* Encode the texts of block b into the thread's scratch state and copy what each gives into the thread's arena:
+ * item mode its list items, ids mode its ids, count mode only the number; then publish the block.  Always inlined
+ * with a constant mode: each mode gets a loop of its own, as if written three times. */
+static inline __attribute__((always_inline)) void batch_block_mode(batch_job *j, size_t b, bt_arena *a, bpe_memo *memo,
+                                                                   pystr_buf *buf, enc_state *scratch, const int mode) {
+    const size_t lo = j->bstart[b], hi = j->bstart[b + 1];
+    bt_text *t = (bt_text *)bt_alloc(a, (hi - lo) * sizeof(bt_text));
+    if (!t) {
+        __atomic_store_n(&j->recs[b], BT_OOM_BLOCK, __ATOMIC_RELEASE);
+        return;
+    }
     void *const *ints = j->ints;
     const size_t n_ints = j->n_ints;
     for (size_t i = lo; i < hi; i++) {
+        bt_text *r = &t[i - lo];
         const uint8_t *s;
         size_t n;
-        j->nitems[i] = 0;
-        int u = j->src[i].ukind < 0 ? 1 : !out ? -1 : pystr_utf8(&j->src[i], buf, &s, &n);
+        r->p = NULL;
+        r->n = 0;
+        r->odd = 0;
+        int u = j->src[i].ukind < 0 ? 1 : pystr_utf8(&j->src[i], buf, &s, &n);
         if (u) {
-            j->rc[i] = u;
+            r->rc = (int8_t)u;
             continue;
         }
         scratch->ids.len = 0;
         scratch->count = 0;
         scratch->elen = 0;
+        scratch->count_only = mode == BT_COUNT;
         scratch->memo = memo;
         int rc = encode_text(j->self, j->sp, j->sp2, s, n, scratch);
         scratch->memo = NULL;
         size_t k = scratch->ids.len;
-        if (!rc && used + k > cap) {
-            size_t nc = (used + k) * 2;
-            char *o2 = (char *)realloc(out, nc * esz);
-            if (o2) out = o2, cap = nc;
-            else rc = -1;
-        }
-        j->rc[i] = rc;
-        if (rc) continue;
-        if (item_mode) {
-            const uint32_t *ids = scratch->ids.ids;
-            void **d = (void **)out + used;
-            uint8_t odd = 0;
-            for (size_t q = 0; q < k; q++) {
-                uint32_t id = ids[q];
-                void *v = id < n_ints ? ints[id] : (void *)(((uintptr_t)id << 1) | 1);
-                odd |= id >= n_ints;
-                d[q] = v;
+        if (!rc && mode == BT_COUNT) {
+            r->n = (uint32_t)(scratch->count + k);
+        } else if (!rc && k) {
+            void *d = bt_alloc(a, k * (mode == BT_ITEMS ? sizeof(void *) : sizeof(uint32_t)));
+            if (!d) {
+                rc = -1;
+            } else if (mode == BT_ITEMS) {
+                const uint32_t *ids = scratch->ids.ids;
+                void **dst = (void **)d;
+                uint8_t odd = 0;
+                for (size_t q = 0; q < k; q++) {
+                    uint32_t id = ids[q];
+                    odd |= id >= n_ints;
+                    dst[q] = id < n_ints ? ints[id] : (void *)(((uintptr_t)id << 1) | 1);
+                }
+                r->odd = odd;
+            } else {
+                memcpy(d, scratch->ids.ids, k * sizeof(uint32_t));
             }
-            j->odd[i] = odd;
-            j->items[i] = (void **)(uintptr_t)used; /* (an offset until the buffer stops moving) */
-        } else {
-            memcpy((uint32_t *)out + used, scratch->ids.ids, k * sizeof(uint32_t));
+            r->p = d;
+            r->n = (uint32_t)k;
         }
-        j->nitems[i] = k;
-        used += k;
+        r->rc = (int8_t)rc;
+        if (rc) r->n = 0;
     }
-    if (item_mode)
-        for (size_t i = lo; i < hi; i++) j->items[i] = out ? (void **)out + (uintptr_t)j->items[i] : NULL;
-    j->blockbuf[b] = out;
-    if (item_mode)
-        for (size_t i = lo; i < hi; i++) __atomic_store_n(&j->done[i], 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&j->recs[b], t, __ATOMIC_RELEASE);
 }
 
-/* encode the texts of block b; with `done`, each text's flag is set (release) once its state is written */
-static void batch_block(batch_job *j, size_t b, bpe_memo *memo, pystr_buf *buf, enc_state *scratch) {
-    if (j->items) {
-        batch_block_buf(j, b, memo, buf, scratch, 1);
-        return;
-    }
-    if (j->block_ids) {
-        batch_block_buf(j, b, memo, buf, scratch, 0);
-        return;
-    }
-    for (size_t i = j->bstart[b]; i < j->bstart[b + 1]; i++) {
-        const uint8_t *s;
-        size_t n;
-        int u = j->src[i].ukind < 0 ? 1 : pystr_utf8(&j->src[i], buf, &s, &n);
-        if (u) {
-            j->rc[i] = u;
-        } else {
-            /* encode into a state on this stack (neighbouring st[] entries share cache lines) */
-            enc_state local = j->st[i];
-            local.count_only = j->kind == OUT_COUNT;
-            local.memo = memo;
-            j->rc[i] = encode_text(j->self, j->sp, j->sp2, s, n, &local);
-            local.memo = NULL;
-            if (local.count_only) { /* only the number is kept: a batch of 100k lines held 3 GB of id buffers */
-                local.count += local.ids.len;
-                local.ids.len = 0;
-                free(local.ids.ids);
-                local.ids.ids = NULL;
-                local.ids.cap = 0;
-            }
-            j->st[i] = local;
-        }
-        if (j->done) __atomic_store_n(&j->done[i], 1, __ATOMIC_RELEASE);
-    }
+static void batch_block(batch_job *j, size_t b, bt_arena *a, bpe_memo *memo, pystr_buf *buf, enc_state *scratch) {
+    if (j->mode == BT_ITEMS) batch_block_mode(j, b, a, memo, buf, scratch, BT_ITEMS);
+    else if (j->mode == BT_COUNT) batch_block_mode(j, b, a, memo, buf, scratch, BT_COUNT);
+    else batch_block_mode(j, b, a, memo, buf, scratch, BT_IDS);
+}
+
+/* a thread's chunks to the job (the caller frees them after reading the records) */
+static void batch_hand_over(batch_job *j, bt_arena *a) {
+    bt_chunk *head = a->cur, *tail = head;
+    if (!head) return;
+    while (tail->next) tail = tail->next;
+    bt_chunk *old = atomic_load_explicit(&j->chunks, memory_order_relaxed);
+    do tail->next = old;
+    while (!atomic_compare_exchange_weak_explicit(&j->chunks, &old, head, memory_order_release, memory_order_relaxed));
+    a->cur = NULL;
 }
 
 static void *batch_worker(void *arg) {
@@ -270,18 +303,25 @@ static void *batch_worker(void *arg) {
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
         t0 = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
     }
-    bpe_memo *memo = memo_worker((bpe_rt *)j->self);
+    bpe_memo *memo = NULL;
+    int have_memo = 0;
     pystr_buf buf = {0};
     enc_state scratch;
     memset(&scratch, 0, sizeof scratch);
+    bt_arena a = {NULL, j->chunk_cap};
     for (;;) {
         size_t b = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
         if (b >= j->nblocks) break;
-        batch_block(j, b, memo, &buf, &scratch);
+        if (!have_memo) { /* (a thread woken after every block was taken needs none) */
+            memo = memo_worker((bpe_rt *)j->self);
+            have_memo = 1;
+        }
+        batch_block(j, b, &a, memo, &buf, &scratch);
     }
     enc_free(&scratch);
     pystr_buf_free(&buf);
-    memo_worker_done((bpe_rt *)j->self, memo);
+    if (have_memo) memo_worker_done((bpe_rt *)j->self, memo);
+    batch_hand_over(j, &a);
     if (j->busy_ns) { /* FSTOK_TRACE_THREADS: this thread's CPU time for the call */
         struct timespec ts;
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);

@@ -822,13 +822,34 @@ typedef struct {
     double lists, encode, wait; /* us: making result lists (GIL held), encoding blocks, waiting for a text */
 } batch_trace;
 
-/* The result list of a threaded list batch, built by the calling thread while the workers run: text i's list
- * is made as soon as its flag is set, and its ids freed at once.  Why: for a batch of short lines, making the
- * Python lists costs a good part of encoding them, and after the workers it would run alone, a serial part
- * of every call.  While text i is not done the caller encodes a block itself (GIL released) or yields.
- * Returns the list, or NULL with an exception (the workers are still joined by the caller of this function,
- * which waits for every block). */
-static PyObject *batch_lists_overlapped(ModelObject *self, batch_job *j, batch_trace *tr) {
+/* with the GIL: the result of one text from its record (None for a text with no UTF-8, appended to *miss
+ * when miss is not NULL), or NULL with an exception */
+static int miss_add(PyObject **miss, size_t i) {
+    if (!*miss && !(*miss = PyList_New(0))) return -1;
+    PyObject *k = PyLong_FromSize_t(i);
+    int r = k ? PyList_Append(*miss, k) : -1;
+    Py_XDECREF(k);
+    return r;
+}
+
+static PyObject *batch_text_result(ModelObject *self, const bt_text *r, int mode, size_t i, PyObject **miss) {
+    if (r->rc > 0) {
+        if (miss && miss_add(miss, i) < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    if (r->rc) return PyErr_NoMemory();
+    if (mode == BT_COUNT) return PyLong_FromSize_t(r->n);
+    if (mode == BT_ITEMS) return items_list((void **)r->p, r->n, r->odd);
+    return batch_ids_list(self, (const uint32_t *)r->p, r->n);
+}
+
+/* The result list of a threaded list batch, built by the calling thread while the workers run: block b's lists
+ * are made as soon as its records are published.  Why: for a batch of short lines, making the Python lists
+ * costs a good part of encoding them, and after the workers it would run alone, a serial part of every call.
+ * While block b is not done the caller encodes a block itself (GIL released) or yields.  Returns the list, or
+ * NULL with an exception (the workers are still joined by the caller of this function, which waits for every
+ * block); *miss: the indexes of the texts with no UTF-8 (None in the list), or NULL if none. */
+static PyObject *batch_lists_overlapped(ModelObject *self, batch_job *j, batch_trace *tr, PyObject **miss) {
     size_t count = j->count;
     PyObject *res = PyList_New((Py_ssize_t)count);
     if (!res) return NULL;
@@ -840,26 +861,28 @@ static PyObject *batch_lists_overlapped(ModelObject *self, batch_job *j, batch_t
     pystr_buf buf = {0};
     enc_state scratch;
     memset(&scratch, 0, sizeof scratch);
-    size_t blk = 0; /* the block of text i (item mode: its buffer is freed after its last text) */
+    bt_arena a = {NULL, j->chunk_cap};
     /* 10^5 result lists would start the cyclic GC over and over (full passes as the result grows); they cannot
      * form cycles, so it is paused while they are made, as in mod_wordpiece.c (one pass afterwards) */
 #if PY_VERSION_HEX >= 0x030A0000
     int gc_was = PyGC_Disable();
 #endif
     double t = tr ? cpu_us() : 0;
-    for (size_t i = 0; i < count; i++) {
-        if (!__atomic_load_n(&j->done[i], __ATOMIC_ACQUIRE)) {
+    size_t b = 0;
+    for (; b < j->nblocks; b++) {
+        bt_text *rec = batch_rec(j, b);
+        if (!rec) {
             if (tr) {
                 double t1 = cpu_us();
                 tr->lists += t1 - t;
                 t = t1;
             }
             Py_BEGIN_ALLOW_THREADS
-            while (!__atomic_load_n(&j->done[i], __ATOMIC_ACQUIRE)) {
-                size_t b = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
-                if (b < j->nblocks) {
+            while (!(rec = batch_rec(j, b))) {
+                size_t o = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+                if (o < j->nblocks) {
                     if (!memo) memo = memo_borrow(&self->r);
-                    batch_block(j, b, memo, &buf, &scratch);
+                    batch_block(j, o, &a, memo, &buf, &scratch);
                     if (tr) {
                         double t1 = cpu_us();
                         tr->encode += t1 - t;
@@ -876,32 +899,29 @@ static PyObject *batch_lists_overlapped(ModelObject *self, batch_job *j, batch_t
                 t = t1;
             }
         }
-        PyObject *o;
-        if (j->rc[i] > 0) {
-            o = Py_None;
-            Py_INCREF(o);
-        } else if (j->rc[i]) {
-            o = PyErr_NoMemory();
-        } else if (j->items) {
-            /* the items of a text a few ahead, written by another core: fetched while this list is made */
-            if (i + 3 < count && __atomic_load_n(&j->done[i + 3], __ATOMIC_ACQUIRE) && j->items[i + 3]) {
-                __builtin_prefetch(j->items[i + 3], 0);
-                __builtin_prefetch((char *)j->items[i + 3] + 64, 0);
+        const size_t lo = j->bstart[b], hi = j->bstart[b + 1];
+        const int oom = rec == BT_OOM_BLOCK;
+        /* the next block's records, written by another core: fetched while this block's lists are made */
+        bt_text *nrec = b + 1 < j->nblocks ? batch_rec(j, b + 1) : NULL;
+        if (nrec && nrec != BT_OOM_BLOCK) __builtin_prefetch(nrec, 0);
+        PyObject *o = NULL;
+        for (size_t i = lo; i < hi; i++) {
+            const bt_text *r = oom ? BT_OOM_BLOCK : &rec[i - lo];
+            if (!oom && i + 2 < hi && rec[i + 2 - lo].p) { /* the items of a text two ahead */
+                const char *q = (const char *)rec[i + 2 - lo].p;
+                size_t nb = (size_t)rec[i + 2 - lo].n * sizeof(void *);
+                __builtin_prefetch(q, 0);
+                if (nb > 64) __builtin_prefetch(q + 64, 0);
+                if (nb > 128) __builtin_prefetch(q + 128, 0);
             }
-            o = items_list(j->items[i], j->nitems[i], j->odd[i]);
-        } else {
-            o = batch_ids_list(self, j->st[i].ids.ids, j->st[i].ids.len);
-            enc_free(&j->st[i]);
+            o = batch_text_result(self, r, j->mode, i, miss);
+            if (!o) break;
+            PyList_SET_ITEM(res, (Py_ssize_t)i, o);
         }
-        if (j->items && i + 1 == j->bstart[blk + 1]) {
-            free(j->blockbuf[blk]);
-            j->blockbuf[blk++] = NULL;
-        }
-        if (!o) {
-            Py_CLEAR(res);
+        if (!o && lo < hi) {
+            Py_CLEAR(res); /* (the items not set yet are NULL: list_dealloc skips them) */
             break;
         }
-        PyList_SET_ITEM(res, (Py_ssize_t)i, o);
     }
     enc_free(&scratch);
     if (tr) tr->lists += cpu_us() - t;
@@ -910,7 +930,15 @@ static PyObject *batch_lists_overlapped(ModelObject *self, batch_job *j, batch_t
 #endif
     pystr_buf_free(&buf);
     if (memo) memo_return(&self->r, memo);
+    batch_hand_over(j, &a);
     return res;
+}
+
+/* a thread's first chunk: its share of the output (about a token per 3 bytes) and of the records */
+static void batch_chunk_cap(batch_job *j, size_t total, int nthreads) {
+    size_t per = total / (size_t)nthreads + 1;
+    size_t esz = j->mode == BT_COUNT ? 0 : j->mode == BT_ITEMS ? sizeof(void *) : sizeof(uint32_t);
+    j->chunk_cap = per / 3 * esz + (j->count / (size_t)nthreads + 8) * sizeof(bt_text) + 4096;
 }
 
 /* encode_batch(texts: list[str], specials, num_threads, kind, specials2, want_missing=0) -> list, with None
@@ -954,17 +982,15 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         count = (size_t)PySequence_Fast_GET_SIZE(fast);
         items = PySequence_Fast_ITEMS(fast);
     }
-    pystr_src *src = (pystr_src *)calloc(count + 1, sizeof(*src));
-    /* a state per text only where a text keeps its own ids: counts, and the overlapped lists without pinned ints
-     * (the other modes write one buffer per block: 115 KB less to zero, read and free per call of 1024 lines) */
-    enc_state *st = kind == OUT_COUNT ? (enc_state *)calloc(count + 1, sizeof(enc_state)) : NULL;
-    int *rc = (int *)calloc(count + 1, sizeof(int));
-    size_t *bstart = (size_t *)calloc(count + 1, sizeof(size_t));
-    PyObject *res = NULL;
+    /* (one allocation: the texts' sources, block starts, and each block's records pointer) */
+    pystr_src *src = (pystr_src *)malloc((count + 1) * sizeof(pystr_src) + 2 * (count + 2) * sizeof(size_t));
+    size_t *bstart = src ? (size_t *)(src + count + 1) : NULL;
+    bt_text **recs = src ? (bt_text **)(bstart + count + 2) : NULL;
+    PyObject *res = NULL, *miss = NULL;
     size_t total = 0;
-    size_t *bnitems = NULL, nblk = 0; /* block mode: ids per text, and each block's buffer */
-    void **bbufs = NULL;
-    if (!src || (kind == OUT_COUNT && !st) || !rc || !bstart) {
+    batch_job job;
+    memset(&job, 0, sizeof job);
+    if (!src) {
         PyErr_NoMemory();
         goto done;
     }
@@ -990,18 +1016,25 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     }
     if (tr) tr_prep = cpu_us();
     {
-        batch_job job = {&self->r, sp, sp2, src, st, rc, count, bstart, 0};
-        job.kind = kind;
+        job.self = &self->r;
+        job.sp = sp;
+        job.sp2 = sp2;
+        job.src = src;
+        job.count = count;
+        job.bstart = bstart;
+        job.recs = recs;
         job.busy_ns = tr ? &trace_busy_ns : NULL;
         if (tr) atomic_store(&trace_busy_ns, 0);
         if (nthreads < 1) nthreads = 1;
         if ((size_t)nthreads > count) nthreads = (int)(count ? count : 1);
         if (nthreads > 256) nthreads = 256;
-        /* ~32 claims per thread keep the threads' last blocks ending close together */
-        size_t cap = total / ((size_t)nthreads * 32), nb = 0, bytes = 0;
+        /* ~16 claims per thread keep the threads' last blocks ending close together; more, smaller blocks cost a
+         * claim of the shared counter each and split the output into more pieces */
+        size_t cap = total / ((size_t)nthreads * 16), nb = 0, bytes = 0;
         for (size_t i = 0; i < count; i++) {
             size_t ni = src[i].utf8 ? src[i].len : 2 * src[i].len;
             if (i == 0 || i - bstart[nb - 1] >= 64 || bytes + ni > cap) {
+                recs[nb] = NULL;
                 bstart[nb++] = i;
                 bytes = 0;
             }
@@ -1010,43 +1043,23 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         bstart[nb] = count;
         job.nblocks = nb;
         atomic_init(&job.next, 0);
+        atomic_init(&job.chunks, NULL);
+        job.mode = kind == OUT_COUNT ? BT_COUNT : BT_IDS;
         pthread_t th[256];
         int started = 0, pooled = 0;
         if (kind == OUT_LIST && nthreads > 1 && total >= NOGIL_MIN) {
-            job.done = (uint8_t *)calloc(count, 1);
-            if (!job.done) {
-                PyErr_NoMemory();
-                goto done;
-            }
-            if (ensure_ints(self) < 0) {
-                free(job.done);
-                goto done;
-            }
-            if (!self->ints_pinned) { /* (the lists from each text's own ids: batch_lists_overlapped) */
-                st = job.st = (enc_state *)calloc(count + 1, sizeof(enc_state));
-                if (!st) {
-                    free(job.done);
-                    PyErr_NoMemory();
-                    goto done;
-                }
-            } else {
+            if (ensure_ints(self) < 0) goto done;
+            if (self->ints_pinned) { /* (else the lists from each text's ids: pyids_list_from_ids) */
+                job.mode = BT_ITEMS;
                 job.ints = (void *const *)self->ints;
                 job.n_ints = self->r.m.n_ext;
-                job.items = (void ***)calloc(count + 1, sizeof(void **));
-                job.nitems = (size_t *)calloc(count + 1, sizeof(size_t));
-                job.odd = (uint8_t *)calloc(count + 1, 1);
-                job.blockbuf = (void **)calloc(nb + 1, sizeof(void *));
-                if (!job.items || !job.nitems || !job.odd || !job.blockbuf) {
-                    free(job.items), free(job.nitems), free(job.odd), free(job.blockbuf), free(job.done);
-                    PyErr_NoMemory();
-                    goto done;
-                }
             }
+            batch_chunk_cap(&job, total, nthreads);
             Py_BEGIN_ALLOW_THREADS /* (waking the pool takes its mutex) */
             started = batch_start(&job, nthreads, th, &pooled);
             Py_END_ALLOW_THREADS
             if (tr) tr_run = cpu_us();
-            res = batch_lists_overlapped(self, &job, tr ? &btr : NULL);
+            res = batch_lists_overlapped(self, &job, tr ? &btr : NULL, want_missing ? &miss : NULL);
             if (!res) {
                 /* stop handing out blocks; the workers finish the ones they hold */
                 atomic_store_explicit(&job.next, job.nblocks, memory_order_relaxed);
@@ -1057,29 +1070,12 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
             Py_END_ALLOW_THREADS
             if (tr) tr_joined = cpu_us();
             tr_overlap = 1;
-            free(job.done);
-            if (job.items) {
-                for (size_t b = 0; b < nb; b++) free(job.blockbuf[b]); /* (after an error: those not freed yet) */
-                free(job.items), free(job.nitems), free(job.odd), free(job.blockbuf);
-            }
             tr_threads = started + 1;
             tr_pooled = pooled;
             if (res && want_missing) goto missing;
             goto done;
         }
-        if (kind == OUT_BYTES || kind == OUT_LIST) { /* block mode (batch_job.block_ids) */
-            job.nitems = (size_t *)calloc(count + 1, sizeof(size_t));
-            job.blockbuf = (void **)calloc(nb + 1, sizeof(void *));
-            if (!job.nitems || !job.blockbuf) {
-                free(job.nitems), free(job.blockbuf);
-                PyErr_NoMemory();
-                goto done;
-            }
-            job.block_ids = 1;
-            bnitems = job.nitems;
-            bbufs = job.blockbuf;
-            nblk = nb;
-        }
+        batch_chunk_cap(&job, total, nthreads);
         if (nthreads == 1 && total < NOGIL_MIN) {
             batch_worker(&job);
         } else {
@@ -1095,15 +1091,21 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     if (tr) tr_run = tr_join = tr_joined = cpu_us();
     if (kind == OUT_BYTES) {
         /* (all ids as one uint32 buffer and where each text's ids start, int64, count + 1 entries: a batch for
-         * numpy without a Python object per text or token; a text with no UTF-8 has none, listed as missing).
-         * Each block's texts have their ids one after another in the block's buffer (block mode). */
+         * numpy without a Python object per text or token; a text with no UTF-8 has none, listed as missing) */
         size_t nids = 0;
-        for (size_t i = 0; i < count; i++) {
-            if (rc[i] < 0) {
+        for (size_t b = 0; b < job.nblocks; b++) {
+            const bt_text *rec = recs[b];
+            if (rec == BT_OOM_BLOCK) {
                 PyErr_NoMemory();
                 goto done;
             }
-            if (!rc[i]) nids += bnitems[i];
+            for (size_t i = bstart[b]; i < bstart[b + 1]; i++) {
+                if (rec[i - bstart[b]].rc < 0) {
+                    PyErr_NoMemory();
+                    goto done;
+                }
+                nids += rec[i - bstart[b]].n;
+            }
         }
         PyObject *ids = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(nids * 4));
         PyObject *offs = ids ? PyBytes_FromStringAndSize(NULL, (Py_ssize_t)((count + 1) * 8)) : NULL;
@@ -1112,13 +1114,14 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
             int64_t *of = (int64_t *)PyBytes_AS_STRING(offs);
             size_t at = 0;
             Py_BEGIN_ALLOW_THREADS /* (neither object is visible to another thread yet) */
-            for (size_t b = 0; b < nblk; b++) {
-                size_t from = at;
+            for (size_t b = 0; b < job.nblocks; b++) {
+                const bt_text *rec = recs[b];
                 for (size_t i = bstart[b]; i < bstart[b + 1]; i++) {
+                    const bt_text *r = &rec[i - bstart[b]];
                     of[i] = (int64_t)at;
-                    if (!rc[i]) at += bnitems[i];
+                    if (r->n) memcpy(dst + at * 4, r->p, (size_t)r->n * 4);
+                    at += r->n;
                 }
-                if (at > from) memcpy(dst + from * 4, bbufs[b], (at - from) * 4);
             }
             of[count] = (int64_t)at;
             Py_END_ALLOW_THREADS
@@ -1126,6 +1129,15 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         }
         Py_XDECREF(ids);
         Py_XDECREF(offs);
+        if (res && want_missing)
+            for (size_t b = 0; b < job.nblocks; b++)
+                for (size_t i = bstart[b]; i < bstart[b + 1]; i++) {
+                    const bt_text *r = &recs[b][i - bstart[b]];
+                    if (r->rc > 0 && miss_add(&miss, i) < 0) {
+                        Py_CLEAR(res);
+                        goto done;
+                    }
+                }
         if (!res || !want_missing) goto done;
         goto missing;
     }
@@ -1136,28 +1148,17 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
 #if PY_VERSION_HEX >= 0x030A0000
         int gc_was = PyGC_Disable(); /* as in batch_lists_overlapped */
 #endif
-        size_t blk = 0, at = 0; /* block mode: text i's ids are at bbufs[blk] + at */
-        for (size_t i = 0; i < count; i++) {
-            PyObject *o;
-            if (bbufs && i == bstart[blk + 1]) blk++, at = 0;
-            if (rc[i] > 0) {
-                o = Py_None;
-                Py_INCREF(o);
-            } else if (rc[i]) {
-                o = PyErr_NoMemory();
-            } else if (kind == OUT_COUNT) {
-                o = PyLong_FromSize_t(st[i].count + st[i].ids.len);
-            } else if (bbufs) {
-                o = batch_ids_list(self, (const uint32_t *)bbufs[blk] + at, bnitems[i]);
-                at += bnitems[i];
-            } else {
-                o = batch_ids_list(self, st[i].ids.ids, st[i].ids.len);
+        for (size_t b = 0; b < job.nblocks && res; b++) {
+            const bt_text *rec = recs[b];
+            for (size_t i = bstart[b]; i < bstart[b + 1]; i++) {
+                const bt_text *r = rec == BT_OOM_BLOCK ? rec : &rec[i - bstart[b]];
+                PyObject *o = batch_text_result(self, r, job.mode, i, want_missing ? &miss : NULL);
+                if (!o) {
+                    Py_CLEAR(res);
+                    break;
+                }
+                PyList_SET_ITEM(res, (Py_ssize_t)i, o);
             }
-            if (!o) {
-                Py_CLEAR(res);
-                break;
-            }
-            PyList_SET_ITEM(res, (Py_ssize_t)i, o);
         }
 #if PY_VERSION_HEX >= 0x030A0000
         if (gc_was) PyGC_Enable();
@@ -1165,27 +1166,20 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     }
     if (!res || !want_missing) goto done;
 missing : {
-    PyObject *miss = PyList_New(0), *pair = NULL;
-    for (size_t i = 0; miss && i < count; i++) {
-        if (rc[i] <= 0) continue;
-        PyObject *k = PyLong_FromSize_t(i);
-        if (!k || PyList_Append(miss, k) < 0) Py_CLEAR(miss);
-        Py_XDECREF(k);
+    if (!miss && !(miss = PyList_New(0))) {
+        Py_CLEAR(res);
+        goto done;
     }
-    if (miss) pair = PyTuple_Pack(2, res, miss);
-    Py_XDECREF(miss);
+    PyObject *pair = PyTuple_Pack(2, res, miss);
     Py_DECREF(res);
     res = pair;
 }
 done:;
     /* (FSTOK_TRACE_THREADS: the cleanup below also runs with the GIL held, after the join) */
     double tr_end = tr ? cpu_us() : 0;
-    if (st)
-        for (size_t i = 0; i < count; i++) enc_free(&st[i]);
-    if (bbufs)
-        for (size_t b = 0; b < nblk; b++) free(bbufs[b]);
-    free(bbufs), free(bnitems);
-    free(src), free(st), free(rc), free(bstart);
+    Py_XDECREF(miss);
+    bt_free_chunks(atomic_load(&job.chunks));
+    free(src);
     if (fast)
         Py_DECREF(fast);
     else {
