@@ -56,6 +56,38 @@ def _post_processor(cfg: Any, where: str):
         raise UnsupportedComponent(f"{where}: {e}") from None
 
 
+def _added_vocabulary(obj: dict, vocab: dict, normalizer, where: str):
+    """(AddedVocabulary, special token contents -> ids) of the file's added_tokens, `vocab` the model's."""
+    from .added import AddedToken, AddedVocabulary
+
+    # HF ignores the ids written in added_tokens: it adds the tokens in file order, each getting its id
+    # in the model vocab, else the next id after the vocabulary (TokenizerImpl::add_tokens)
+    by_content: dict[str, int] = {}
+    by_id: dict[int, AddedToken] = {}
+    specials: set[str] = set()
+    next_id = len(vocab)
+    for a in obj.get("added_tokens") or []:
+        c = a.get("content") if isinstance(a, dict) else None
+        if not isinstance(c, str):
+            raise UnsupportedComponent(f"{where}: bad added token {a!r}")
+        if not c:
+            continue
+        t = AddedToken(c, 0, bool(a.get("special", False)), bool(a.get("normalized", True)),
+                       bool(a.get("lstrip", False)), bool(a.get("rstrip", False)), bool(a.get("single_word", False)))
+        i = by_content.get(c)
+        if i is not None and by_id[i] == dataclasses.replace(t, id=i):
+            continue  # the same token again
+        if i is None:
+            i = vocab.get(c)
+        if i is None:
+            i, next_id = next_id, next_id + 1
+        by_content[c] = i
+        by_id[i] = dataclasses.replace(t, id=i)
+        if t.special:
+            specials.add(c)
+    return AddedVocabulary(list(by_id.values()), normalizer, frozenset(specials)), {c: by_content[c] for c in specials}
+
+
 class PipelineTokenizer:
     """An HF tokenizer.json run stage by stage with HF's semantics (see the module docstring)."""
 
@@ -101,7 +133,8 @@ class PipelineTokenizer:
         if name in PipelineTokenizer._LAZY and "_obj" in self.__dict__:
             with _BUILD_LOCK:
                 if name not in self.__dict__:
-                    self._build_stages()
+                    if not (name in ("added", "special_tokens") and self._build_added()):
+                        self._build_stages()
             return self.__dict__[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
@@ -111,47 +144,40 @@ class PipelineTokenizer:
         from . import models as _models
         from . import normalizers as _norm
         from . import pretokenizers as _pre
-        from .added import AddedToken, AddedVocabulary
 
-        obj, where = self._obj, self.where
-        if hasattr(obj, "parse"):  # the artifact's section (fstok.pipeline.persist), parsed on first need
-            obj = self._obj = obj.parse()
-        elif isinstance(obj, (bytes, bytearray, memoryview)):
-            obj = self._obj = json.loads(bytes(obj).decode("utf-8"))
+        obj, where = self._parsed_obj(), self.where
         normalizer = _norm.from_config(obj.get("normalizer"), where)
         pre_tokenizer = _pre.from_config(obj.get("pre_tokenizer"), where)
         model = _models.from_config(obj["model"], where)
         decoder = _dec.from_config(obj.get("decoder"), where)
         pp_mod, post_processor = _post_processor(obj.get("post_processor"), where)
-        # HF ignores the ids written in added_tokens: it adds the tokens in file order, each getting its id
-        # in the model vocab, else the next id after the vocabulary (TokenizerImpl::add_tokens)
-        by_content: dict[str, int] = {}
-        by_id: dict[int, AddedToken] = {}
-        specials: set[str] = set()
-        next_id = len(model.vocab)
-        for a in obj.get("added_tokens") or []:
-            c = a.get("content") if isinstance(a, dict) else None
-            if not isinstance(c, str):
-                raise UnsupportedComponent(f"{where}: bad added token {a!r}")
-            if not c:
-                continue
-            t = AddedToken(c, 0, bool(a.get("special", False)), bool(a.get("normalized", True)),
-                           bool(a.get("lstrip", False)), bool(a.get("rstrip", False)), bool(a.get("single_word", False)))
-            i = by_content.get(c)
-            if i is not None and by_id[i] == dataclasses.replace(t, id=i):
-                continue  # the same token again
-            if i is None:
-                i = model.vocab.get(c)
-            if i is None:
-                i, next_id = next_id, next_id + 1
-            by_content[c] = i
-            by_id[i] = dataclasses.replace(t, id=i)
-            if t.special:
-                specials.add(c)
         self.normalizer, self.pre_tokenizer, self.model, self.decoder = normalizer, pre_tokenizer, model, decoder
         self._pp_mod, self.post_processor = pp_mod, post_processor
-        self.special_tokens = {c: by_content[c] for c in specials}
-        self.added = AddedVocabulary(list(by_id.values()), normalizer, frozenset(specials))
+        self.added, self.special_tokens = _added_vocabulary(obj, model.vocab, normalizer, where)
+
+    def _parsed_obj(self) -> dict:
+        obj = self._obj
+        if hasattr(obj, "parse"):  # the artifact's section (fstok.pipeline.persist), parsed on first need
+            obj = self._obj = obj.parse()
+        elif isinstance(obj, (bytes, bytearray, memoryview)):
+            obj = self._obj = json.loads(bytes(obj).decode("utf-8"))
+        return obj
+
+    def _build_added(self) -> bool:
+        """The added vocabulary alone, without the model and the other stages (a tokenizer loaded from its
+        artifact encodes with the compiled tables; building a large merge list for the stages costs seconds).
+        The model's vocab is the file's vocab object itself (fstok.pipeline.models), so the ids are the ones
+        `_build_stages` assigns.  False where the vocab is not such an object (the stages decide)."""
+        from . import normalizers as _norm
+
+        obj = self._parsed_obj()
+        vocab = obj["model"].get("vocab")
+        if not isinstance(vocab, dict):
+            return False
+        normalizer = self.__dict__["normalizer"] if "normalizer" in self.__dict__ else \
+            _norm.from_config(obj.get("normalizer"), self.where)
+        self.added, self.special_tokens = _added_vocabulary(obj, vocab, normalizer, self.where)
+        return True
 
     @classmethod
     def from_file(cls, path: str | os.PathLike, name: Optional[str] = None, compiled: bool = True) -> "PipelineTokenizer":
@@ -500,7 +526,11 @@ class PipelineTokenizer:
     def _token_strings(self):
         f = self.__dict__.get("_tok_of")
         if f is None:
-            table = dict(self.model.vocab_r)
+            model = self.__dict__.get("model")
+            vocab = self._parsed_obj()["model"].get("vocab") if model is None else None
+            # the model's vocab is the file's vocab object (fstok.pipeline.models): no stages for the names
+            table = dict(model.vocab_r) if model is not None or not isinstance(vocab, dict) else \
+                {i: t for t, i in vocab.items()}
             for t in self.added.tokens:
                 table[t.id] = t.content
             f = self.__dict__["_tok_of"] = table.__getitem__
