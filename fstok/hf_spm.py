@@ -531,6 +531,45 @@ class HFSentencePieceTokenizer(ArtifactIO):
             toks_out += [s[cs:ce] if t == unk else vocab[t] for t, cs, ce in toks]
         return ids, offs, words, toks_out
 
+    def _offset_spans(self) -> np.ndarray:
+        """The byte length each model id covers wherever the model emits it (int32), -1 where that depends
+        on the text (the unknown token, byte-fallback tokens, a BPE id some merge route builds from parts of
+        another length): the native offsets path reads a cached piece's spans from it."""
+        sp = self.__dict__.get("_off_span")
+        if sp is None:
+            if self.model_type == "bpe":
+                sp = np.asarray(self._span_table(), dtype=np.int32)
+            else:
+                po = self._po.astype(np.int64)
+                sp = (po[1:] - po[:-1]).astype(np.int32)
+                if 0 <= self.unk_id < self._n:
+                    sp[self.unk_id] = -1
+                bt = self._byte_tok()
+                sp[bt[bt >= 0]] = -1
+            sp = self._off_span = np.ascontiguousarray(sp, dtype=np.int32)
+        return sp
+
+    def hf_lists_batch(self, texts: list[str]) -> list[tuple[list[int], list[tuple[int, int]], list[int], list[str]]]:
+        """`hf_lists` of every text, the whole pipeline with its alignments in one native call for the batch
+        (`fstok.runtime._spm.hf_encode_offsets`); `hf_lists`, the reference, takes the texts that call
+        leaves out (a stage without a native form, text on which tokenizers raises)."""
+        if self._hf is None:
+            return [self.hf_lists(t) for t in texts]
+        cuts = None
+        if self._raw_rx is not None:
+            search = self._raw_rx.search
+            cuts = [None if search(t) is None else [(-1 if i is None else i, a, b) for i, a, b in
+                                                    self._find_added(t, self._raw_rx)] for t in texts]
+            if not any(c is not None for c in cuts):
+                cuts = None
+        unk = self.unk_id if self.model_type == "unigram" else -2
+        texts = texts if type(texts) is list else list(texts)
+        out = _native().hf_encode_offsets(self._hf, self._offset_spans(), self._vocab(), unk, texts, cuts)
+        for k, r in enumerate(out):
+            if r is None:
+                out[k] = self.hf_lists(texts[k])
+        return out
+
     def _encode(self, text: str, with_offsets: bool):
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}")

@@ -1412,7 +1412,10 @@ class _SpmCore(_Core):
         self.tok = tok
 
     def model_encode(self, text):
-        return self.tok.hf_lists(text)
+        return self.tok.hf_lists_batch([text])[0]
+
+    def model_batch(self, texts, num_threads):
+        return self.tok.hf_lists_batch(texts)
 
     def ids_batch(self, texts, num_threads):
         res = [np.asarray(self.tok.encode(t), dtype=np.uint32) for t in texts]

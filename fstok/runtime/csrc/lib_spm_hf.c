@@ -105,54 +105,65 @@ static const uint8_t *cm_transform(const spm_hf_op *op, const uint8_t *k, size_t
     return NULL;
 }
 
+/* the end of the extended grapheme cluster that starts at byte i of s[0..n) */
+HOT size_t cluster_end(const spm_hf *h, const uint8_t *s, size_t i, size_t n) {
+    size_t l = u8len(s[i]);
+    uint8_t cur = gbits(h, u8cp(s + i, l));
+    uint8_t pc = cur & 15;
+    int ri = pc == G_RI, emo = (cur & G_EXTPICT) != 0, zwj_emo = 0;
+    int incb = (cur & G_INCB_CONSONANT) ? 1 : 0;
+    size_t j = i + l;
+    while (j < n) {
+        const size_t lj = u8len(s[j]);
+        cur = gbits(h, u8cp(s + j, lj));
+        const uint8_t cc = cur & 15;
+        int brk;
+        if (pc == G_CR && cc == G_LF)
+            brk = 0;
+        else if (pc == G_CONTROL || pc == G_CR || pc == G_LF || cc == G_CONTROL || cc == G_CR || cc == G_LF)
+            brk = 1;
+        else if (pc == G_L && (cc == G_L || cc == G_V || cc == G_LV || cc == G_LVT))
+            brk = 0;
+        else if ((pc == G_LV || pc == G_V) && (cc == G_V || cc == G_T))
+            brk = 0;
+        else if ((pc == G_LVT || pc == G_T) && cc == G_T)
+            brk = 0;
+        else if (cc == G_EXTEND || cc == G_ZWJ || cc == G_SPACINGMARK || pc == G_PREPEND)
+            brk = 0;
+        else if (incb == 2 && (cur & G_INCB_CONSONANT))
+            brk = 0;
+        else if (zwj_emo && (cur & G_EXTPICT))
+            brk = 0;
+        else if (pc == G_RI && cc == G_RI && (ri & 1))
+            brk = 0;
+        else
+            brk = 1;
+        if (brk) break;
+        ri = cc == G_RI ? ri + 1 : 0;
+        zwj_emo = cc == G_ZWJ && emo;
+        emo = (cur & G_EXTPICT) || (cc == G_EXTEND && emo);
+        if (cur & G_INCB_CONSONANT)
+            incb = 1;
+        else if (incb && (cur & G_INCB_LINKER))
+            incb = 2;
+        else if (!(incb && (cur & G_INCB_EXTEND)))
+            incb = 0;
+        pc = cc;
+        j += lj;
+    }
+    return j;
+}
+
+size_t spm_hf_cluster_end(const spm_hf *h, const uint8_t *s, size_t i, size_t n) { return cluster_end(h, s, i, n); }
+
+const uint8_t *spm_hf_cm_transform(const spm_hf_op *op, const uint8_t *k, size_t n, size_t *olen) {
+    return cm_transform(op, k, n, olen);
+}
+
 static int precompiled(const spm_hf *h, const spm_hf_op *op, const uint8_t *s, size_t n, spm_bytes *out) {
     size_t i = 0;
     while (i < n) {
-        /* one grapheme cluster [i, j) */
-        size_t l = u8len(s[i]);
-        uint8_t cur = gbits(h, u8cp(s + i, l));
-        uint8_t pc = cur & 15;
-        int ri = pc == G_RI, emo = (cur & G_EXTPICT) != 0, zwj_emo = 0;
-        int incb = (cur & G_INCB_CONSONANT) ? 1 : 0;
-        size_t j = i + l;
-        while (j < n) {
-            const size_t lj = u8len(s[j]);
-            cur = gbits(h, u8cp(s + j, lj));
-            const uint8_t cc = cur & 15;
-            int brk;
-            if (pc == G_CR && cc == G_LF)
-                brk = 0;
-            else if (pc == G_CONTROL || pc == G_CR || pc == G_LF || cc == G_CONTROL || cc == G_CR || cc == G_LF)
-                brk = 1;
-            else if (pc == G_L && (cc == G_L || cc == G_V || cc == G_LV || cc == G_LVT))
-                brk = 0;
-            else if ((pc == G_LV || pc == G_V) && (cc == G_V || cc == G_T))
-                brk = 0;
-            else if ((pc == G_LVT || pc == G_T) && cc == G_T)
-                brk = 0;
-            else if (cc == G_EXTEND || cc == G_ZWJ || cc == G_SPACINGMARK || pc == G_PREPEND)
-                brk = 0;
-            else if (incb == 2 && (cur & G_INCB_CONSONANT))
-                brk = 0;
-            else if (zwj_emo && (cur & G_EXTPICT))
-                brk = 0;
-            else if (pc == G_RI && cc == G_RI && (ri & 1))
-                brk = 0;
-            else
-                brk = 1;
-            if (brk) break;
-            ri = cc == G_RI ? ri + 1 : 0;
-            zwj_emo = cc == G_ZWJ && emo;
-            emo = (cur & G_EXTPICT) || (cc == G_EXTEND && emo);
-            if (cur & G_INCB_CONSONANT)
-                incb = 1;
-            else if (incb && (cur & G_INCB_LINKER))
-                incb = 2;
-            else if (!(incb && (cur & G_INCB_EXTEND)))
-                incb = 0;
-            pc = cc;
-            j += lj;
-        }
+        const size_t j = cluster_end(h, s, i, n);
         const uint8_t *r;
         size_t rl;
         if (j - i < 6 && (r = cm_transform(op, s + i, j - i, &rl))) {
@@ -234,8 +245,10 @@ HOT int32_t vocab_get(const spm_model *m, const uint8_t *k, size_t n) {
 
 /* Unigram::encode_optimized then tokenizers' unknown handling: runs of unknown pieces fused, the fused
  * string looked up, else its bytes (byte_fallback, when every byte has a piece), else the unknown id.
- * 1: an unknown piece without an unk id (the caller raises as tokenizers does). */
-static int hf_unigram(const spm_model *m, const spm_hf *h, const uint8_t *s, size_t n, spm_ints *tri, spm_ints *ids) {
+ * 1: an unknown piece without an unk id (the caller raises as tokenizers does).  With `sp`, the byte span
+ * (begin, end) of each id too: the byte pieces of a fused run each span the whole run. */
+static int hf_unigram(const spm_model *m, const spm_hf *h, const uint8_t *s, size_t n, spm_ints *tri, spm_ints *ids,
+                      spm_ints *sp) {
     tri->n = 0;
     if (spm_unigram(m, s, n, tri)) return -1;
     const int32_t unk = m->unk_id;
@@ -243,7 +256,7 @@ static int hf_unigram(const spm_model *m, const spm_hf *h, const uint8_t *s, siz
         const int32_t id = tri->p[k];
         if (id < 0) return 1;
         if (id != unk) {
-            if (ids_put(ids, id)) return -1;
+            if (ids_put(ids, id) || (sp && (ids_put(sp, tri->p[k + 1]) || ids_put(sp, tri->p[k + 2])))) return -1;
             k += 3;
             continue;
         }
@@ -256,15 +269,15 @@ static int hf_unigram(const spm_model *m, const spm_hf *h, const uint8_t *s, siz
         }
         const int32_t got = vocab_get(m, s + b, (size_t)(e - b));
         if (got >= 0) {
-            if (ids_put(ids, got)) return -1;
+            if (ids_put(ids, got) || (sp && (ids_put(sp, b) || ids_put(sp, e)))) return -1;
             continue;
         }
         int all = (m->flags & SPF_BYTE_FALLBACK) != 0;
         for (int32_t q = b; all && q < e; q++) all = h->byte_tok[s[q]] >= 0;
         if (all) {
             for (int32_t q = b; q < e; q++)
-                if (ids_put(ids, h->byte_tok[s[q]])) return -1;
-        } else if (ids_put(ids, unk)) {
+                if (ids_put(ids, h->byte_tok[s[q]]) || (sp && (ids_put(sp, b) || ids_put(sp, e)))) return -1;
+        } else if (ids_put(ids, unk) || (sp && (ids_put(sp, b) || ids_put(sp, e)))) {
             return -1;
         }
     }
@@ -396,11 +409,13 @@ static int sym_add(hf_bpe_work *w, int32_t id, uint32_t len) {
     return 0;
 }
 
-/* tokenizers' BPE::merge_word and Word::merge_all (no continuing_subword_prefix / end_of_word_suffix) */
-static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uint8_t *s, size_t n, spm_ints *ids) {
+/* tokenizers' BPE::merge_word and Word::merge_all (no continuing_subword_prefix / end_of_word_suffix); with
+ * `sp`, the byte span (begin, end) of each id too (a symbol's span grows as it merges) */
+static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uint8_t *s, size_t n, spm_ints *ids,
+                  spm_ints *sp) {
     if (h->ignore_merges) {
         const int32_t id = vocab_get(m, s, n);
-        if (id >= 0) return ids_put(ids, id);
+        if (id >= 0) return ids_put(ids, id) || (sp && (ids_put(sp, 0) || ids_put(sp, (int32_t)n)));
     }
     w->ns = 0;
     w->nq = 0;
@@ -480,8 +495,12 @@ static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uin
             if (q_push(w, it)) return -1;
         }
     }
-    for (int32_t k = 0; k >= 0; k = w->sym[k].next)
+    int32_t at = 0;
+    for (int32_t k = 0; k >= 0; k = w->sym[k].next) {
         if (ids_put(ids, w->sym[k].id)) return -1;
+        if (sp && (ids_put(sp, at) || ids_put(sp, at + (int32_t)w->sym[k].len))) return -1;
+        at += (int32_t)w->sym[k].len;
+    }
     return 0;
 }
 
@@ -515,6 +534,9 @@ typedef struct {
     hf_bpe_work w;
 } hf_scratch;
 
+/* (inlined into two callers, gcc no longer sees that spm_line_read fills the slot copy it reads) */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_t *s, size_t n, spm_ints *ids) {
     if (!n) return 0;
     struct spm_hf_cache_slot *sl = NULL;
@@ -540,7 +562,7 @@ static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_
         sl = h1 == 0 ? s1 : s2;
     }
     const size_t base = ids->n;
-    const int rc = h->model_bpe ? hf_bpe(m, h, &sc->w, s, n, ids) : hf_unigram(m, h, s, n, &sc->tri, ids);
+    const int rc = h->model_bpe ? hf_bpe(m, h, &sc->w, s, n, ids, NULL) : hf_unigram(m, h, s, n, &sc->tri, ids, NULL);
     if (rc) return rc;
     const size_t nt = ids->n - base;
     if (sl && nt <= PC_MAXT) {
@@ -554,6 +576,29 @@ static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_
         spm_line_write(sl, &v);
     }
     return 0;
+}
+#pragma GCC diagnostic pop
+
+spm_hf_scratch *spm_hf_scratch_new(void) { return (spm_hf_scratch *)calloc(1, sizeof(hf_scratch)); }
+
+void spm_hf_scratch_free(spm_hf_scratch *x) {
+    hf_scratch *sc = (hf_scratch *)x;
+    if (!sc) return;
+    spm_ints_free(&sc->tri);
+    free(sc->w.sym);
+    free(sc->w.q);
+    free(sc);
+}
+
+int spm_hf_piece_ids(const spm_model *m, spm_hf *h, spm_hf_scratch *x, const uint8_t *s, size_t n, spm_ints *ids) {
+    return run_piece(m, h, (hf_scratch *)x, s, n, ids);
+}
+
+int spm_hf_piece_spans(const spm_model *m, spm_hf *h, spm_hf_scratch *x, const uint8_t *s, size_t n, spm_ints *ids,
+                       spm_ints *sp) {
+    hf_scratch *sc = (hf_scratch *)x;
+    if (!n) return 0;
+    return h->model_bpe ? hf_bpe(m, h, &sc->w, s, n, ids, sp) : hf_unigram(m, h, s, n, &sc->tri, ids, sp);
 }
 
 int spm_hf_cache_init(spm_hf *h) {

@@ -1,4 +1,4 @@
-/* fstok-lib: spm spm_hf */
+/* fstok-lib: spm spm_hf spm_hf_offsets */
 /* fstok SentencePiece-family runtime glue: Python <-> spm.h (lib_spm.c).
  *
  * make(arrays, ints, floats) builds a model handle (a capsule) over arrays that fstok/spm.py has
@@ -679,6 +679,8 @@ static PyObject *py_ft_tables(PyObject *self, PyObject *args) {
     return r;
 }
 
+#include "spm_hf_offsets_py.h"
+
 static PyMethodDef methods[] = {
     {"ft_tables", py_ft_tables, METH_VARARGS, "ft_tables(handle) -> the walking tables to store, or None"},
     {"check_pieces", py_check_pieces, METH_VARARGS, "check_pieces(pieces, piece_off, utf8=True) -> None or (what, index)"},
@@ -686,6 +688,8 @@ static PyMethodDef methods[] = {
     {"make", py_make, METH_VARARGS, "build a model handle over validated arrays"},
     {"hf_make", py_hf_make, METH_VARARGS, "build a tokenizer.json pipeline handle over a model handle"},
     {"hf_encode", py_hf_encode, METH_VARARGS, "hf_encode(handle, utf8, at_start) -> ids or None"},
+    {"hf_encode_offsets", py_hf_encode_offsets, METH_VARARGS,
+     "hf_encode_offsets(handle, span, vocab, unk_tok, texts, cuts) -> [(ids, offsets, words, tokens) or None]"},
     {"encode", py_encode, METH_VARARGS, "encode(handle, utf8, mode=0)"},
     {"encode_batch", py_encode_batch, METH_VARARGS, "encode_batch(handle, [utf8, ...])"},
     {"normalize", py_normalize, METH_VARARGS, "normalize(handle, utf8) -> (bytes, n2o int32 bytes)"},

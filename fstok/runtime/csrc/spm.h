@@ -378,4 +378,31 @@ void spm_hf_free(spm_hf *h);
  * of memory) or 1 (an unknown piece and no unk id: tokenizers raises) */
 int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, int at_start, spm_ints *ids);
 
+/* The stages of spm_hf_encode one at a time, for the alignment-keeping path (lib_spm_hf_offsets.c) */
+typedef struct spm_hf_scratch spm_hf_scratch; /* the model's work space (one per thread) */
+spm_hf_scratch *spm_hf_scratch_new(void);
+void spm_hf_scratch_free(spm_hf_scratch *x);
+/* the end of the extended grapheme cluster that starts at byte i of s[0..n) */
+size_t spm_hf_cluster_end(const spm_hf *h, const uint8_t *s, size_t i, size_t n);
+/* the charsmap replacement of the shortest key that prefixes k[0..n) (NUL-terminated), or NULL */
+const uint8_t *spm_hf_cm_transform(const spm_hf_op *op, const uint8_t *k, size_t n, size_t *olen);
+/* ids of one pre-tokenized piece through the piece cache; 0, -1 or 1 as spm_hf_encode */
+int spm_hf_piece_ids(const spm_model *m, spm_hf *h, spm_hf_scratch *x, const uint8_t *s, size_t n, spm_ints *ids);
+/* the same ids with the byte span (begin, end) of each in `sp` (no cache) */
+int spm_hf_piece_spans(const spm_model *m, spm_hf *h, spm_hf_scratch *x, const uint8_t *s, size_t n, spm_ints *ids,
+                       spm_ints *sp);
+/* One segment (no added tokens) with tokenizers' alignments.  Original character offsets start at
+ * `base`; span[id] is the byte length every occurrence of id covers (-1: it depends on the text).
+ * Appends per token: id to ids, original (start, end) characters to off, its word to word (counting
+ * from *words, which grows by the words of the segment), its normalized byte span to nsp; `norm`
+ * receives the normalized text.  0, -1 (out of memory), 1 (tokenizers raises) or 2 (an alignment this
+ * path does not follow: the caller takes the reference path). */
+typedef struct spm_hf_off_work spm_hf_off_work;
+int spm_hf_ids_put(spm_ints *v, int32_t x); /* 0, or -1 out of memory */
+spm_hf_off_work *spm_hf_off_work_new(void);
+void spm_hf_off_work_free(spm_hf_off_work *w);
+int spm_hf_encode_offsets(const spm_model *m, spm_hf *h, spm_hf_off_work *w, const int32_t *span, size_t n_span,
+                          const uint8_t *in, size_t n, int32_t base, spm_ints *ids, spm_ints *off, spm_ints *word,
+                          int32_t *words, spm_ints *nsp, const spm_bytes **norm);
+
 #endif
