@@ -96,3 +96,12 @@ def test_chunks_cover_every_line_and_bound_the_windows():
         cost = sum((1 + len(lines[i]) // diff_hf.WINDOW_CHARS) *
                    (1 + len(diff_hf.partner(lines, i)) // diff_hf.WINDOW_CHARS) for i in range(k, e))
         assert e - k == 1 or cost <= diff_hf.WINDOW_BUDGET
+
+
+def test_a_pair_over_the_window_budget_is_checked_alone_under_truncation():
+    lines = ["a b"] * 10 + ["x" * 2000] * 10
+    big = [i for i in range(len(lines)) if diff_hf.pair_cost(lines, i) > diff_hf.WINDOW_BUDGET]
+    assert big and len(big) < len(lines)  # some long lines meet a long partner
+    idx, left = diff_hf.paired(lines, 0, len(lines), truncates=True)
+    assert left == len(big) and not set(idx) & set(big) and len(idx) + left == len(lines)
+    assert diff_hf.paired(lines, 0, len(lines), truncates=False) == (list(range(len(lines))), 0)
