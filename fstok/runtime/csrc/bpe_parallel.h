@@ -211,6 +211,10 @@ typedef struct {
      * only copies each text's items into its list */
     void *const *ints;
     size_t n_ints;
+    /* ... and where the ints are side by side (pyids.h, pyids_run): the int of id is run_base + (id - run_lo) * 32
+     * for id - run_lo < run_n, no table load */
+    const char *run_base;
+    size_t run_lo, run_n;
 } batch_job;
 
 /* the records of block b, or NULL while it is not done (acquire: its texts' output is visible after) */
@@ -228,7 +232,8 @@ static inline __attribute__((always_inline)) void batch_block_mode(batch_job *j,
         return;
     }
     void *const *ints = j->ints;
-    const size_t n_ints = j->n_ints;
+    const size_t n_ints = j->n_ints, run_lo = j->run_lo, run_n = j->run_n;
+    const char *run_base = j->run_base;
     for (size_t i = lo; i < hi; i++) {
         bt_text *r = &t[i - lo];
         const uint8_t *s;
@@ -261,8 +266,11 @@ static inline __attribute__((always_inline)) void batch_block_mode(batch_job *j,
                 uint8_t odd = 0;
                 for (size_t q = 0; q < k; q++) {
                     uint32_t id = ids[q];
+                    size_t k = (size_t)id - run_lo;
                     odd |= id >= n_ints;
-                    dst[q] = id < n_ints ? ints[id] : (void *)(((uintptr_t)id << 1) | 1);
+                    dst[q] = id >= n_ints ? (void *)(((uintptr_t)id << 1) | 1)
+                             : k < run_n  ? (void *)(run_base + k * 32)
+                                          : ints[id];
                 }
                 r->odd = odd;
             } else {

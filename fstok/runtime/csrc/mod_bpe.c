@@ -1053,6 +1053,10 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
                 job.mode = BT_ITEMS;
                 job.ints = (void *const *)self->ints;
                 job.n_ints = self->r.m.n_ext;
+                _Static_assert(PYIDS_STRIDE == 32, "bpe_parallel.h computes pinned ints 32 bytes apart");
+                job.run_base = pyids_main_run.base;
+                job.run_lo = pyids_main_run.lo;
+                job.run_n = pyids_main_run.n;
             }
             batch_chunk_cap(&job, total, nthreads);
             Py_BEGIN_ALLOW_THREADS /* (waking the pool takes its mutex) */

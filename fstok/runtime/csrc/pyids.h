@@ -81,6 +81,67 @@ static PyObject **pyids_pin_tab = NULL; /* the module's pinned ints 0..pyids_pin
 static size_t pyids_pin_n = 0;
 static int pyids_pin_state = -1;        /* -1 not decided yet, 0 off, 1 on */
 
+/* ---- pinned ints side by side: the int of an id computed, not loaded ----
+ *
+ * Mapping ids to their ints through pyids_pin_tab is a load from a table of 8 bytes per id (1.6 MB for o200k)
+ * for every token, a cache miss for most of them on a core that has not read the table lately: on the threads
+ * of a batch of short lines it was ~8% of the call's CPU (perf: the stall on that load).  So the ints from 257
+ * up (CPython's shared small ints stay where they are) are made side by side, one array of PYIDS_STRIDE-byte
+ * slots per growth of the table, and the int of an id in the largest such run is run.base + (id - run.lo) *
+ * PYIDS_STRIDE.  A slot holds a byte copy of the int PyLong_FromSize_t made (a vocabulary's ids are below 2^30:
+ * one digit, so the object is sizeof(PyLongObject) bytes), pinned like every pinned int; the arrays are never
+ * freed (the table's ints never were).  Not with Py_TRACE_REFS (objects there are linked into a list). */
+#if PYIDS_CAN_PIN && !defined(Py_TRACE_REFS)
+#define PYIDS_RUNS 1
+#else
+#define PYIDS_RUNS 0
+#endif
+#define PYIDS_STRIDE 32
+#define PYIDS_RUN_LO 257
+typedef struct {
+    const char *base; /* the int of id lo + k is at base + k * PYIDS_STRIDE, for k < n */
+    size_t lo, n;
+} pyids_run;
+static pyids_run pyids_main_run = {NULL, 0, 0}; /* the module's largest run */
+
+/* the pinned int of id < n_ints: computed in the run, else from the table */
+static inline PyObject *pyids_pinned_int(PyObject *const *ints, pyids_run run, uint32_t id) {
+    size_t k = (size_t)id - run.lo;
+    return k < run.n ? (PyObject *)(run.base + k * PYIDS_STRIDE) : ints[id];
+}
+
+/* with the GIL: the ints lo..hi-1 (lo >= PYIDS_RUN_LO) made side by side into t[lo..hi), pinned; 1 done, 0 not
+ * made here (no memory, or this Python has no room for them: the caller makes them one by one), -1 with an
+ * exception */
+static int pyids_pin(PyObject *o);
+static inline int pyids_make_run(PyObject **t, size_t lo, size_t hi) {
+#if PYIDS_RUNS
+    if (sizeof(PyLongObject) > PYIDS_STRIDE || hi <= lo || hi > ((size_t)1 << 30)) return 0;
+    char *base = (char *)aligned_alloc(64, ((hi - lo) * PYIDS_STRIDE + 63) & ~(size_t)63);
+    if (!base) return 0;
+    memset(base, 0, (hi - lo) * PYIDS_STRIDE);
+    for (size_t i = lo; i < hi; i++) {
+        PyObject *v = PyLong_FromSize_t(i);
+        if (!v) return -1; /* (the slots made so far are never handed out: base is not published) */
+        PyObject *o = (PyObject *)(base + (i - lo) * PYIDS_STRIDE);
+        memcpy(o, v, sizeof(PyLongObject));
+        Py_DECREF(v);
+        Py_SET_REFCNT(o, 1);
+        if (!pyids_pin(o)) return 0; /* (never here: pyids_pinned_ints pinned 0..256 first) */
+    }
+    for (size_t i = lo; i < hi; i++) t[i] = (PyObject *)(base + (i - lo) * PYIDS_STRIDE);
+    if (hi - lo > pyids_main_run.n) {
+        pyids_main_run.base = base;
+        pyids_main_run.lo = lo;
+        pyids_main_run.n = hi - lo;
+    }
+    return 1;
+#else
+    (void)t, (void)lo, (void)hi;
+    return 0;
+#endif
+}
+
 /* with the GIL: pin o (its existing references stay counted); 1 if it is now pinned */
 static inline int pyids_pin(PyObject *o) {
 #if PYIDS_CAN_PIN
@@ -120,7 +181,16 @@ static inline __attribute__((unused)) int pyids_pinned_ints(PyObject **dst, size
             return -1;
         }
         pyids_pin_tab = t;
+        size_t run_lo = pyids_pin_n > PYIDS_RUN_LO ? pyids_pin_n : PYIDS_RUN_LO;
         for (size_t i = pyids_pin_n; i < n; i++) {
+            if (i == run_lo) { /* (0..256 first: a Python that refuses to pin refuses there) */
+                int r = pyids_make_run(t, i, n);
+                if (r < 0) return -1;
+                if (r) {
+                    pyids_pin_n = n;
+                    break;
+                }
+            }
             PyObject *v = PyLong_FromSize_t(i);
             if (!v) return -1; /* (the ints pinned so far stay in the table) */
             if (!pyids_pin(v)) { /* (0..256 are CPython's shared small ints: pinned all the same) */
@@ -143,6 +213,7 @@ static inline __attribute__((unused)) int pyids_pinned_ints(PyObject **dst, size
  * done, so list_dealloc never reads an unwritten item (on failure it has size i: the items written). */
 static inline __attribute__((unused)) PyObject *pyids_list_pinned(PyObject *const *ints, size_t n_ints,
                                                                   const uint32_t *ids, size_t n) {
+    const pyids_run run = pyids_main_run;
     PyObject *l = PyList_New(0);
     if (!l || !n) return l;
     PyObject **dst = (PyObject **)PyMem_Malloc(n * sizeof(PyObject *));
@@ -156,11 +227,12 @@ static inline __attribute__((unused)) PyObject *pyids_list_pinned(PyObject *cons
     for (; i + 4 <= n; i += 4) { /* (4 independent loads per round: the table misses overlap) */
         uint32_t a = ids[i], b = ids[i + 1], c = ids[i + 2], d = ids[i + 3];
         if (a >= n_ints || b >= n_ints || c >= n_ints || d >= n_ints) break;
-        dst[i] = ints[a], dst[i + 1] = ints[b], dst[i + 2] = ints[c], dst[i + 3] = ints[d];
+        dst[i] = pyids_pinned_int(ints, run, a), dst[i + 1] = pyids_pinned_int(ints, run, b);
+        dst[i + 2] = pyids_pinned_int(ints, run, c), dst[i + 3] = pyids_pinned_int(ints, run, d);
     }
     for (; i < n; i++) {
         uint32_t id = ids[i];
-        PyObject *v = id < n_ints ? ints[id] : PyLong_FromUnsignedLong(id);
+        PyObject *v = id < n_ints ? pyids_pinned_int(ints, run, id) : PyLong_FromUnsignedLong(id);
         if (!v) {
             Py_SET_SIZE(l, (Py_ssize_t)i);
             Py_DECREF(l);
