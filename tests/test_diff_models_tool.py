@@ -67,3 +67,16 @@ def test_every_n_is_a_deterministic_subset(monkeypatch):
     assert "english.txt:whole" in labels
     alone = [k for k in labels if k.startswith("U+") and not k.endswith("context")]
     assert alone and all(int(k[2:], 16) // 16 % 4 == 0 for k in alone)
+
+
+def test_inputs_split_by_kind(monkeypatch):
+    monkeypatch.setattr(diff_models, "hypothesis_texts", lambda n: [f"h{k}" for k in range(n)])
+    full = diff_models.inputs(True, 5)
+    parts = [diff_models.inputs(True, 5, kinds=(k,)) for k in diff_models.INPUT_KINDS]
+    assert all(parts)
+    # together the kinds are every input
+    assert {s for p in parts for _, s in p} == {s for _, s in full}
+    cps = diff_models.inputs(True, 5, kinds=("codepoints",))
+    assert all(k.startswith("U+") for k, _ in cps)
+    files = diff_models.inputs(True, 5, kinds=("files",))
+    assert sorted(k for k, _ in files) == sorted(k for k, _ in full if k.endswith(":whole"))

@@ -5,6 +5,7 @@
     python tools/diff_models.py --files phi-3 e5 --out results/   # files whose path contains a word; one JSON each
     python tools/diff_models.py --quick                  # a sample: 300 lines per corpus, 1/16 of the code points
     python tools/diff_models.py --every 8 --files e5     # every 8th line and code point, whole files, all the rest
+    python tools/diff_models.py --inputs codepoints hypothesis --files clip   # only these kinds of input
 
 Every file under ../shared/data/vocab/ is recognised by content and checked against its own library:
 - SentencePiece ModelProto files (`.model`, whatever the name): `sentencepiece` — ids of `sp.encode(text)` and
@@ -113,12 +114,18 @@ def hypothesis_texts(n: int) -> list[str]:
     return out
 
 
-def inputs(quick: bool, n_hyp: int, seed: int = 0, every: int = 1) -> list[tuple[str, str]]:
+INPUT_KINDS = ("lines", "files", "codepoints", "edge", "seeded", "hypothesis")
+
+
+def inputs(quick: bool, n_hyp: int, seed: int = 0, every: int = 1,
+           kinds: tuple[str, ...] = INPUT_KINDS) -> list[tuple[str, str]]:
     """(label, text), identical texts once: corpus lines, whole corpus files, code points alone and in a
     context, edge strings, seeded strings, hypothesis strings.  Labels of code points alone start with "U+"
     (the light checks: ids and decode; in a context every check).  `every` N > 1: a deterministic sample,
     the lines numbered 1, N+1, 2N+1, ... of each file and every N-th code point (alone, and every N-th
-    group of 64 in a context); whole files, edge, seeded and hypothesis strings all."""
+    group of 64 in a context); whole files, edge, seeded and hypothesis strings all.  `kinds`: only these
+    kinds of input (INPUT_KINDS: corpus lines, whole corpus files, code points alone and in a context, edge,
+    seeded and hypothesis strings)."""
     rng = random.Random(seed)
     out: dict[str, str] = {}
 
@@ -131,13 +138,14 @@ def inputs(quick: bool, n_hyp: int, seed: int = 0, every: int = 1) -> list[tuple
             text = f.read()
         lines = text.split("\n")
         for i, ln in enumerate(lines[:300] if quick else lines):
-            if i % every == 0:
+            if i % every == 0 and "lines" in kinds:
                 add(f"{name}:{i + 1}", ln)
-        add(f"{name}:whole", text[:200000] if quick else text)
+        if "files" in kinds:
+            add(f"{name}:whole", text[:200000] if quick else text)
     step = 16 if quick else 1
     batch = []
     group = 0
-    for cp in range(0, 0x110000, step):
+    for cp in range(0, 0x110000 if "codepoints" in kinds else 0, step):
         if 0xD800 <= cp <= 0xDFFF:
             continue
         c = chr(cp)
@@ -149,13 +157,13 @@ def inputs(quick: bool, n_hyp: int, seed: int = 0, every: int = 1) -> list[tuple
                 add(f"U+{cp:04X} in context", "a" + " ".join(batch) + " a" + "".join(batch) + "\r\n")
             group += 1
             batch = []
-    for i, s in enumerate(EDGE):
+    for i, s in enumerate(EDGE if "edge" in kinds else []):
         add(f"edge#{i}", s)
     alphabet = [chr(c) for c in list(range(0x20, 0x7F)) + [0x9, 0xA, 0xD, 0x3000, 0x2581, 0x301, 0x308, 0x200D, 0xFE0F,
                                                            0x1F3FB, 0x1F1EB, 0x1F1F7, 0xFF21, 0xFB01, 0xA0, 0x85]]
-    for k in range(300 if quick else 3000):
+    for k in range((300 if quick else 3000) if "seeded" in kinds else 0):
         add(f"gen#{k}", "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 40))))
-    for k, s in enumerate(hypothesis_texts(n_hyp)):
+    for k, s in enumerate(hypothesis_texts(n_hyp) if "hypothesis" in kinds else []):
         add(f"hyp#{k}", s)
     return [(label, s) for s, label in out.items()]
 
@@ -379,6 +387,8 @@ def summary(out: str) -> int:
         with open(p, encoding="utf-8") as f:
             r = json.load(f)
         sample = f" (every {r['every']}th)" if r.get("every", 1) > 1 else ""
+        if set(r.get("inputs", INPUT_KINDS)) != set(INPUT_KINDS):
+            sample += f" ({', '.join(k for k in INPUT_KINDS if k in r['inputs'])})"
         print(f"| `{r['file']}` | {ref[r['kind']]} | {r['n_inputs']:,}{sample} | {r['n_checks']:,} | {r['n_mismatches']} |")
         n += r["n_checks"]
         bad += r["n_mismatches"]
@@ -392,6 +402,9 @@ def main(argv=None) -> int:
     ap.add_argument("--every", type=int, default=1, metavar="N",
                     help="a deterministic sample: every N-th line of each corpus file and every N-th code point "
                          "(whole files and the other inputs all); default 1, every input")
+    ap.add_argument("--inputs", nargs="+", choices=INPUT_KINDS, default=list(INPUT_KINDS),
+                    help="only these kinds of input (default all): corpus lines, whole corpus files, code points "
+                         "(alone and in a context), edge, seeded and hypothesis strings; a long run split by kind")
     ap.add_argument("--files", "--only", nargs="*", default=[], help="only files whose path contains one of these")
     ap.add_argument("--kind", nargs="*", choices=sorted(DIFFERS), help="only files of these kinds")
     ap.add_argument("--out", help="directory for one JSON result per file; files with a result there are skipped")
@@ -410,7 +423,8 @@ def main(argv=None) -> int:
     items = None
     bad = total = 0
     for path, kind in files:
-        out = os.path.join(args.out, slug(path) + ".json") if args.out else None
+        part = "" if set(args.inputs) == set(INPUT_KINDS) else "." + "+".join(k for k in INPUT_KINDS if k in args.inputs)
+        out = os.path.join(args.out, slug(path) + part + ".json") if args.out else None
         if out and os.path.exists(out):
             with open(out, encoding="utf-8") as f:
                 res = json.load(f)
@@ -420,7 +434,8 @@ def main(argv=None) -> int:
             total += res["n_checks"]
             continue
         if items is None:
-            items = inputs(args.quick, 300 if args.quick else args.hypothesis, every=args.every)
+            items = inputs(args.quick, 300 if args.quick else args.hypothesis, every=args.every,
+                           kinds=tuple(args.inputs))
             print(f"{len(items)} distinct inputs", flush=True)
         t = time.time()
         r = Report(path, kind)
@@ -436,7 +451,7 @@ def main(argv=None) -> int:
             os.makedirs(args.out, exist_ok=True)
             with open(out + ".tmp", "w", encoding="utf-8") as f:
                 json.dump({"file": os.path.relpath(path, SHARED), "kind": kind, "quick": args.quick,
-                           "every": args.every,
+                           "every": args.every, "inputs": sorted(args.inputs),
                            "n_inputs": len(items), "n_checks": r.n, "n_mismatches": r.n_bad, "checks": r.checks,
                            "mismatches": r.bad, "first": r.first, "seconds": round(dt)}, f, indent=1)
             os.replace(out + ".tmp", out)
