@@ -960,6 +960,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     if (get_specials(spo, &sp) || get_specials(sp2o, &sp2)) return NULL;
     const int tr = tracing();
     double tr0 = tr ? cpu_us() : 0, tr_prep = 0, tr_run = 0, tr_join = 0, tr_joined = 0;
+    if (nthreads > 1) tp_prewake(nthreads - 1); /* (sleeping pool threads wake while the texts are noted) */
     batch_trace btr = {0, 0, 0};
     int tr_threads = 1, tr_pooled = 0, tr_overlap = 0;
     /* the texts are read with the GIL released, and another thread could meanwhile remove (and free) an item

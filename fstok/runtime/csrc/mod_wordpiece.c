@@ -996,6 +996,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
     PyObject *seq;
     int nthreads = 1, mode = 0, word = 0;
     if (!PyArg_ParseTuple(args, "O|iip", &seq, &nthreads, &mode, &word)) return NULL;
+    if (nthreads > 1) tp_prewake(nthreads - 1); /* (sleeping pool threads wake while the texts are noted) */
     /* a list is copied: its strs are read by the workers without the GIL, and another thread could meanwhile
      * remove (and free) an item of the caller's list */
     PyObject *fast = PyList_Check(seq) ? PyList_GetSlice(seq, 0, PY_SSIZE_T_MAX)
