@@ -21,7 +21,7 @@ import numpy as np
 from .hf_encoding import Encoding
 from .postprocess import finish
 
-__all__ = ["encode_batch_numpy", "layout", "Assembler", "batch_threads", "gc_paused"]
+__all__ = ["encode_batch_numpy", "layout", "Assembler", "overflowing", "batch_threads", "gc_paused"]
 
 
 def layout(processor, pair: bool, add_special_tokens: bool) -> list[tuple[object, int]]:
@@ -82,6 +82,8 @@ class Assembler:
 
     def __init__(self, processor, pair: bool, add_special_tokens: bool, truncation: Optional[dict],
                  pretrimmed: bool = False):
+        self._symbolic = (processor, pair, add_special_tokens)
+        self._windows: Optional[dict] = None
         a = Encoding.from_tokens([-1], ["A"], [(0, 1)], [0], type_id=0)
         b = Encoding.from_tokens([-2], ["B"], [(0, 1)], [0], type_id=1) if pair else None
         enc = finish(processor, a, b, add_special_tokens)
@@ -113,7 +115,52 @@ class Assembler:
         """A text (pair) of n model tokens can be assembled: truncation (if any) leaves it whole."""
         return self.ok and (self.limit is None or n <= self.limit)
 
-    def __call__(self, a: Encoding, b: Optional[Encoding]) -> Encoding:
+    def window_ranges(self) -> dict:
+        """{(first window of A?, first window of B?): the sequences that get a range} for the windows of
+        truncation with overflow, read off the processor's own result on symbolic two-token sequences cut into
+        one-token windows; {} where laying the windows into the template (`overflowing`) would not give that
+        result (then each text goes through the processor)."""
+        if self._windows is None:
+            self._windows = self._window_ranges() if self.ok else {}
+        return self._windows
+
+    def _window_ranges(self) -> dict:
+        processor, pair, add_special_tokens = self._symbolic
+        n_added = sum(1 for p in self.parts if p[0] == "tok") if add_special_tokens else 0
+        trunc = {"max_length": n_added + (2 if pair else 1), "stride": 0, "strategy": "longest_first",
+                 "direction": "right"}
+
+        def sym(pair_side: bool) -> Encoding:
+            i, j = (-2, -4) if pair_side else (-1, -3)
+            return Encoding.from_tokens([i, j], ["AXBY"[-1 - i], "AXBY"[-1 - j]], [(0, 1), (1, 2)], [0, 1],
+                                        type_id=int(pair_side))
+
+        try:
+            want = finish(processor, sym(False), sym(True) if pair else None, add_special_tokens, trunc)
+        except Exception:
+            return {}
+        out: dict = {}
+
+        def read(e: Encoding) -> bool:
+            key = (-1 in e._ids, -2 in e._ids if pair else True)
+            if out.setdefault(key, set(e._ranges)) != set(e._ranges):
+                return False
+            return all(read(o) for o in e._overflowing)
+
+        if not read(want):
+            return {}
+
+        def window(pair_side: bool, first: bool) -> Encoding:
+            e = sym(pair_side)
+            return e._slice(0, 1) if first else e._slice(1, 2)
+
+        # the windows laid into the template as `overflowing` lays them: they must give the processor's result
+        wa = [window(False, True), window(False, False)]
+        wb = [window(True, True), window(True, False)] if pair else None
+        return out if _same(_lay(self, wa, wb, out), want) else {}
+
+    def __call__(self, a: Encoding, b: Optional[Encoding], ranged: Optional[set] = None) -> Encoding:
+        ranged = self.ranged if ranged is None else ranged
         ids: list = []
         types: list = []
         toks: list = []
@@ -125,7 +172,7 @@ class Assembler:
             if p[0] == "seq":
                 e = a if p[1] == 0 else b
                 n = len(e._ids)
-                if p[1] in self.ranged:
+                if p[1] in ranged:
                     ranges[p[1]] = (len(ids), len(ids) + n)
                 ids += e._ids
                 types += [p[2]] * n
@@ -141,6 +188,90 @@ class Assembler:
                 offs.append((0, 0))
                 special.append(1)
         return Encoding._raw(ids, types, toks, words, offs, special, [1] * len(ids), [], ranges)
+
+
+def overflowing(asm: Assembler, ra: tuple, rb: Optional[tuple], truncation: dict,
+                trim: Optional[bool]) -> Optional[Encoding]:
+    """The encoding of a text (pair) that truncation cuts into overflowing windows, each window (pair of
+    windows) laid into the Assembler's template, in the nesting HF's merge of overflowing encodings gives (the
+    per-window post-processor and `Encoding.merge_with` are the oracle).  ra / rb: the model's rows (ids,
+    offsets, word ids, tokens[, offsets trimmed by the processor's byte-level trimming, whose add_prefix_space
+    is `trim`]).  None where this layout does not apply (then `finish` does the work, or raises)."""
+    from .hf_encoding import TruncationError, truncation_lengths, windows
+    from .postprocess import trim_first
+
+    limit, direction = asm.limit, truncation.get("direction", "right")
+    if not asm.ok or not limit or direction not in ("right", "left"):
+        return None
+    stride = truncation.get("stride", 0)
+    try:
+        k1, k2 = truncation_lengths(len(ra[0]), None if rb is None else len(rb[0]), limit,
+                                    truncation.get("strategy", "longest_first"))
+    except (TruncationError, ValueError):
+        return None
+    if k1 == 0 or k2 == 0:
+        return None
+
+    def parts(r, k):
+        ids, offs, words, toks = r[0], r[1], r[2], r[3]
+        n = len(ids)
+        if trim is not None:
+            offs = r[4]
+        try:
+            spans = [(0, n)] if k is None or k >= n else windows(n, k, stride, direction)
+        except TruncationError:
+            return None
+        out = []
+        for a, b in spans:
+            o = offs[a:b]
+            if a and trim:  # a window's first token keeps the one leading space add_prefix_space put there
+                o[0] = trim_first(toks[a], *r[1][a], True)
+            # the template reads ids, tokens, word ids and offsets only
+            out.append(Encoding._raw(ids[a:b], None, toks[a:b], words[a:b], o, None, None, None, None))
+        return out
+
+    rg = asm.window_ranges()
+    if not rg:
+        return None
+    wa = parts(ra, k1)
+    wb = None if rb is None else parts(rb, k2)
+    if wa is None or (rb is not None and wb is None):
+        return None
+    return _lay(asm, wa, wb, rg)
+
+
+def _lay(asm: Assembler, wa: list, wb: Optional[list], rg: dict) -> Encoding:
+    """The windows wa of A (and wb of B) laid into the template, nested as HF's merge of overflowing
+    encodings nests them, each with the sequence ranges `rg` (`Assembler.window_ranges`) of its kind."""
+    if wb is None:
+        top = asm(wa[0], None, rg[True, True])
+        r = rg[False, True] if len(wa) > 1 else None
+        top._overflowing = [asm(w, None, r) for w in wa[1:]]
+        return top
+    # HF's merge of A's and B's windows: A0+B0 on top; then each later A window with B0 (nesting it with every
+    # later B window) followed by it with each later B window; then A0 with each later B window (nesting every
+    # later A window with that B window)
+    top = asm(wa[0], wb[0], rg[True, True])
+    ov = []
+    for x in wa[1:]:
+        n = asm(x, wb[0], rg[False, True])
+        n._overflowing = [asm(x, y, rg[False, False]) for y in wb[1:]]
+        ov.append(n)
+        ov += [asm(x, y, rg[False, False]) for y in wb[1:]]
+    for y in wb[1:]:
+        n = asm(wa[0], y, rg[True, False])
+        n._overflowing = [asm(x, y, rg[False, False]) for x in wa[1:]]
+        ov.append(n)
+    top._overflowing = ov
+    return top
+
+
+def _same(x: Encoding, y: Encoding) -> bool:
+    """Every field equal, the overflowing windows too (recursively)."""
+    return ((x._ids, x._type_ids, x._tokens, x._words, x._offsets, x._special, x._attention, x._ranges)
+            == (y._ids, y._type_ids, y._tokens, y._words, y._offsets, y._special, y._attention, y._ranges)
+            and len(x._overflowing) == len(y._overflowing)
+            and all(_same(a, b) for a, b in zip(x._overflowing, y._overflowing)))
 
 
 def _truncate_lengths(la: np.ndarray, lb: Optional[np.ndarray], max_length: int, strategy: str):

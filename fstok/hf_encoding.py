@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-__all__ = ["Encoding", "truncate_encodings", "pad_encodings", "TruncationError"]
+__all__ = ["Encoding", "truncate_encodings", "truncation_lengths", "windows", "pad_encodings", "TruncationError"]
 
 
 class TruncationError(ValueError):
@@ -253,24 +253,7 @@ class Encoding:
             self.__init__()
             self._overflowing.append(old)
             return
-        if stride >= max_length:
-            raise TruncationError(f"`stride` must be strictly less than `max_len={max_length}` (note that `max_len` "
-                                  "may be shorter than the max length of the original model, as it subtracts the "
-                                  "number of special characters")
-        step = max_length - stride
-        parts: list[tuple[int, int]] = []
-        if direction == "right":
-            for start in range(0, n, step):
-                stop = min(start + max_length, n)
-                parts.append((start, stop))
-                if stop == n:
-                    break
-        else:
-            for stop in range(n, 0, -step):
-                start = max(stop - max_length, 0)
-                parts.append((start, stop))
-                if start == 0:
-                    break
+        parts = windows(n, max_length, stride, direction)
         first = self._slice(*parts[0])
         first._overflowing = [self._slice(a, b) for a, b in parts[1:]]
         (self._ids, self._type_ids, self._tokens, self._words, self._offsets, self._special, self._attention,
@@ -306,23 +289,41 @@ class Encoding:
             self._offsets.extend([(0, 0)] * k)
 
 
-def truncate_encodings(enc: Encoding, pair: Optional[Encoding], max_length: int, stride: int = 0,
-                       strategy: str = "longest_first", direction: str = "right") -> None:
-    """Truncate `enc` (and `pair`) in place so that together they hold at most `max_length` tokens."""
-    if max_length == 0:
-        enc.truncate(0, stride, direction)
-        if pair is not None:
-            pair.truncate(0, stride, direction)
-        return
-    total = len(enc) + (len(pair) if pair is not None else 0)
+def windows(n: int, max_length: int, stride: int = 0, direction: str = "right") -> list[tuple[int, int]]:
+    """The [start, stop) token spans `Encoding.truncate` cuts n tokens into (0 < max_length < n): the kept
+    one first, then the overflowing windows, each overlapping the one before by `stride` tokens."""
+    if stride >= max_length:
+        raise TruncationError(f"`stride` must be strictly less than `max_len={max_length}` (note that `max_len` "
+                              "may be shorter than the max length of the original model, as it subtracts the "
+                              "number of special characters")
+    step = max_length - stride
+    parts: list[tuple[int, int]] = []
+    if direction == "right":
+        for start in range(0, n, step):
+            stop = min(start + max_length, n)
+            parts.append((start, stop))
+            if stop == n:
+                break
+    else:
+        for stop in range(n, 0, -step):
+            start = max(stop - max_length, 0)
+            parts.append((start, stop))
+            if start == 0:
+                break
+    return parts
+
+
+def truncation_lengths(n1: int, n2: Optional[int], max_length: int,
+                       strategy: str = "longest_first") -> tuple[Optional[int], Optional[int]]:
+    """The max_length `truncate_encodings` truncates each sequence to (None: left untouched), for sequences of
+    n1 and n2 (None: no pair) tokens and max_length > 0."""
+    total = n1 + (n2 if n2 is not None else 0)
     if total <= max_length:
-        return
+        return None, None
     to_remove = total - max_length
     if strategy == "longest_first":
-        if pair is None:
-            enc.truncate(total - to_remove, stride, direction)
-            return
-        n1, n2 = len(enc), len(pair)
+        if n2 is None:
+            return total - to_remove, None
         swap = n1 > n2
         if swap:
             n1, n2 = n2, n1
@@ -332,22 +333,33 @@ def truncate_encodings(enc: Encoding, pair: Optional[Encoding], max_length: int,
             n2 = n1 + max_length % 2
         if swap:
             n1, n2 = n2, n1
-        enc.truncate(n1, stride, direction)
-        pair.truncate(n2, stride, direction)
-    elif strategy in ("only_first", "only_second"):
+        return n1, n2
+    if strategy in ("only_first", "only_second"):
         if strategy == "only_first":
-            target = enc
-        elif pair is not None:
-            target = pair
+            n = n1
+        elif n2 is not None:
+            n = n2
         else:
             raise TruncationError("Truncation error: Second sequence not provided")
-        n = len(target)
-        if n > to_remove:
-            target.truncate(n - to_remove, stride, direction)
-        else:
+        if n <= to_remove:
             raise TruncationError("Truncation error: Sequence to truncate too short to respect the provided max_length")
-    else:
-        raise ValueError(f"Unknown truncation strategy {strategy!r} (expected longest_first, only_first, only_second)")
+        return (n - to_remove, None) if strategy == "only_first" else (None, n - to_remove)
+    raise ValueError(f"Unknown truncation strategy {strategy!r} (expected longest_first, only_first, only_second)")
+
+
+def truncate_encodings(enc: Encoding, pair: Optional[Encoding], max_length: int, stride: int = 0,
+                       strategy: str = "longest_first", direction: str = "right") -> None:
+    """Truncate `enc` (and `pair`) in place so that together they hold at most `max_length` tokens."""
+    if max_length == 0:
+        enc.truncate(0, stride, direction)
+        if pair is not None:
+            pair.truncate(0, stride, direction)
+        return
+    k1, k2 = truncation_lengths(len(enc), None if pair is None else len(pair), max_length, strategy)
+    if k1 is not None:
+        enc.truncate(k1, stride, direction)
+    if k2 is not None:
+        pair.truncate(k2, stride, direction)
 
 
 def pad_encodings(encodings: list[Encoding], length: Optional[int] = None, pad_to_multiple_of: Optional[int] = None,

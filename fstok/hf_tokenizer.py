@@ -1126,7 +1126,11 @@ class Tokenizer:
                 offs = t._offsets
             return Encoding._raw(e._ids, e._type_ids, e._tokens, e._words, offs, e._special, e._attention, [], {})
 
-        from .hf_batch import Assembler
+        def rows(r, e):
+            """(ids, offsets, word ids, tokens[, trimmed offsets]) of a model row and its encoding."""
+            return (e._ids, e._offsets, e._words, e._tokens) + tuple(r[4:5])
+
+        from .hf_batch import Assembler, overflowing
 
         # texts that truncation leaves whole are laid into the processor's template; the batch is padded
         # by the caller (padding each first changes nothing: HF pads each to the same or a shorter length)
@@ -1146,7 +1150,15 @@ class Tokenizer:
                     eb = None if eb is None else trimmed(rb, eb)
                 out.append(asm[k](ea, eb))
             else:
-                out.append(finish(proc, ea, eb, add_special_tokens, trunc, pad))
+                e = None
+                if trunc is not None and (not trimming or (len(r) > 4 and (rb is None or len(rb) > 4))):
+                    # the windows laid into the template at once (per window in `finish`, the oracle)
+                    e = overflowing(asm[k], rows(r, ea), None if rb is None else rows(rb, eb), trunc,
+                                    trim if trimming else None)
+                    if e is not None and pad is not None:
+                        pad_encodings([e], pad["length"], pad["pad_to_multiple_of"], pad["direction"],
+                                      pad["pad_id"], pad["pad_type_id"], pad["pad_token"])
+                out.append(e if e is not None else finish(proc, ea, eb, add_special_tokens, trunc, pad))
         return out
 
     def post_process(self, encoding: Encoding, pair: Optional[Encoding] = None,

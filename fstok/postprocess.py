@@ -77,6 +77,18 @@ def _trim_offsets(enc: Encoding, add_prefix_space: bool) -> None:
         offs[i] = (a, b)
 
 
+def trim_first(tok: str, a: int, b: int, add_prefix_space: bool) -> tuple[int, int]:
+    """The offsets (a, b) of `tok` trimmed as `_trim_offsets` trims the first token of an encoding."""
+    if not tok or (tok[0] not in _SPACE_CHARS and tok[-1] not in _SPACE_CHARS):
+        return a, b
+    lead, trail = space_run(tok)
+    if lead and not (add_prefix_space and lead == 1):
+        a = min(a + lead, b)
+    if trail and b >= trail:
+        b = max(b - trail, a)
+    return a, b
+
+
 def _trim_all(encodings, add_prefix_space: bool) -> None:
     """_trim_offsets on each encoding and each of its overflowing parts."""
     for e in encodings:

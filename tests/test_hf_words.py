@@ -220,3 +220,123 @@ def test_batch_trimming_equals_hf(pp):
     assert isinstance(ours._core, _BPECore)
     assert [f(e) for e in ours.encode_batch(texts)] == [f(e) for e in hf.encode_batch(texts)]
     assert [f(e) for e in ours.encode_batch(pairs)] == [f(e) for e in hf.encode_batch(pairs)]
+
+
+
+def _fields(e):
+    return (e.ids, e.tokens, e.offsets, e.word_ids, e.type_ids, e.special_tokens_mask, e.attention_mask,
+            e.sequence_ids, e.n_sequences, [_fields(o) for o in e.overflowing])
+
+
+# (max_length, stride, strategy, direction): kept small, since a pair whose two texts overflow gives the cross
+# product of their windows (twice, nested); stride 1, the left direction and the two only_* strategies included;
+# the last one leaves pairs fewer tokens than the stride (HF panics, fstok raises)
+_TRUNCATIONS = [(16, 3, "longest_first", "right"), (14, 1, "longest_first", "left"), (17, 4, "only_second", "right"),
+                (15, 2, "only_first", "left"), (9, 5, "longest_first", "right")]
+_WHISPER = os.path.join(VOCAB, "models", "bytelevel-bpe", "whisper-large-v3", "tokenizer.json")
+_OVERFLOW_FILES = {
+    "roberta-base": (os.path.join(VOCAB, "models", "bytelevel-bpe", "roberta-base", "tokenizer.json"), None),
+    "whisper+bert": (_WHISPER, {"type": "BertProcessing", "sep": ["<|endoftext|>", 50257],
+                                "cls": ["<|startoftranscript|>", 50258]}),
+    # no processor: HF's default merge gives a window a sequence range only where it is its text's first
+    "whisper+none": (_WHISPER, "none"),
+    **{"whisper+" + k: (_WHISPER, pp) for k, pp in zip(
+        ("roberta-prefix", "bytelevel", "sequence"), test_batch_trimming_equals_hf.pytestmark[0].args[1])},
+}
+
+
+def _overflow_texts(hf) -> tuple[list[str], list[str]]:
+    """Texts of at most 24 tokens (so that pairs of windows stay few): corpus lines cut short, spaces at either
+    end and inside, spaces only; and short texts (at most 3 tokens), which only_* truncation of pairs needs."""
+    out = [t for t in _sample()[::4] if t.strip()]
+    out += ["  leading  spaces and more words here  ", " a" * 14, "x  " * 9, " " * 20, "\u3000x \u3000y\u3000 "]
+    cut = []
+    for t in out:
+        offs = hf.encode(t, add_special_tokens=False).offsets
+        cut.append(t[:offs[23][1]] if len(offs) > 24 else t)
+    return cut, ["short", "", " a b", "  ", "x"]
+
+
+def _check_windows(ours, hf, texts: list[str], shorts: list[str], padding: bool, strict: bool = True) -> None:
+    """encode_batch and encode of `ours` against HF's, every field and the nested overflowing windows, single
+    and pair, for each truncation of _TRUNCATIONS (a ValueError where HF raises; `strict`: HF raises only for
+    only_second without pairs and for the last truncation with pairs)."""
+    for max_length, stride, strategy, direction in _TRUNCATIONS:
+        kw = dict(max_length=max_length, stride=stride, strategy=strategy, direction=direction)
+        if strategy == "only_first":
+            pairs = [(t, shorts[i % len(shorts)]) for i, t in enumerate(texts)]
+        elif strategy == "only_second":
+            pairs = [(shorts[i % len(shorts)], t) for i, t in enumerate(texts)]
+        else:
+            pairs = list(zip(texts + shorts, texts[3:] + texts[:3] + texts[:len(shorts)]))
+        for t in (ours, hf):
+            t.enable_truncation(**kw)
+            if padding:
+                t.enable_padding(pad_id=0, pad_token="!", pad_to_multiple_of=8)
+        try:
+            for items in (texts + shorts, pairs):
+                try:
+                    want = [_fields(e) for e in hf.encode_batch(items)]
+                except BaseException as ex:  # HF raises (or panics: a BaseException): fstok raises a ValueError
+                    if isinstance(ex, (KeyboardInterrupt, SystemExit)):
+                        raise
+                    assert not strict or (strategy == "only_second") != (items is pairs and max_length == 9), (kw, ex)
+                    with pytest.raises(ValueError, match="stride|Truncation"):
+                        ours.encode_batch(items)
+                    continue
+                assert [_fields(e) for e in ours.encode_batch(items)] == want, kw
+                if not padding:
+                    assert [_fields(ours.encode(*x) if isinstance(x, tuple) else ours.encode(x))
+                            for x in items] == want, kw
+        finally:
+            for t in (ours, hf):
+                t.no_truncation()
+                t.no_padding()
+
+
+def _overflow_pair(name: str):
+    key = ("overflow", name)
+    if key not in _LOADED:
+        tokenizers = pytest.importorskip("tokenizers")
+        path, pp = _OVERFLOW_FILES[name]
+        with open(path, encoding="utf-8") as f:
+            obj = json.load(f)
+        if pp is not None:
+            obj["post_processor"] = None if pp == "none" else pp
+        s = json.dumps(obj)
+        _LOADED[key] = (fstok.Tokenizer.from_str(s), tokenizers.Tokenizer.from_str(s))
+    return _LOADED[key]
+
+
+@pytest.mark.parametrize("name", sorted(_OVERFLOW_FILES))
+def test_overflow_windows_equal_hf(name, monkeypatch):
+    """Truncation with a stride in encode_batch: the windows laid into the processor's template at once, their
+    offsets trimmed from the row's array-trimmed offsets (`fstok.hf_batch.overflowing`), equal HF's encode_batch:
+    every field, the nested overflowing windows too, single and pair, each truncation strategy and direction,
+    with and without padding, under processors that trim offsets (with and without add_prefix_space), one
+    that does not, and none."""
+    import fstok.hf_batch
+
+    ours, hf = _overflow_pair(name)
+    served = []
+    real = fstok.hf_batch.overflowing
+
+    def spy(*a, **k):
+        e = real(*a, **k)
+        served.append(e is not None)
+        return e
+
+    monkeypatch.setattr(fstok.hf_batch, "overflowing", spy)
+    texts, shorts = _overflow_texts(hf)
+    _check_windows(ours, hf, texts, shorts, padding=False)
+    _check_windows(ours, hf, texts[::2], shorts, padding=True)
+    # the windows path served (nearly) every overflowing text: a path that always fell back would pass vacuously
+    assert served and sum(served) >= 0.9 * len(served), (sum(served), len(served))
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.text(alphabet=st.sampled_from(list(" \u3000\tab.é😀")) | st.characters(exclude_categories=("Cs",)),
+                        max_size=20), min_size=6, max_size=8))
+def test_overflow_windows_hypothesis(texts):
+    ours, hf = _overflow_pair("roberta-base")
+    _check_windows(ours, hf, texts[2:], texts[:2], padding=False, strict=False)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fstok.Tokenizer vs HF tokenizers on any tokenizer.json: CPU time of one pass over unseen lines.
 
-    python tools/time_hf_face.py FILE [FILE ...] [--lines 1500] [--rounds 3]
+    python tools/time_hf_face.py FILE [FILE ...] [--lines 1500] [--rounds 3] [--stride 64:16] [--pair]
 
 Contenders, each in a fresh process (TOKENIZERS_PARALLELISM=false, one thread), warmed up on 300 other lines,
 then timed (process CPU time, which a shared host disturbs less than wall time) on one pass over `--lines`
@@ -9,6 +9,9 @@ lines interleaved from the shared corpora (English, multilingual, code, stress, 
   encoding   encode_batch(lines): Encoding objects (ids, tokens, offsets, word ids, ...)
   numpy      ids and attention mask padded to the batch's longest, truncated to 128: fstok's
              encode_batch_numpy; HF's encode_batch then np.array of each field
+--stride MAX:STRIDE times the encoding path only, with enable_truncation(MAX, stride=STRIDE) (each long text
+gives overflowing windows); --pair encodes each line paired with another line of the pass (a pair whose two
+texts overflow gives the cross product of their windows, as in HF).
 Rounds alternate the contenders; the median of the rounds is printed in ms per line and MB/s.
 """
 from __future__ import annotations
@@ -39,12 +42,15 @@ def lines(n: int) -> tuple[list[str], list[str]]:
     return warm, out[:n]
 
 
-def child(path: str, who: str, mode: str, n: int) -> None:
+def child(path: str, who: str, mode: str, n: int, stride: str, pair: bool) -> None:
     import time
 
     import numpy as np
 
     warm, test = lines(n)
+    if pair:
+        warm = [(x, warm[(i * 7919 + 1) % len(warm)]) for i, x in enumerate(warm)]
+        test = [(x, test[(i * 7919 + 1) % len(test)]) for i, x in enumerate(test)]
     if who == "hf":
         import tokenizers
 
@@ -65,13 +71,17 @@ def child(path: str, who: str, mode: str, n: int) -> None:
             def run(xs):
                 return tok.encode_batch_numpy(xs)
     else:
+        if stride:
+            m, st = (int(x) for x in stride.split(":"))
+            tok.enable_truncation(m, stride=st)
+
         def run(xs):
             return tok.encode_batch(xs)
     run(warm)
     t0 = time.process_time()
     run(test)
     dt = time.process_time() - t0
-    print(dt, sum(len(x.encode("utf-8")) for x in test))
+    print(dt, sum(len("".join(x).encode("utf-8")) for x in test))
 
 
 def main() -> int:
@@ -79,27 +89,34 @@ def main() -> int:
     ap.add_argument("files", nargs="*")
     ap.add_argument("--lines", type=int, default=1500)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--stride", default="", metavar="MAX:STRIDE",
+                    help="truncation with a stride (encoding path only), e.g. 64:16")
+    ap.add_argument("--pair", action="store_true", help="encode pairs of lines")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        child(a.child[0], a.child[1], a.child[2], a.lines)
+        child(a.child[0], a.child[1], a.child[2], a.lines, a.stride, a.pair)
         return 0
     env = dict(os.environ, TOKENIZERS_PARALLELISM="false", RAYON_NUM_THREADS="1")
     print("| file | path | fstok.Tokenizer | HF tokenizers | fstok vs HF |")
     print("|---|---|---:|---:|---:|")
     for path in a.files:
-        for mode in ("encoding", "numpy"):
+        for mode in ("encoding",) if a.stride else ("encoding", "numpy"):
             got: dict[str, list[float]] = {"fstok": [], "hf": []}
             nbytes = 0
             for _ in range(a.rounds):
                 for who in ("fstok", "hf"):
-                    out = subprocess.run([sys.executable, __file__, "--lines", str(a.lines), "--child", path, who, mode],
+                    extra = (["--stride", a.stride] if a.stride else []) + (["--pair"] if a.pair else [])
+                    out = subprocess.run([sys.executable, __file__, "--lines", str(a.lines), *extra,
+                                          "--child", path, who, mode],
                                          env=env, capture_output=True, text=True, check=True).stdout.split()
                     got[who].append(float(out[0]))
                     nbytes = int(out[1])
             f, h = statistics.median(got["fstok"]), statistics.median(got["hf"])
             cell = lambda t: f"{t * 1e3 / a.lines:.3f} ms/line ({nbytes / t / 1e6:.2f} MB/s)"  # noqa: E731
             name = os.path.relpath(path, os.path.join(DATA, "vocab")) if path.startswith(DATA) else path
+            if a.stride or a.pair:
+                mode += "".join((f", stride {a.stride}" if a.stride else "", ", pairs" if a.pair else ""))
             print(f"| {name} | {mode} | {cell(f)} | {cell(h)} | {h / f:.2f}x |")
     return 0
 
