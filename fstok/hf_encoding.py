@@ -372,3 +372,25 @@ def pad_encodings(encodings: list[Encoding], length: Optional[int] = None, pad_t
         target += pad_to_multiple_of - target % pad_to_multiple_of
     for e in encodings:
         e.pad(target, direction, pad_id, pad_type_id, pad_token)
+
+
+try:
+    from .runtime._untrack import untrack as _untrack_lists
+except ImportError:  # a build without the extension: the lists stay with the collector
+    _untrack_lists = None
+
+
+def untrack(encodings: Iterable[Encoding]) -> None:
+    """Takes the field lists of `encodings` (and of their overflowing windows) off the cyclic garbage
+    collector: they hold ints, strs, None and pairs of ints, which form no cycle, and each full collection
+    would otherwise visit every token of every Encoding the program holds (HF's Encodings are opaque to it)."""
+    if _untrack_lists is None:
+        return
+    lists: list = []
+    stack = list(encodings)
+    while stack:
+        e = stack.pop()
+        lists += (e._ids, e._type_ids, e._tokens, e._words, e._offsets, e._special, e._attention)
+        if e._overflowing:
+            stack += e._overflowing
+    _untrack_lists(lists)

@@ -562,9 +562,13 @@ class HFSentencePieceTokenizer(ArtifactIO):
                                                     self._find_added(t, self._raw_rx)] for t in texts]
             if not any(c is not None for c in cuts):
                 cuts = None
-        unk = self.unk_id if self.model_type == "unigram" else -2
+        call = self.__dict__.get("_hfo_call")
+        if call is None:
+            unk = self.unk_id if self.model_type == "unigram" else -2
+            fn, hf, span, vocab = _native().hf_encode_offsets, self._hf, self._offset_spans(), self._vocab()
+            call = self._hfo_call = lambda xs, cs: fn(hf, span, vocab, unk, xs, cs)
         texts = texts if type(texts) is list else list(texts)
-        out = _native().hf_encode_offsets(self._hf, self._offset_spans(), self._vocab(), unk, texts, cuts)
+        out = call(texts, cuts)
         for k, r in enumerate(out):
             if r is None:
                 out[k] = self.hf_lists(texts[k])
@@ -656,7 +660,9 @@ class HFSentencePieceTokenizer(ArtifactIO):
         return ids
 
     def encode_with_offsets(self, text: str, *, add_special_tokens: bool = False):
-        ids, offs = self._encode(text, True)
+        if not isinstance(text, str):
+            raise TypeError(f"encode_with_offsets expects a str, got {type(text).__name__}")
+        ids, offs = self.hf_lists_batch([text])[0][:2]
         if add_special_tokens:
             ids, offs = self._post(ids, offs)
         return ids, offs

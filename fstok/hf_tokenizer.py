@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from .hf_encoding import Encoding, pad_encodings
+from .hf_encoding import Encoding, pad_encodings, untrack
 from .postprocess import PostProcessor, finish, num_special_tokens_to_add
 
 __all__ = ["Tokenizer", "AddedToken"]
@@ -1047,7 +1047,9 @@ class Tokenizer:
                             "is_pretokenized and add_special_tokens must be bool")
         enc = self._model_encoding(sequence, is_pretokenized, 0, "sequence")
         penc = None if pair is None else self._model_encoding(pair, is_pretokenized, 1, "pair")
-        return finish(self._processor, enc, penc, add_special_tokens, self._truncation, self._padding)
+        out = finish(self._processor, enc, penc, add_special_tokens, self._truncation, self._padding)
+        untrack((out,))
+        return out
 
     def _split_input(self, item, is_pretokenized: bool):
         if isinstance(item, np.ndarray):
@@ -1084,6 +1086,7 @@ class Tokenizer:
             if p is not None:
                 pad_encodings(out, p["length"], p["pad_to_multiple_of"], p["direction"], p["pad_id"],
                               p["pad_type_id"], p["pad_token"])
+            untrack(out)
         return out
 
     def _encode_texts(self, items: list[tuple[str, Optional[str]]], add_special_tokens: bool) -> list[Encoding]:
@@ -1428,6 +1431,14 @@ class _SpmCore(_Core):
 
     def model_batch(self, texts, num_threads):
         return self.tok.hf_lists_batch(texts)
+
+    def offsets_batch(self, texts, num_threads):
+        rows = self.tok.hf_lists_batch(texts)
+        lens = np.fromiter((len(r[0]) for r in rows), dtype=np.int64, count=len(rows))
+        n = int(lens.sum())
+        ids = np.fromiter((i for r in rows for i in r[0]), dtype=np.uint32, count=n)
+        offs = np.fromiter((x for r in rows for o in r[1] for x in o), dtype=np.int64, count=2 * n).reshape(-1, 2)
+        return ids, lens, offs
 
     def ids_batch(self, texts, num_threads):
         res = [np.asarray(self.tok.encode(t), dtype=np.uint32) for t in texts]

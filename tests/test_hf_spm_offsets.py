@@ -102,6 +102,27 @@ def test_shared_files_batch_equals_reference_and_tokenizers(files, name, monkeyp
     _check(face._core.tok, hf, _lines(), name, ref)
     # one text at a time (encode) takes the same native call
     _check(face._core.tok, hf, TRICKY[:8], name, ref)
+    core = face._core.tok
+    for t in TRICKY:
+        for add in (False, True):
+            ids, offs = core._encode(t, True)  # the reference: the Python string path
+            want = core._post(ids, offs) if add else (ids, offs)
+            assert core.encode_with_offsets(t, add_special_tokens=add) == want, (name, t)
+    # the numpy batch with offsets takes the batch call too
+    import numpy as np
+
+    face.enable_padding(pad_id=1, pad_token="<pad>")
+    before = ref.n
+    try:
+        got = face.encode_batch_numpy(TRICKY, add_special_tokens=False, return_offsets_mapping=True)
+    finally:
+        face.no_padding()
+    for k, t in enumerate(TRICKY):
+        e = hf.encode(t, add_special_tokens=False)
+        n = len(e.ids)
+        assert got["input_ids"][k][:n].tolist() == e.ids
+        assert [tuple(x) for x in got["offset_mapping"][k][:n].tolist()] == e.offsets
+    assert ref.n == before
 
 
 @needs_shared

@@ -2,11 +2,13 @@
 """fstok.Tokenizer vs HF tokenizers on any tokenizer.json: CPU time of one pass over unseen lines.
 
     python tools/time_hf_face.py FILE [FILE ...] [--lines 1500] [--rounds 3] [--stride 64:16] [--pair]
+                                                [--modes encoding single numpy]
 
 Contenders, each in a fresh process (TOKENIZERS_PARALLELISM=false, one thread), warmed up on 300 other lines,
 then timed (process CPU time, which a shared host disturbs less than wall time) on one pass over `--lines`
 lines interleaved from the shared corpora (English, multilingual, code, stress, Chinese):
   encoding   encode_batch(lines): Encoding objects (ids, tokens, offsets, word ids, ...)
+  single     encode(line) for each line: one Encoding per call
   numpy      ids and attention mask padded to the batch's longest, truncated to 128: fstok's
              encode_batch_numpy; HF's encode_batch then np.array of each field
 --stride MAX:STRIDE times the encoding path only, with enable_truncation(MAX, stride=STRIDE) (each long text
@@ -70,6 +72,9 @@ def child(path: str, who: str, mode: str, n: int, stride: str, pair: bool) -> No
         else:
             def run(xs):
                 return tok.encode_batch_numpy(xs)
+    elif mode == "single":
+        def run(xs):
+            return [tok.encode(*x) if isinstance(x, (tuple, list)) else tok.encode(x) for x in xs]
     else:
         if stride:
             m, st = (int(x) for x in stride.split(":"))
@@ -92,6 +97,7 @@ def main() -> int:
     ap.add_argument("--stride", default="", metavar="MAX:STRIDE",
                     help="truncation with a stride (encoding path only), e.g. 64:16")
     ap.add_argument("--pair", action="store_true", help="encode pairs of lines")
+    ap.add_argument("--modes", nargs="+", choices=("encoding", "single", "numpy"), default=["encoding", "single", "numpy"])
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
@@ -101,7 +107,7 @@ def main() -> int:
     print("| file | path | fstok.Tokenizer | HF tokenizers | fstok vs HF |")
     print("|---|---|---:|---:|---:|")
     for path in a.files:
-        for mode in ("encoding",) if a.stride else ("encoding", "numpy"):
+        for mode in ("encoding",) if a.stride else a.modes:
             got: dict[str, list[float]] = {"fstok": [], "hf": []}
             nbytes = 0
             for _ in range(a.rounds):

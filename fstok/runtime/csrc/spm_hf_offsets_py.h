@@ -57,6 +57,9 @@ static PyObject *hfo_emit(handle *mh, const hfo_lists *L, PyObject *text, PyObje
         PyTuple_SET_ITEM(tu, 0, x);
         if (!(x = hfo_int(oe))) goto fail;
         PyTuple_SET_ITEM(tu, 1, x);
+        /* a pair of ints is in no cycle: the collector need not visit it (it would untrack it at its first
+         * visit; a batch makes hundreds of thousands) */
+        PyObject_GC_UnTrack(tu);
         if (!(x = hfo_int(L->word.p[t]))) goto fail;
         PyList_SET_ITEM(pwords, t, x);
         if (bs < 0) {
@@ -153,6 +156,26 @@ static PyObject *hfo_text(spm_model *m, hf_handle *x, spm_hf_off_work *w, const 
     return hfo_emit(get_handle(x->model), L, text, vocab, unk_tok);
 }
 
+/* the work space of the last call, kept for the next (taken out while a call runs: a call made from inside
+ * another, through a finalizer the collector runs, allocates its own) */
+typedef struct {
+    spm_hf_off_work *w;
+    hfo_lists L;
+} hfo_space;
+static hfo_space *hfo_spare;
+#define HFO_KEEP_CHARS 65536 /* a space that served a longer text is freed (its buffers fit that text) */
+
+static void hfo_space_free(hfo_space *sp) {
+    if (!sp) return;
+    spm_hf_off_work_free(sp->w);
+    spm_ints_free(&sp->L.ids);
+    spm_ints_free(&sp->L.off);
+    spm_ints_free(&sp->L.word);
+    spm_ints_free(&sp->L.nsp);
+    spm_bytes_free(&sp->L.norm);
+    free(sp);
+}
+
 static PyObject *py_hf_encode_offsets(PyObject *self, PyObject *args) {
     PyObject *cap, *vocab, *texts, *cuts;
     Py_buffer sp;
@@ -160,9 +183,9 @@ static PyObject *py_hf_encode_offsets(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "Oy*O!iO!O", &cap, &sp, &PyList_Type, &vocab, &unk_tok, &PyList_Type, &texts, &cuts))
         return NULL;
     PyObject *out = NULL;
-    spm_hf_off_work *w = NULL;
-    hfo_lists L;
-    memset(&L, 0, sizeof L);
+    int big = 0;
+    hfo_space *ws = hfo_spare;
+    hfo_spare = NULL;
     hf_handle *x = (hf_handle *)PyCapsule_GetPointer(cap, "fstok.spm_hf");
     spm_model *m = x ? get_model(x->model) : NULL;
     if (!m) goto done;
@@ -171,7 +194,7 @@ static PyObject *py_hf_encode_offsets(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "cuts must be None or a list parallel to texts");
         goto done;
     }
-    if (!(w = spm_hf_off_work_new())) {
+    if (!ws && (!(ws = (hfo_space *)calloc(1, sizeof *ws)) || !(ws->w = spm_hf_off_work_new()))) {
         PyErr_NoMemory();
         goto done;
     }
@@ -184,7 +207,8 @@ static PyObject *py_hf_encode_offsets(PyObject *self, PyObject *args) {
             Py_CLEAR(out);
             goto done;
         }
-        PyObject *r = hfo_text(m, x, w, (const int32_t *)sp.buf, (size_t)(sp.len / 4), vocab, unk_tok, t, c, &L);
+        if (PyUnicode_GET_LENGTH(t) > HFO_KEEP_CHARS) big = 1;
+        PyObject *r = hfo_text(m, x, ws->w, (const int32_t *)sp.buf, (size_t)(sp.len / 4), vocab, unk_tok, t, c, &ws->L);
         if (!r) {
             Py_CLEAR(out);
             goto done;
@@ -192,12 +216,13 @@ static PyObject *py_hf_encode_offsets(PyObject *self, PyObject *args) {
         PyList_SET_ITEM(out, i, r);
     }
 done:
-    spm_hf_off_work_free(w);
-    spm_ints_free(&L.ids);
-    spm_ints_free(&L.off);
-    spm_ints_free(&L.word);
-    spm_ints_free(&L.nsp);
-    spm_bytes_free(&L.norm);
+    if (ws && !ws->w) {
+        free(ws);
+    } else if (ws && !hfo_spare && !big) {
+        hfo_spare = ws;
+    } else {
+        hfo_space_free(ws);
+    }
     PyBuffer_Release(&sp);
     return out;
 }
