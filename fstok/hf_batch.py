@@ -110,6 +110,19 @@ class Assembler:
         if truncation is not None:
             n_added = sum(1 for p in self.parts if p[0] == "tok")
             self.limit = max(truncation["max_length"] - (n_added if add_special_tokens else 0), 0)
+        # the special tokens before, between and after the sequences: (ids, tokens, word ids, offsets, type ids)
+        runs: list[list[tuple]] = [[]]
+        self._seq_types: list[int] = []
+        for p in self.parts:
+            if p[0] == "seq":
+                self._seq_types.append(p[2])
+                runs.append([])
+            else:
+                runs[-1].append(p)
+        runs += [[]] * (3 - len(runs))
+        self._runs = [([p[1] for p in r], [p[2] for p in r], [None] * len(r), [(0, 0)] * len(r), [p[3] for p in r])
+                      for r in runs]
+        self._masks: dict = {}
 
     def fits(self, n: int) -> bool:
         """A text (pair) of n model tokens can be assembled: truncation (if any) leaves it whole."""
@@ -159,35 +172,43 @@ class Assembler:
         wb = [window(True, True), window(True, False)] if pair else None
         return out if _same(_lay(self, wa, wb, out), want) else {}
 
+    def _masks_of(self, na: int, nb: int) -> tuple:
+        """(type ids, special-tokens mask, range of A, range of B) of an encoding of na + nb model tokens."""
+        (_, _, _, _, t0), (_, _, _, _, t1), (_, _, _, _, t2) = self._runs
+        ta = self._seq_types[0] if self._seq_types else 0
+        tb = self._seq_types[1] if len(self._seq_types) > 1 else 0
+        types = [*t0, *[ta] * na, *t1, *[tb] * nb, *t2]
+        special = [1] * len(t0) + [0] * na + [1] * len(t1) + [0] * nb + [1] * len(t2)
+        s1 = len(t0) + na + len(t1)
+        m = (types, special, (len(t0), len(t0) + na), (s1, s1 + nb))
+        if len(self._masks) < 4096:  # lengths repeat (windows of truncation above all): bounded memory
+            self._masks[na, nb] = m
+        return m
+
     def __call__(self, a: Encoding, b: Optional[Encoding], ranged: Optional[set] = None) -> Encoding:
+        """a (and b) laid into the template; `ranged`: the sequences that get a range (the template's)."""
         ranged = self.ranged if ranged is None else ranged
-        ids: list = []
-        types: list = []
-        toks: list = []
-        words: list = []
-        offs: list = []
-        special: list = []
+        na = len(a._ids)
+        nb = 0 if b is None else len(b._ids)
+        m = self._masks.get((na, nb)) or self._masks_of(na, nb)
+        r0, r1, r2 = self._runs
+        if b is None:
+            ids = [*r0[0], *a._ids, *r1[0]]
+            toks = [*r0[1], *a._tokens, *r1[1]]
+            words = [*r0[2], *a._words, *r1[2]]
+            offs = [*r0[3], *a._offsets, *r1[3]]
+        else:
+            ids = [*r0[0], *a._ids, *r1[0], *b._ids, *r2[0]]
+            toks = [*r0[1], *a._tokens, *r1[1], *b._tokens, *r2[1]]
+            words = [*r0[2], *a._words, *r1[2], *b._words, *r2[2]]
+            offs = [*r0[3], *a._offsets, *r1[3], *b._offsets, *r2[3]]
         ranges = {}
-        for p in self.parts:
-            if p[0] == "seq":
-                e = a if p[1] == 0 else b
-                n = len(e._ids)
-                if p[1] in ranged:
-                    ranges[p[1]] = (len(ids), len(ids) + n)
-                ids += e._ids
-                types += [p[2]] * n
-                toks += e._tokens
-                words += e._words
-                offs += e._offsets
-                special += [0] * n
-            else:
-                ids.append(p[1])
-                types.append(p[3])
-                toks.append(p[2])
-                words.append(None)
-                offs.append((0, 0))
-                special.append(1)
-        return Encoding._raw(ids, types, toks, words, offs, special, [1] * len(ids), [], ranges)
+        if ranged:
+            if 0 in ranged:
+                ranges[0] = m[2]
+            if 1 in ranged:
+                ranges[1] = m[3]
+        return Encoding._raw(ids, m[0][:], toks, words, offs, m[1][:], [1] * len(ids), [], ranges)
 
 
 def overflowing(asm: Assembler, ra: tuple, rb: Optional[tuple], truncation: dict,
