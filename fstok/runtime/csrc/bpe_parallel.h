@@ -18,6 +18,7 @@
 #endif
 
 #include "bpe_encode.h"
+#include "batch_arena.h"
 #include "tpool.h"
 #include "pystr_utf8.h"
 
@@ -137,45 +138,6 @@ static int encode_text_parallel(const bpe_rt *self, const bpe_specials *sp, cons
  * threads a call of 1024 short lines cost twice the CPU of the same call on 2.  Now the only shared writes are
  * one pointer per block and one hand-over of a thread's chunks per call. */
 
-/* one chunk of a thread's output; the chunks of a call form a list freed by the caller at its end */
-typedef struct bt_chunk {
-    struct bt_chunk *next;
-    size_t cap, used;
-    _Alignas(16) unsigned char data[];
-} bt_chunk;
-
-typedef struct {
-    bt_chunk *cur; /* newest chunk (older ones through next) */
-    size_t next_cap;
-} bt_arena;
-
-/* bytes (16-aligned) from the thread's arena, or NULL */
-static void *bt_alloc(bt_arena *a, size_t bytes) {
-    bytes = (bytes + 15) & ~(size_t)15;
-    bt_chunk *c = a->cur;
-    if (!c || c->cap - c->used < bytes) {
-        size_t cap = a->next_cap > bytes ? a->next_cap : bytes;
-        bt_chunk *n = (bt_chunk *)malloc(sizeof(bt_chunk) + cap);
-        if (!n) return NULL;
-        n->next = c;
-        n->cap = cap;
-        n->used = 0;
-        a->cur = c = n;
-        if (a->next_cap < ((size_t)4 << 20)) a->next_cap *= 2; /* (a chunk's unused tail wastes at most half) */
-    }
-    void *p = c->data + c->used;
-    c->used += bytes;
-    return p;
-}
-
-static void bt_free_chunks(bt_chunk *c) {
-    while (c) {
-        bt_chunk *n = c->next;
-        free(c);
-        c = n;
-    }
-}
-
 /* one text's result: p its output (uint32 ids, or list items in item mode), n their number (the token count in
  * count mode, p NULL), rc 0 done, -1 out of memory, 1 no UTF-8 (a lone surrogate: the caller repairs it),
  * odd: item mode, an item is an id with no int in the table (written (id << 1) | 1) */
@@ -292,15 +254,7 @@ static void batch_block(batch_job *j, size_t b, bt_arena *a, bpe_memo *memo, pys
 }
 
 /* a thread's chunks to the job (the caller frees them after reading the records) */
-static void batch_hand_over(batch_job *j, bt_arena *a) {
-    bt_chunk *head = a->cur, *tail = head;
-    if (!head) return;
-    while (tail->next) tail = tail->next;
-    bt_chunk *old = atomic_load_explicit(&j->chunks, memory_order_relaxed);
-    do tail->next = old;
-    while (!atomic_compare_exchange_weak_explicit(&j->chunks, &old, head, memory_order_release, memory_order_relaxed));
-    a->cur = NULL;
-}
+static void batch_hand_over(batch_job *j, bt_arena *a) { bt_hand_over(&j->chunks, a); }
 
 static void *batch_worker(void *arg) {
     batch_job *j = (batch_job *)arg;

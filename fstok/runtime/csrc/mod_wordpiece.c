@@ -847,7 +847,7 @@ done:
     return result;
 }
 
-/* item mode's translate (no GIL): the cached int of each id, or (id << 1) | 1 where there is none yet */
+/* the list batch's translate (wb_job, no GIL): the cached int of each id, or (id << 1) | 1 where there is none yet */
 static void wp_translate(const void *model, const uint32_t *ids, size_t n, void **dst, uint8_t *odd) {
     const ModelObject *self = (const ModelObject *)model;
     uint8_t o = 0;
@@ -893,32 +893,53 @@ static PyObject *items_list(ModelObject *self, void **items, size_t n, int odd) 
     return l;
 }
 
-/* A list batch with pinned ints on several threads: the workers encode chunks and write their list items
- * (item mode of batch_job), and this thread makes each text's list as soon as its chunk is done, while
- * the others still encode; when the text it needs next is not done it encodes a chunk itself.  Why: made
- * after the workers, the lists were a serial part of every call (a tenth to a fifth of a call of short
+/* A list batch with pinned ints on several threads: the workers encode blocks and write their list items
+ * and records (wb_job, wp_batch.h), and this thread makes each text's list as soon as its block is published,
+ * while the others still encode; when the block it needs next is not done it encodes a block itself.  Why:
+ * made after the workers, the lists were a serial part of every call (a tenth to a fifth of a call of short
  * lines on one thread).  Returns the list, or NULL with an exception. */
 static PyObject *batch_lists_overlapped(ModelObject *self, const pystr_src *src, uint8_t *bad, outbuf *outs,
                                         size_t cnt, int word, int nthreads) {
-    batch_job job;
+    (void)outs;
+    wb_job job;
     memset(&job, 0, sizeof job);
     job.t = &self->t;
     job.word = word;
-    job.outs = outs;
-    job.count = cnt;
     job.src = src;
     job.bad = bad;
+    job.count = cnt;
     job.translate = wp_translate;
     job.model = self;
-    pthread_mutex_init(&job.mu, NULL);
-    job.done = (uint8_t *)calloc(cnt + 1, 1);
-    job.items = (void ***)calloc(cnt + 1, sizeof(void **));
-    job.odd = (uint8_t *)calloc(cnt + 1, 1);
-    job.chunkbuf = (void **)calloc(cnt + 1, sizeof(void *));
+    atomic_init(&job.next, 0);
+    atomic_init(&job.chunks, NULL);
+    size_t *bstart = (size_t *)malloc((cnt + 2) * (sizeof(size_t) + sizeof(wb_text *)));
     PyObject *res = NULL;
-    if (!job.done || !job.items || !job.odd || !job.chunkbuf) {
+    if (!bstart) {
         PyErr_NoMemory();
-        goto out;
+        return NULL;
+    }
+    wb_text **recs = (wb_text **)(bstart + cnt + 2);
+    {
+        /* blocks of <= 64 texts and ~1/16 of a thread's share of the bytes (as the BPE batch) */
+        size_t total = 0, nb = 0, bytes = 0;
+        for (size_t i = 0; i < cnt; i++) total += src[i].utf8 ? src[i].len : 2 * src[i].len;
+        size_t cap = total / ((size_t)(nthreads > 0 ? nthreads : 1) * 16);
+        for (size_t i = 0; i < cnt; i++) {
+            size_t ni = src[i].utf8 ? src[i].len : 2 * src[i].len;
+            if (i == 0 || i - bstart[nb - 1] >= 64 || bytes + ni > cap) {
+                recs[nb] = NULL;
+                bstart[nb++] = i;
+                bytes = 0;
+            }
+            bytes += ni;
+        }
+        bstart[nb] = cnt;
+        job.bstart = bstart;
+        job.nblocks = nb;
+        job.recs = recs;
+        /* a thread's first chunk: its share of the items (about a token per 4 bytes) and of the records */
+        job.chunk_cap = total / (size_t)(nthreads > 0 ? nthreads : 1) / 4 * sizeof(void *) +
+                        (cnt / (size_t)(nthreads > 0 ? nthreads : 1) + 8) * sizeof(wb_text) + 4096;
     }
     res = PyList_New((Py_ssize_t)cnt);
     if (!res) goto out;
@@ -926,52 +947,63 @@ static PyObject *batch_lists_overlapped(ModelObject *self, const pystr_src *src,
         pthread_t th[256];
         int started = 0, pooled = 0;
         pystr_buf buf = {0};
+        outbuf scratch;
+        memset(&scratch, 0, sizeof scratch);
+        bt_arena a = {NULL, job.chunk_cap};
         Py_BEGIN_ALLOW_THREADS
-        started = workers_start(batch_worker, &job, nthreads, th, &pooled);
+        started = workers_start(wb_worker, &job, nthreads, th, &pooled);
         Py_END_ALLOW_THREADS
 #if PY_VERSION_HEX >= 0x030A0000
         int gc_was = PyGC_Disable(); /* (as in the list loop of Model_encode_batch) */
 #endif
-        void *chunk = NULL; /* the buffer of the chunk being read (freed when the next one starts) */
         const int tr = tracing();
         double c0 = tr ? thread_cpu_us() : 0, released = 0;
-        for (size_t i = 0; i < cnt; i++) {
-            if (!__atomic_load_n(&job.done[i], __ATOMIC_ACQUIRE)) {
+        for (size_t b = 0; b < job.nblocks && res; b++) {
+            wb_text *rec = wb_rec(&job, b);
+            if (!rec) {
                 double r0 = tr ? thread_cpu_us() : 0;
                 Py_BEGIN_ALLOW_THREADS
-                while (!__atomic_load_n(&job.done[i], __ATOMIC_ACQUIRE))
-                    if (!batch_chunk(&job, &buf)) sched_yield();
+                while (!(rec = wb_rec(&job, b))) {
+                    size_t o = atomic_fetch_add_explicit(&job.next, 1, memory_order_relaxed);
+                    if (o < job.nblocks) wb_block(&job, o, &a, &buf, &scratch);
+                    else sched_yield();
+                }
                 Py_END_ALLOW_THREADS
                 if (tr) released += thread_cpu_us() - r0;
             }
-            if (job.chunkbuf[i]) {
-                free(chunk);
-                chunk = job.chunkbuf[i];
-                job.chunkbuf[i] = NULL;
+            const size_t lo = bstart[b], hi = bstart[b + 1];
+            const int oom = rec == WB_OOM_BLOCK;
+            wb_text *nrec = b + 1 < job.nblocks ? wb_rec(&job, b + 1) : NULL;
+            if (nrec && nrec != WB_OOM_BLOCK) __builtin_prefetch(nrec, 0);
+            for (size_t i = lo; i < hi; i++) {
+                const wb_text *r = oom ? rec : &rec[i - lo];
+                /* the items of a text two ahead, written by another core: fetched while this list is made */
+                if (!oom && i + 2 < hi && rec[i + 2 - lo].items) {
+                    const char *q = (const char *)rec[i + 2 - lo].items;
+                    size_t nb = (size_t)rec[i + 2 - lo].n * sizeof(void *);
+                    __builtin_prefetch(q, 0);
+                    if (nb > 64) __builtin_prefetch(q + 64, 0);
+                    if (nb > 128) __builtin_prefetch(q + 128, 0);
+                }
+                PyObject *o = NULL;
+                if (r->bad == 1)
+                    PyErr_Format(PyExc_ValueError, "texts[%zd] is not encodable as UTF-8 (lone surrogate?)", (Py_ssize_t)i);
+                else if (r->bad)
+                    PyErr_NoMemory();
+                else
+                    o = items_list(self, r->items, r->n, r->odd);
+                if (!o) {
+                    Py_CLEAR(res);
+                    break;
+                }
+                PyList_SET_ITEM(res, (Py_ssize_t)i, o);
             }
-            /* the items of a text a few ahead, written by another core: fetched while this list is made */
-            if (i + 3 < cnt && __atomic_load_n(&job.done[i + 3], __ATOMIC_ACQUIRE) && job.items[i + 3]) {
-                __builtin_prefetch(job.items[i + 3], 0);
-                __builtin_prefetch((char *)job.items[i + 3] + 64, 0);
-            }
-            PyObject *o = NULL;
-            if (bad[i] == 1) PyErr_Format(PyExc_ValueError, "texts[%zd] is not encodable as UTF-8 (lone surrogate?)", (Py_ssize_t)i);
-            else if (bad[i] || outs[i].oom) PyErr_NoMemory();
-            else o = items_list(self, job.items[i], outs[i].n, job.odd[i]);
-            if (!o) {
-                Py_CLEAR(res);
-                break;
-            }
-            PyList_SET_ITEM(res, (Py_ssize_t)i, o);
         }
 #if PY_VERSION_HEX >= 0x030A0000
         if (gc_was) PyGC_Enable();
 #endif
-        if (!res) { /* stop handing out chunks; the workers finish the ones they hold */
-            pthread_mutex_lock(&job.mu);
-            job.next = cnt;
-            pthread_mutex_unlock(&job.mu);
-        }
+        if (!res) /* stop handing out blocks; the workers finish the ones they hold */
+            atomic_store_explicit(&job.next, job.nblocks, memory_order_relaxed);
         double c1 = tr ? thread_cpu_us() : 0;
         Py_BEGIN_ALLOW_THREADS
         workers_join(started, th, pooled);
@@ -981,13 +1013,13 @@ static PyObject *batch_lists_overlapped(ModelObject *self, const pystr_src *src,
                     "fstok wordpiece encode_batch: %zu texts %d threads (%s) | caller CPU: lists (GIL held) %.0f us, "
                     "encoding or waiting %.0f us\n",
                     cnt, started + 1, pooled ? "pool" : "own", c1 - c0 - released, released);
-        free(chunk);
+        out_free(&scratch);
         pystr_buf_free(&buf);
-        for (size_t i = 0; i < cnt; i++) free(job.chunkbuf[i]); /* (after an error: those not read) */
+        bt_hand_over(&job.chunks, &a);
     }
 out:
-    pthread_mutex_destroy(&job.mu);
-    free(job.done), free(job.items), free(job.odd), free(job.chunkbuf);
+    bt_free_chunks(atomic_load(&job.chunks));
+    free(bstart);
     return res;
 }
 

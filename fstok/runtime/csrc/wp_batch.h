@@ -1,5 +1,5 @@
 /* Many texts, or one long text cut into pieces, on threads: the work queue each thread takes texts from
- * (batch_worker), starting and joining workers (the persistent pool of tpool.h, else threads of the call),
+ * (batch_worker; the list batch's blocks with their records: wb_job), starting and joining workers (the persistent pool of tpool.h, else threads of the call),
  * the parallel copy of the pieces' ids, and where a long text may be cut (wp_cut_ok, wp_find_cuts).
  * Python-free; the module releases the GIL around these.  Oracle: encode_batch / a split encode equals
  * encoding each text / the whole text alone (tests/test_wordpiece_split.py, tools/diff_parallel.py). */
@@ -15,6 +15,7 @@
 #include <sys/types.h>
 #include <time.h>
 
+#include "batch_arena.h"
 #include "pystr_utf8.h"
 #include "tpool.h"
 #include "wp_normalize.h"
@@ -55,41 +56,7 @@ typedef struct {
     int word;
     const pystr_src *src; /* a batch of strs: text i comes from src[i] (pystr_utf8.h), not s[i] / n[i] */
     uint8_t *bad;         /* with src: set where text i has no UTF-8 (a lone surrogate) or no memory */
-    /* Item mode (a list batch with pinned ints, mod_wordpiece.c): the thread that encodes a chunk also
-     * writes its texts' list items into one buffer per chunk (translate: id -> the cached int, or
-     * (id << 1) | 1 where there is none yet, flagging the text in odd[]), frees their ids, and then sets
-     * their done flags; the GIL-holding thread makes each text's list meanwhile. */
-    uint8_t *done;
-    void (*translate)(const void *model, const uint32_t *ids, size_t n, void **dst, uint8_t *odd);
-    const void *model;
-    void ***items;   /* per text: its first item */
-    uint8_t *odd;
-    void **chunkbuf; /* at a chunk's first text: the chunk's buffer (freed by the caller) */
 } batch_job;
-
-/* item mode: the items of texts [lo, hi) (just encoded) into one buffer; their ids are freed here */
-static void batch_items(batch_job *j, size_t lo, size_t hi) {
-    size_t total = 0;
-    for (size_t i = lo; i < hi; i++) total += j->outs[i].n;
-    void **buf = (void **)malloc((total ? total : 1) * sizeof(void *));
-    size_t used = 0;
-    for (size_t i = lo; i < hi; i++) {
-        outbuf *o = &j->outs[i];
-        if (!buf) {
-            o->oom = 1;
-            continue;
-        }
-        j->items[i] = buf + used;
-        if (o->n && !o->oom) j->translate(j->model, o->ids, o->n, buf + used, &j->odd[i]);
-        used += o->n;
-        free(o->ids); /* (freed by the thread that made it; n stays: the number of items) */
-        free(o->offs);
-        o->ids = NULL;
-        o->offs = NULL;
-        o->cap = 0;
-    }
-    j->chunkbuf[lo] = buf;
-}
 
 /* encode the next chunk of texts; 0 when none is left */
 static int batch_chunk(batch_job *j, pystr_buf *buf) {
@@ -100,7 +67,7 @@ static int batch_chunk(batch_job *j, pystr_buf *buf) {
     j->next += chunk;
     pthread_mutex_unlock(&j->mu);
     if (i >= j->count) return 0;
-    size_t lo = i, end = i + chunk < j->count ? i + chunk : j->count;
+    size_t end = i + chunk < j->count ? i + chunk : j->count;
     double t0 = tr ? now_us() : 0;
     for (; i < end; i++) {
         /* encode into a copy on this thread's stack: the outs[] entries of neighbouring texts
@@ -120,10 +87,6 @@ static int batch_chunk(batch_job *j, pystr_buf *buf) {
         else wp_encode_e2e(j->t, s, n, &local);
         j->outs[i] = local;
     }
-    if (j->done) {
-        if (j->items) batch_items(j, lo, end);
-        for (i = lo; i < end; i++) __atomic_store_n(&j->done[i], 1, __ATOMIC_RELEASE);
-    }
     if (tr) atomic_fetch_add(&trace_busy_ns, (long long)((now_us() - t0) * 1e3));
     return 1;
 }
@@ -134,6 +97,105 @@ static void *batch_worker(void *arg) {
     while (batch_chunk(j, &buf)) {
     }
     pystr_buf_free(&buf);
+    return NULL;
+}
+
+/* The list batch with pinned ints on threads (mod_wordpiece.c batch_lists_overlapped): texts are claimed in
+ * blocks from an atomic counter, and the thread that encodes a block writes its texts' list items (translate:
+ * id -> the cached int, or (id << 1) | 1 where there is none yet) and their records into memory of its own
+ * (batch_arena.h), then publishes the block's records with one pointer.  The GIL-holding thread makes each
+ * text's list as soon as its block is published.  Why: the texts' results were per-text entries of shared
+ * arrays (an outbuf, a done flag, an item pointer, a flag) written by whichever thread encoded the text, a
+ * malloc for every text's ids and for every chunk's items, and a mutex round per chunk. */
+typedef struct {
+    void **items;
+    uint32_t n;
+    uint8_t bad; /* 0, 1 no UTF-8 (a lone surrogate), 2 no memory */
+    uint8_t odd; /* an item is (id << 1) | 1: its int is made by the GIL holder */
+} wb_text;
+
+static wb_text wb_oom_text = {NULL, 0, 2, 0};
+#define WB_OOM_BLOCK (&wb_oom_text)
+
+typedef struct {
+    const wp_tables *t;
+    int word;
+    const pystr_src *src;
+    const uint8_t *bad; /* set by the caller where a text has no UTF-8 (read only here) */
+    size_t count;
+    const size_t *bstart; /* block b is texts [bstart[b], bstart[b + 1]) */
+    size_t nblocks;
+    atomic_size_t next;
+    wb_text **recs; /* per block, stored (release) when the block is done */
+    bt_chunk *_Atomic chunks;
+    size_t chunk_cap;
+    void (*translate)(const void *model, const uint32_t *ids, size_t n, void **dst, uint8_t *odd);
+    const void *model;
+} wb_job;
+
+static inline wb_text *wb_rec(wb_job *j, size_t b) { return __atomic_load_n(&j->recs[b], __ATOMIC_ACQUIRE); }
+
+static void wb_block(wb_job *j, size_t b, bt_arena *a, pystr_buf *buf, outbuf *scratch) {
+    const int tr = trace_threads > 0;
+    double t0 = tr ? now_us() : 0;
+    const size_t lo = j->bstart[b], hi = j->bstart[b + 1];
+    wb_text *t = (wb_text *)bt_alloc(a, (hi - lo) * sizeof(wb_text));
+    if (!t) {
+        __atomic_store_n(&j->recs[b], WB_OOM_BLOCK, __ATOMIC_RELEASE);
+        return;
+    }
+    for (size_t i = lo; i < hi; i++) {
+        wb_text *r = &t[i - lo];
+        r->items = NULL;
+        r->n = 0;
+        r->odd = 0;
+        r->bad = j->bad[i];
+        if (r->bad) continue;
+        const uint8_t *s;
+        size_t n;
+        int u = pystr_utf8(&j->src[i], buf, &s, &n);
+        if (u) {
+            r->bad = (uint8_t)(u > 0 ? 1 : 2);
+            continue;
+        }
+        scratch->n = 0;
+        scratch->oom = 0;
+        if (j->word) wp_encode_word(j->t, s, n, scratch);
+        else wp_encode_e2e(j->t, s, n, scratch);
+        size_t k = scratch->n;
+        if (scratch->oom) {
+            r->bad = 2;
+            continue;
+        }
+        if (k) {
+            void **d = (void **)bt_alloc(a, k * sizeof(void *));
+            if (!d) {
+                r->bad = 2;
+                continue;
+            }
+            j->translate(j->model, scratch->ids, k, d, &r->odd);
+            r->items = d;
+            r->n = (uint32_t)k;
+        }
+    }
+    __atomic_store_n(&j->recs[b], t, __ATOMIC_RELEASE);
+    if (tr) atomic_fetch_add(&trace_busy_ns, (long long)((now_us() - t0) * 1e3));
+}
+
+static void *wb_worker(void *arg) {
+    wb_job *j = (wb_job *)arg;
+    pystr_buf buf = {0};
+    outbuf scratch;
+    memset(&scratch, 0, sizeof scratch);
+    bt_arena a = {NULL, j->chunk_cap};
+    for (;;) {
+        size_t b = atomic_fetch_add_explicit(&j->next, 1, memory_order_relaxed);
+        if (b >= j->nblocks) break;
+        wb_block(j, b, &a, &buf, &scratch);
+    }
+    out_free(&scratch);
+    pystr_buf_free(&buf);
+    bt_hand_over(&j->chunks, &a);
     return NULL;
 }
 
