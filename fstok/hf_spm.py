@@ -25,7 +25,7 @@ from . import artifact as _art
 from .hf_norm import WHITE_SPACE, GraphemeTable, NString, build_normalizer, build_pretokenizer
 from .pipeline import decoders
 from .spm_layout import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, ArtifactIO, _native, decode_pieces, make_model
-from .spm_layout import walk_sections, with_walk_tables
+from .spm_layout import check_layout, walk_sections, with_walk_tables
 
 
 class HFSentencePieceTokenizer(ArtifactIO):
@@ -33,6 +33,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         self._art = art
         where = art.path or "<artifact>"
         meta = art.meta
+        check_layout(art, where)
 
         def arr(name, dt):
             if not art.has(name) or art.sections[name].dtype != dt:
@@ -49,8 +50,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         except (KeyError, TypeError, ValueError) as e:
             raise _art.ArtifactError(f"{where}: meta is incomplete ({e})") from None
         self._n = n
-        a = {k: arr(k, dt) for k, dt in (("p_first", "<u4"), ("p_label", "|u1"), ("p_target", "<u4"),
-                                          ("p_value", "<i4"), ("p_value2", "<i4"), ("score64", "<u8"),
+        a = {k: arr(k, dt) for k, dt in (("score64", "<u8"),
                                           ("ptype", "|u1"), ("byte_id", "<i4"), ("pieces", "|u1"),
                                           ("piece_off", "<u4"), ("g_start", "<u4"), ("g_end", "<u4"),
                                           ("g_bits", "|u1"))}
@@ -102,8 +102,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         self._h = None
         if self.model_type == "unigram" or self.model_type == "bpe":
             self._h = make_model(
-                where, (a["p_first"], a["p_label"], a["p_target"], a["p_value"], a["p_value2"], None, None,
-                 None, None, None, None, None),
+                where, (None, None, None, None, None, None, None, a["pieces"], po),
                 a["score64"], 1, a["ptype"], np.ascontiguousarray(a["byte_id"]), self._flags,
                 self.unk_id, float.fromhex(meta["min_score"]), 0.0, walk_sections(art, where))
         self._bpe_model = None

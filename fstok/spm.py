@@ -22,7 +22,7 @@ from .spm_layout import (_SECTIONS, _SPACE, KIND_SPM, SPF_ADD_DUMMY, SPF_BPE, SP
                          SPF_CUTS, SPF_ESCAPE_WS, SPF_FUSE_UNK, SPF_HF, SPF_REMOVE_WS, SPF_WORDS, SPF_WS_SUFFIX,
                          SPT_BYTE, SPT_CONTROL,
                          SPT_NORMAL, SPT_UNKNOWN, SPT_UNUSED, SPT_USER, ArtifactIO, _native, decode_pieces,
-                         make_model, walk_sections, with_walk_tables)
+                         check_layout, make_model, walk_sections, with_walk_tables)
 
 
 class SentencePieceError(ValueError):
@@ -40,6 +40,7 @@ class SentencePieceTokenizer(ArtifactIO):
             raise _art.ArtifactError(f"{where}: meta.family: not a SentencePiece-family artifact")
         from .validate_spm import check
 
+        check_layout(art, where)
         check(art, where)  # meta fields typed, piece strings valid UTF-8 (errors name the field / section)
         a = {}
         for name, dt in _SECTIONS.items():
@@ -80,14 +81,13 @@ class SentencePieceTokenizer(ArtifactIO):
             raise _art.ArtifactError(f"{where}: cm_norm: the charsmap's replacements do not end with NUL")
         none = None
         arrays = tuple(a[k] if len(a[k]) else none for k in (
-            "p_first", "p_label", "p_target", "p_value", "p_value2",
             "cm_units", "cm_norm", "u_first", "u_label", "u_target", "u_value"))
         cut = None
         if self._flags & SPF_CUTS:
             if not art.has("cut_pairs") or art.sections["cut_pairs"].dtype != "|u1" or len(art.array("cut_pairs")) != 8192:
                 raise _art.ArtifactError(f"{where}: meta.flags asks for section 'cut_pairs', which is missing or is not 8192 bytes")
             cut = art.array("cut_pairs")
-        arrays = arrays + (cut,)
+        arrays = arrays + (cut, a["pieces"], po)
         self._h = make_model(where, arrays, score, int(is64), a["ptype"], np.ascontiguousarray(a["byte_id"]),
                              self._flags, self.unk_id, self._min_score, self._max_score, walk_sections(art, where))
         self._n = n

@@ -13,31 +13,44 @@ SPF_ADD_DUMMY, SPF_REMOVE_WS, SPF_ESCAPE_WS, SPF_WS_SUFFIX = 1, 2, 4, 8
 SPF_BYTE_FALLBACK, SPF_BPE, SPF_HF, SPF_FUSE_UNK = 16, 32, 64, 128
 SPF_WORDS, SPF_CUTS = 256, 512
 _SPACE = "\u2581"
-# the layout and meaning of the compiled tables: part of the artifact cache key (fstok.spm_cache)
-TABLES = "spm-tables-3"
+# the layout and meaning of the compiled tables: stored in the artifact's meta ("tables") and part of the
+# artifact cache key (fstok.spm_cache); an artifact of another layout is refused with a request to compile again
+TABLES = "spm-tables-4"
 
 _SECTIONS = {
-    "p_first": "<u4", "p_label": "|u1", "p_target": "<u4", "p_value": "<i4", "p_value2": "<i4",
     "cm_units": "<u4", "cm_norm": "|u1",
     "u_first": "<u4", "u_label": "|u1", "u_target": "<u4", "u_value": "<i4",
     "ptype": "|u1", "byte_id": "<i4", "pieces": "|u1", "piece_off": "<u4",
 }
 
 
-# the walking layout of the pieces trie and its lookup tables, precomputed by the compiler (docs/artifact-format.md);
-# an artifact without them builds them on its first encode
+# the pieces trie in its walking layout and its lookup tables, built by the compiler (docs/artifact-format.md):
+# the only form of the pieces trie an artifact holds
 FT_SECTIONS = {"ft_nodes": "|u1", "ft_rows": "<u4", "ft_pairs": "|u1", "ft_chars": "<u8", "ft_ascii": "<i4",
                "ft_small": "<u8"}
+# the byte trie of the piece strings the compiler builds (fstok.compile.spm_tables.build_trie): the input of
+# the walking tables, never stored
+TRIE_SECTIONS = ("p_first", "p_label", "p_target", "p_value")
 
 
-def walk_sections(art, where: str):
-    """The stored walking tables of `art` in the order the native model takes them, or None when it has none.
-    Only presence and dtypes are checked here: the native model checks their content before any use."""
-    if not art.has("ft_nodes"):
-        return None
+def check_layout(art, where: str) -> None:
+    """Refuses an artifact whose SentencePiece tables are of another layout than this runtime's (`TABLES`)."""
+    got = art.meta.get("tables")
+    if got != TABLES:
+        was = repr(got) if isinstance(got, str) else "an older one (before 'spm-tables-4')"
+        raise _art.ArtifactError(f"{where}: the SentencePiece tables are of layout {was}; this fstok reads {TABLES!r}: "
+                                 f"compile the source again (fstok.compile)")
+
+
+def walk_sections(art, where: str) -> tuple:
+    """The stored walking tables of `art` in the order the native model takes them (None for an absent
+    optional one).  Only presence and dtypes are checked here: the native model checks their content
+    before any use."""
     out = []
     for name, dt in FT_SECTIONS.items():
         if not art.has(name):
+            if name in ("ft_nodes", "ft_ascii"):
+                raise _art.ArtifactError(f"{where}: section {name!r} is missing")
             out.append(None)
             continue
         if art.sections[name].dtype != dt:
@@ -46,23 +59,24 @@ def walk_sections(art, where: str):
     return tuple(out)
 
 
-def walk_table_sections(handle) -> dict:
-    """The walking tables of a native model (built now) as artifact sections, for the compiler."""
-    got = _native().ft_tables(handle)
-    if got is None:
-        return {}
+def walk_table_sections(trie, score, is64: bool, ptype, flags: int) -> dict:
+    """The walking tables of the byte trie `trie` (TRIE_SECTIONS' arrays) of a model's piece strings, as
+    artifact sections."""
+    got = _native().ft_build(tuple(np.ascontiguousarray(t) for t in trie), np.ascontiguousarray(score), int(is64),
+                             np.ascontiguousarray(ptype), int(flags))
     return {name: np.frombuffer(b, dtype=dt) for (name, dt), b in zip(FT_SECTIONS.items(), got) if b is not None}
 
 
 def with_walk_tables(meta: dict, sections: dict, src_hash: bytes, load, where: str):
-    """The artifact of (meta, sections) with its walking tables precomputed: `load(artifact)` makes the
-    tokenizer whose native model (`_h`) builds them; the artifact is written again with them stored."""
-    tok = load(_art.parse_artifact(_art.write_artifact(None, KIND_SPM, meta, sections, "n/a", src_hash), where=where,
-                                   expect_kind=KIND_SPM))
-    extra = walk_table_sections(tok._h) if getattr(tok, "_h", None) is not None else {}
-    if not extra:
-        return tok
-    blob = _art.write_artifact(None, KIND_SPM, meta, {**sections, **extra}, "n/a", src_hash)
+    """The tokenizer `load(artifact)` of (meta, sections) once the pieces trie of `sections` (TRIE_SECTIONS)
+    is replaced by its walking tables and the layout named in meta."""
+    sections = dict(sections)
+    trie = [sections.pop(k) for k in TRIE_SECTIONS]
+    is64 = "score64" in sections
+    score = sections["score64" if is64 else "score32"]
+    sections.update(walk_table_sections(trie, score, is64, sections["ptype"], int(meta["flags"])))
+    meta = {**meta, "tables": TABLES}
+    blob = _art.write_artifact(None, KIND_SPM, meta, sections, "n/a", src_hash)
     return load(_art.parse_artifact(blob, where=where, expect_kind=KIND_SPM))
 
 
@@ -102,9 +116,9 @@ def _native():
 
 
 def make_model(where: str, arrays: tuple, *args):
-    """The native model handle; the C side checks the tries' layout in one pass (`_check_trie` is its
-    pure-Python oracle), and the stored walking tables when given as the last argument
-    (`fstok.validate_spm_walk` is that check's oracle); a failure becomes an ArtifactError naming the sections."""
+    """The native model handle; the C side checks the user-defined pieces' trie in one pass (`_check_trie`
+    is its pure-Python oracle) and the stored walking tables, the last argument (`fstok.validate_spm_walk`
+    is that check's oracle); a failure becomes an ArtifactError naming the sections."""
     try:
         return _native().make(arrays, *args)
     except ValueError as e:
@@ -112,7 +126,7 @@ def make_model(where: str, arrays: tuple, *args):
         if p == "ft":
             sec, _, what = msg.partition(": ")
             raise _art.ArtifactError(f"{where}: section {sec!r}: {what}") from None
-        if p not in ("p", "u"):
+        if p != "u":
             raise _art.ArtifactError(f"{where}: {e}") from None
         raise _art.ArtifactError(f"{where}: trie {p!r} (sections {p}_first, {p}_label, {p}_target, {p}_value): "
                                  f"{msg}") from None

@@ -4,6 +4,7 @@ tools/diff_models.py.)"""
 import os
 import pickle
 
+import numpy as np
 import pytest
 
 import fstok
@@ -177,38 +178,50 @@ def test_runtime_equals_oracle_past_a_score_rebase():
     assert fstok.compile(path).encode(x) == want
 
 
+def _damage_trie(sec, p, damage, n_pieces):
+    if damage == "target-backwards":
+        sec[f"{p}_target"][min(5, len(sec[f"{p}_target"]) - 1)] = 0
+    elif damage == "labels-unsorted":
+        f = sec[f"{p}_first"]
+        v = int(np.nonzero(np.diff(f.astype(np.int64)) >= 2)[0][0])
+        e = int(f[v])
+        sec[f"{p}_label"][e], sec[f"{p}_label"][e + 1] = sec[f"{p}_label"][e + 1], sec[f"{p}_label"][e]
+    elif damage == "value-range":
+        sec[f"{p}_value"][3] = n_pieces
+    else:
+        sec[f"{p}_first"] = sec[f"{p}_first"][:-1]
+
+
 @needs_shared
 @pytest.mark.parametrize("damage", ["target-backwards", "labels-unsorted", "value-range", "first-short"])
 def test_corrupt_trie_is_refused_natively_and_by_the_oracle(damage):
-    # the trie layout is checked in C at load; spm_layout._check_trie is its oracle: both refuse
-    import numpy as np
-
+    # the byte tries' layout is checked in C (spm_layout._check_trie is its oracle): the pieces trie when the
+    # compiler turns it into the walking tables, the user-defined pieces' trie at load
     from fstok import artifact as art
-    from fstok.compile.spm_tables import model_tables
+    from fstok.compile.spm_tables import build_trie, model_tables
     from fstok.spm import SentencePieceTokenizer
-    from fstok.spm_layout import KIND_SPM, _check_trie
+    from fstok.spm_layout import TRIE_SECTIONS, _check_trie, walk_table_sections, with_walk_tables
 
     path = os.path.join(MODELS, MODEL_FILES["llama-2"])
     if not os.path.exists(path):
         pytest.skip(f"{path} not present")
     meta, sec = model_tables(read_model(path), path)
-    sec = {k: np.array(v, copy=True) for k, v in sec.items()}
-    if damage == "target-backwards":
-        sec["p_target"][5] = 0
-    elif damage == "labels-unsorted":
-        f = sec["p_first"]
-        v = int(np.nonzero(np.diff(f.astype(np.int64)) >= 2)[0][0])
-        e = int(f[v])
-        sec["p_label"][e], sec["p_label"][e + 1] = sec["p_label"][e + 1], sec["p_label"][e]
-    elif damage == "value-range":
-        sec["p_value"][3] = meta["n_pieces"]
-    else:
-        sec["p_first"] = sec["p_first"][:-1]
+    n = meta["n_pieces"]
+    bad = {k: np.array(v, copy=True) for k, v in sec.items()}
+    _damage_trie(bad, "p", damage, n)
     with pytest.raises(ValueError, match="trie 'p'"):
-        _check_trie(sec, "p", meta["n_pieces"], "x", values2=True)
-    blob = art.write_artifact(None, KIND_SPM, meta, sec, "n/a", art.source_hash(b"spm-model", b"x"))
-    with pytest.raises(art.ArtifactError, match="trie 'p'"):
-        SentencePieceTokenizer(art.parse_artifact(blob, where="x", expect_kind=KIND_SPM))
+        _check_trie(bad, "p", n, "x")
+    with pytest.raises(ValueError, match="the pieces trie: "):
+        walk_table_sections([bad[k] for k in TRIE_SECTIONS], bad["score32"], False, bad["ptype"], meta["flags"])
+    # a user-defined pieces' trie with a few keys, damaged the same way
+    u = {k: np.array(v, copy=True) for k, v in sec.items()}
+    for k, v in zip(("u_first", "u_label", "u_target", "u_value"), build_trie([b"ab", b"ac", b"b", b"bcd"], [0] * 4)):
+        u[k] = v
+    _damage_trie(u, "u", damage, 1)
+    with pytest.raises(ValueError, match="trie 'u'"):
+        _check_trie(u, "u", 1, "x")
+    with pytest.raises(art.ArtifactError, match="trie 'u'"):
+        with_walk_tables(meta, u, art.source_hash(b"spm-model", b"x"), SentencePieceTokenizer, "x")
 
 
 @needs_shared
@@ -220,7 +233,7 @@ def test_meta_flags_are_checked_before_the_runtime_sees_them(flags, says):
     from fstok import artifact as art
     from fstok.compile.spm_tables import model_tables
     from fstok.spm import SentencePieceTokenizer
-    from fstok.spm_layout import KIND_SPM, SPF_BPE, SPF_CUTS
+    from fstok.spm_layout import SPF_BPE, SPF_CUTS, with_walk_tables
 
     path = os.path.join(MODELS, MODEL_FILES["llama-2"])
     if not os.path.exists(path):
@@ -234,9 +247,8 @@ def test_meta_flags_are_checked_before_the_runtime_sees_them(flags, says):
         sec = {k: v for k, v in sec.items() if k != "cut_pairs"}
     else:
         meta["flags"] = meta["flags"] | flags
-    blob = art.write_artifact(None, KIND_SPM, meta, sec, "n/a", art.source_hash(b"spm-model", b"x"))
     with pytest.raises(art.ArtifactError, match="meta.flags") as e:
-        SentencePieceTokenizer(art.parse_artifact(blob, where="x", expect_kind=KIND_SPM))
+        with_walk_tables(meta, sec, art.source_hash(b"spm-model", b"x"), SentencePieceTokenizer, "x")
     assert says in str(e.value)
 
 

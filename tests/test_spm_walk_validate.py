@@ -1,8 +1,9 @@
 """The walking tables a SentencePiece-family artifact stores (ft_* sections: the breadth-first trie records,
-full rows, pair table, character table, ASCII ids, small pair table) are checked natively before any walk reads
-them.  On randomly damaged tables the native check accepts exactly what its pure-Python oracle
-(fstok.validate_spm_walk) accepts, names the same section and fault, and encoding through damaged tables it
-accepts never crashes and yields ids of the vocabulary."""
+full rows, pair table, character table, ASCII ids, small pair table; the only form of its pieces trie) are
+checked natively before any walk reads them.  On randomly damaged tables the native check accepts exactly
+what its pure-Python oracle (fstok.validate_spm_walk) accepts, names the same section and fault, and encoding
+through damaged tables it accepts never crashes and yields ids of the vocabulary.  Artifacts of an older
+table layout are refused with an error that asks for a new compile, and the compile cache rebuilds them."""
 from __future__ import annotations
 
 import os
@@ -15,8 +16,8 @@ import fstok
 from conftest import VOCAB, needs_shared, read_corpus
 from fstok import artifact as A
 from fstok import hf_spm, spm
-from fstok.spm_layout import FT_SECTIONS, walk_sections
-from fstok.validate_spm_walk import DENSE, NODE, NONE, PAIR, check, wants_pairs
+from fstok.spm_layout import FT_SECTIONS, TABLES, walk_sections
+from fstok.validate_spm_walk import DENSE, NODE, NONE, check, wants_pairs
 
 MODELS = os.path.join(VOCAB, "models")
 FILES = {
@@ -48,7 +49,7 @@ def _oracle(art, tables):
     m = art.meta
     n = int(m["n_pieces"])
     is64 = art.has("score64") and not art.has("score32")
-    return check(tables, len(art.array("p_value")), n, wants_pairs(int(m["flags"]), is64, n))
+    return check(tables, n, wants_pairs(int(m["flags"]), is64, n))
 
 
 def _load(art, tables, monkeypatch):
@@ -89,19 +90,19 @@ def _damaged(tables, rng: random.Random, n_pieces: int):
     elif kind == "row" and rows is not None and len(rows):
         rows[rng.randrange(len(rows))] = pick(NONE, 0, 1, n - 1, n, rng.randrange(1 << 32), rng.randrange(n))
     elif kind.startswith("pair") and kind != "pairs_on_unigram" and pairs_b is not None:
-        pairs = pairs_b.view(PAIR)
+        pairs = pairs_b.view("<u8")
         i = rng.randrange(len(pairs))
         if kind == "pair_key":
-            pairs["key"][i] = pick(0, 1, rng.randrange(1 << 63))
+            pairs[i] = pick(0, 1, rng.randrange(1 << 64))
         elif kind == "pair_c":
-            pairs["key"][i] |= 1
-            pairs["c"][i] = pick(n_pieces - 1, n_pieces, rng.randrange(1 << 32))
+            c = pick(n_pieces - 1, n_pieces, rng.randrange(1 << 21))
+            pairs[i] = (int(pairs[i]) & ((1 << 42) - 1) | 1) | c << 42 | (int(pairs[i]) & (1 << 63))
         elif kind == "pair_run":
             k = pick(200, 511, 512, 513, 2000)
             idx = (i + np.arange(k)) % len(pairs)
-            pairs["key"][idx] = np.where(pairs["key"][idx] == 0, np.uint64(1 << 62), pairs["key"][idx])
+            pairs[idx] = np.where(pairs[idx] == 0, np.uint64(1 << 41), pairs[idx])
         else:
-            t[2] = pairs_b[: rng.choice([len(pairs_b) // 2 + 16, len(pairs_b) - 16, len(pairs_b) - 3, 0])]
+            t[2] = pairs_b[: rng.choice([len(pairs_b) // 2 + 8, len(pairs_b) - 8, len(pairs_b) - 3, 0])]
     elif kind == "chars":
         i = rng.randrange(len(chars))
         chars[i] = pick(0, np.uint64(rng.randrange(1 << 64)), np.uint64(n_pieces + 1) << np.uint64(35) | np.uint64(1),
@@ -133,7 +134,7 @@ def _damaged(tables, rng: random.Random, n_pieces: int):
         if t[k] is not None and len(t[k]):
             t[k] = t[k].view(np.uint8)[:-1]
     elif kind == "pairs_on_unigram" and pairs_b is None:
-        t[2] = np.zeros(16 * 1024, dtype=np.uint8)
+        t[2] = np.zeros(8 * 1024, dtype=np.uint8)
     return tuple(t)
 
 
@@ -164,23 +165,39 @@ def test_native_check_accepts_exactly_what_the_oracle_accepts(model, monkeypatch
 
 
 @needs_shared
-def test_stored_tables_give_the_ids_of_tables_built_at_load(model, monkeypatch):
-    """An artifact without the walking tables (compiled before they were stored) still loads and builds
-    them on its first encode; both give the same ids."""
-    _, art, tables = model
-    stored, _ = _load(art, tables, monkeypatch)
-    built, _ = _load(art, None, monkeypatch)
-    for x in _texts():
-        assert stored.encode(x) == built.encode(x)
+def test_artifact_of_an_older_layout_is_refused(model, tmp_path):
+    """An artifact of the layout before the walking trie was the only trie (byte trie sections p_*, no
+    layout in meta), or of another named layout: a clear error naming the layout, never a crash."""
+    _, art, _ = model
+    secs = {k: art.array(k) for k in art.sections if k != "meta" and k not in FT_SECTIONS}
+    from fstok.compile.spm_tables import build_trie
+
+    for k, v in zip(("p_first", "p_label", "p_target", "p_value", "p_value2"), build_trie([b"a"], [0]) + [np.zeros(2, np.int32)]):
+        secs[k] = v
+    meta = {k: v for k, v in art.meta.items() if k != "tables"}
+    A.write_artifact(tmp_path / "old.fst", A.KIND_SPM, meta, secs, "n/a", art.source_hash)
+    with pytest.raises(A.ArtifactError, match=r"old\.fst: the SentencePiece tables are of layout an older one.*compile the source again"):
+        fstok.load(tmp_path / "old.fst")
+    A.write_artifact(tmp_path / "other.fst", A.KIND_SPM, {**art.meta, "tables": "spm-tables-99"},
+                     {k: art.array(k) for k in art.sections if k != "meta"}, "n/a", art.source_hash)
+    with pytest.raises(A.ArtifactError, match=f"layout 'spm-tables-99'; this fstok reads {TABLES!r}"):
+        fstok.load(tmp_path / "other.fst")
 
 
 @needs_shared
-def test_artifact_without_walk_sections_loads(model, tmp_path):
-    _, art, _ = model
-    secs = {k: art.array(k) for k in art.sections if k != "meta" and k not in FT_SECTIONS}
-    A.write_artifact(tmp_path / "old.fst", A.KIND_SPM, art.meta, secs, "n/a", art.source_hash)
-    old = fstok.load(tmp_path / "old.fst")
-    assert old._h is not None
-    tok = spm.SentencePieceTokenizer.from_artifact(art)
-    for x in _texts():
-        assert old.encode(x) == tok.encode(x)
+def test_compile_cache_rebuilds_an_older_artifact(model, tmp_path, monkeypatch):
+    """A cache entry of an older layout (under the key a source maps to) is compiled again, not an error."""
+    name, art, _ = model
+    monkeypatch.setenv("FSTOK_CACHE_DIR", str(tmp_path))
+    path = os.path.join(MODELS, FILES[name])
+    tok = fstok.compile(path)
+    entry = tok._art.path
+    assert entry and entry.startswith(str(tmp_path))
+    secs = {k: tok._art.array(k) for k in tok._art.sections if k != "meta" and k not in FT_SECTIONS}
+    meta = {k: v for k, v in tok._art.meta.items() if k != "tables"}
+    want = {x: tok.encode(x) for x in TEXTS}
+    del tok
+    A.write_artifact(entry, A.KIND_SPM, meta, secs, "n/a", art.source_hash)
+    again = fstok.compile(path)
+    assert again._art.meta["tables"] == TABLES
+    assert {x: again.encode(x) for x in TEXTS} == want

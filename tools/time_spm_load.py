@@ -3,8 +3,8 @@ SentencePiece-style tokenizer.json file of the shared models, `fstok.compile(pat
 artifact compiled before; the source unchanged) and `fstok.load(artifact)` of the cached artifact, best of
 `--repeat` calls, wall and CPU milliseconds; the CPU time of the first encode after a load (one short text),
 and of the load and that first encode together.  The compiler stores the walking layout of the pieces trie and
-its pair and character tables in the artifact, so the first encode builds nothing; `--strip` times artifacts
-without those sections (as compiled before they were stored), whose first encode builds them.
+its pair and character tables in the artifact (the only form of the pieces trie it holds), so the first
+encode builds nothing.
 
     python tools/time_spm_load.py
     python tools/time_spm_load.py --repeat 9
@@ -28,19 +28,13 @@ M = os.path.join(SHARED, "vocab", "models")
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=5)
-    ap.add_argument("--strip", action="store_true", help="time artifacts without the stored walking tables")
     args = ap.parse_args(argv)
-    import tempfile
-
     import fstok
-    from fstok import artifact as A
     from fstok.spm_cache import lookup
-    from fstok.spm_layout import FT_SECTIONS
 
     from fstok._cache import cache_dir
 
     os.makedirs(cache_dir(), exist_ok=True)
-    tmp = tempfile.mkdtemp(dir=cache_dir())  # inside the cache: mapped, as cached artifacts are
 
     files = sorted(glob.glob(os.path.join(M, "spm-bpe", "*", "*")) + glob.glob(os.path.join(M, "unigram", "*", "*")))
     print("| file | artifact MB | compile, warm cache: ms wall / CPU | load: ms wall / CPU | first encode: ms CPU "
@@ -49,11 +43,6 @@ def main(argv=None) -> int:
     for p in files:
         fstok.compile(p)  # into the cache (the first time), then mapped from it
         art = lookup(p)._art.path
-        if args.strip:
-            a = A.read_artifact(art)
-            secs = {k: a.array(k) for k in a.sections if k != "meta" and k not in FT_SECTIONS}
-            art = os.path.join(tmp, os.path.basename(art))
-            A.write_artifact(art, A.KIND_SPM, a.meta, secs, a.unicode_version, a.source_hash)
         best = {"c": [1e9, 1e9], "l": [1e9, 1e9]}
         for _ in range(args.repeat):
             for k, f in (("c", lambda: fstok.compile(p)), ("l", lambda: fstok.load(art))):

@@ -165,8 +165,8 @@ def hf_tables(obj: dict, where: str) -> tuple[dict, dict]:
                 merges.append(list(mg))
     else:
         raise ValueError(f"{where}: model type {t!r} is not a SentencePiece-style model")
-    ptrie = build_trie(keys, ids, ids)
-    for name, arr in zip(("p_first", "p_label", "p_target", "p_value", "p_value2"), ptrie):
+    ptrie = build_trie(keys, ids)
+    for name, arr in zip(("p_first", "p_label", "p_target", "p_value"), ptrie):
         sections[name] = arr
     sections["score64"] = scores.view(np.uint64)
     sections["ptype"] = np.ones(n, dtype=np.uint8)

@@ -31,10 +31,10 @@ SPF_WORDS = 256
 SPF_CUTS = 512
 
 
-def build_trie(keys: list[bytes], values: list[int], values2: list[int] | None = None):
+def build_trie(keys: list[bytes], values: list[int]):
     """Byte trie in depth-first preorder (every edge goes to a larger node), built with numpy from the
     sorted keys: key i adds the nodes of its prefixes longer than its common prefix with key i-1.
-    Returns (first, label, target, value[, value2])."""
+    Returns (first, label, target, value)."""
     order = sorted(range(len(keys)), key=keys.__getitem__)
     skeys = [keys[i] for i in order]
     for i in range(1, len(skeys)):
@@ -43,10 +43,7 @@ def build_trie(keys: list[bytes], values: list[int], values2: list[int] | None =
     n = len(skeys)
     lens = np.array([len(k) for k in skeys], dtype=np.int64)
     if n == 0:
-        z = [np.zeros(2, np.uint32), np.zeros(0, np.uint8), np.zeros(0, np.uint32), np.full(1, -1, np.int32)]
-        if values2 is not None:
-            z.append(np.full(1, -1, np.int32))
-        return z
+        return [np.zeros(2, np.uint32), np.zeros(0, np.uint8), np.zeros(0, np.uint32), np.full(1, -1, np.int32)]
     if lens.min() == 0:
         raise ValueError("empty trie key")
     L = int(lens.max())
@@ -90,12 +87,7 @@ def build_trie(keys: list[bytes], values: list[int], values2: list[int] | None =
     value = np.full(n_nodes, -1, dtype=np.int32)
     last = np.cumsum(new)  # the node of key i's whole string
     value[last] = np.asarray(values, dtype=np.int64)[order]
-    out = [first, label[o].astype(np.uint8), node_id[o].astype(np.uint32), value]
-    if values2 is not None:
-        v2 = np.full(n_nodes, -1, dtype=np.int32)
-        v2[last] = np.asarray(values2, dtype=np.int64)[order]
-        out.append(v2)
-    return out
+    return [first, label[o].astype(np.uint8), node_id[o].astype(np.uint32), value]
 
 
 def charsmap_sections(blob: bytes, where: str) -> dict:
@@ -166,13 +158,12 @@ def model_tables(m: ModelProto, where: str) -> tuple[dict, dict]:
         raise ValueError(f"{where}: the model has no unknown piece")
     if t.byte_fallback and not all(byte_found):
         raise ValueError(f"{where}: byte_fallback is true but the 256 byte pieces are not all present")
-    # one trie over every piece string: value = the model's id (normal/user/unused), value2 = PieceToId
-    all_keys = list(set(pieces_map) | set(reserved))
-    v1 = [pieces_map.get(k, -1) for k in all_keys]
-    v2 = [reserved[k] if k in reserved else pieces_map[k] for k in all_keys]
-    ptrie = build_trie(all_keys, v1, v2)
+    # the trie of the model's pieces (normal, user-defined, unused) and their ids; the runtime finds a reserved
+    # piece (PieceToId) by its string
+    keys = list(pieces_map)
+    ptrie = build_trie(keys, [pieces_map[k] for k in keys])
     sections: dict = {}
-    for name, arr in zip(("p_first", "p_label", "p_target", "p_value", "p_value2"), ptrie):
+    for name, arr in zip(("p_first", "p_label", "p_target", "p_value"), ptrie):
         sections[name] = arr
     sections.update(charsmap_sections(ns.precompiled_charsmap, where))
     utrie = build_trie(user, [0] * len(user))

@@ -127,9 +127,9 @@ HOT size_t one_char_len(uint8_t b) { return (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\
 
 #define pt_slot spm_slot
 
-static void pt_put(spm_pt_entry *T, uint64_t mask, spm_pt_entry e) {
-    uint64_t i = pt_slot(e.key & SPM_PT_KEYMASK, mask);
-    while (T[i].key) i = (i + 1) & mask;
+static void pt_put(uint64_t *T, uint64_t mask, uint64_t e) {
+    uint64_t i = pt_slot(e & SPM_PT_KEYMASK, mask);
+    while (T[i]) i = (i + 1) & mask;
     T[i] = e;
 }
 
@@ -146,14 +146,13 @@ static void bmp_build(spm_ftrie *f);
 
 static const uint8_t SPACE_SYM[3] = {0xE2, 0x96, 0x81};
 
-/* the pair table's entry for pieces (a, b), or NULL */
-HOT const spm_pt_entry *pt_get(const spm_ftrie *f, int32_t a, int32_t b) {
+/* the pair table's entry for pieces (a, b), or 0 */
+HOT uint64_t pt_get(const spm_ftrie *f, int32_t a, int32_t b) {
     const uint64_t key = SPM_PT_KEY(a, b);
-    const spm_pt_entry *T = f->pairs;
+    const uint64_t *T = f->pairs;
     for (uint64_t i = pt_slot(key, f->pmask);; i = (i + 1) & f->pmask) {
-        const uint64_t e = T[i].key;
-        if ((e & SPM_PT_KEYMASK) == key) return &T[i];
-        if (!e) return NULL;
+        const uint64_t e = T[i];
+        if ((e & SPM_PT_KEYMASK) == key || !e) return e;
     }
 }
 
@@ -165,10 +164,10 @@ HOT const spm_pt_entry *pt_get(const spm_ftrie *f, int32_t a, int32_t b) {
  * and the rest of the key (b) is a walk from the root that the descent extends by one step per byte: the
  * walk keeps, per depth, the splits whose prefix is a piece and whose rest is still a key prefix, with the
  * node the rest reaches.  0, or -1 (out of memory: the walks stay in use). */
-static int pairs_build(const spm_model *m, spm_ftrie *f) {
-    const spm_trie *t = &m->pieces;
+static int pairs_build(const spm_model *m, const spm_trie *t, spm_ftrie *f) {
     const uint32_t n = t->n_nodes;
-    if (m->n_pieces > SPM_PT_ID_MAX) return 0;
+    for (int c = 0; c < 128; c++) f->ascii_id[c] = -1;
+    if (m->n_pieces > SPM_PT_ID_MAX) return 0; /* ids do not fit the entries: symbols walk the trie */
     /* the pair table serves the .model BPE merges; the character table every model's first symbols */
     const int want_pairs = (m->flags & SPF_BPE) && !(m->flags & SPF_HF) && m->score;
     if (want_pairs) f->skey = (uint32_t *)spm_huge_alloc((size_t)m->n_pieces * 4, &f->bytes[4]);
@@ -184,12 +183,11 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
     while (cap * 3 < (uint64_t)m->n_pieces * 2 * 5) cap *= 2; /* room for ~2 pairs per piece at load 0.6 */
     /* built in place: zeroed 2 MiB pages (no copy, no fault per 4 KiB of a table written at random) */
     size_t tbytes = 0;
-    spm_pt_entry *T = want_pairs ? (spm_pt_entry *)spm_huge_alloc(cap * sizeof *T, &tbytes) : NULL;
+    uint64_t *T = want_pairs ? (uint64_t *)spm_huge_alloc(cap * sizeof *T, &tbytes) : NULL;
     chars = (uint64_t *)calloc(ccap, 8);
     if ((want_pairs && (!f->skey || !T)) || !stk || !path || !anc || !chars || !loff) goto oom;
     if (want_pairs)
         for (uint32_t i = 0; i < m->n_pieces; i++) f->skey[i] = score_key(m->score[i]);
-    for (int c = 0; c < 128; c++) f->ascii_id[c] = -1;
     size_t sp = 0;
     stk[0] = 0;
     stk[1] = t->first[0];
@@ -263,18 +261,16 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
             if (f->nodes[r].id < 0) continue;
             if ((cnt + 1) * 5 > cap * 3) { /* keep the load under 0.6 */
                 size_t ub;
-                spm_pt_entry *U = (spm_pt_entry *)spm_huge_alloc(cap * 2 * sizeof *U, &ub);
+                uint64_t *U = (uint64_t *)spm_huge_alloc(cap * 2 * sizeof *U, &ub);
                 if (!U) goto oom;
                 for (uint64_t i = 0; i < cap; i++)
-                    if (T[i].key) pt_put(U, cap * 2 - 1, T[i]);
+                    if (T[i]) pt_put(U, cap * 2 - 1, T[i]);
                 spm_zfree(T, tbytes);
                 T = U;
                 tbytes = ub;
                 cap *= 2;
             }
-            const spm_pt_entry pe = {SPM_PT_KEY(a, f->nodes[r].id) | (unused ? SPM_PT_UNUSED : 0), (uint32_t)c,
-                                     f->skey[c]};
-            pt_put(T, cap - 1, pe);
+            pt_put(T, cap - 1, SPM_PT_KEY(a, f->nodes[r].id) | (uint64_t)c << 42 | (unused ? SPM_PT_UNUSED : 0));
             cnt++;
         }
     }
@@ -306,10 +302,10 @@ static int pairs_build(const spm_model *m, spm_ftrie *f) {
         for (int i = 0; i < SPM_SMALL; i++)
             for (int j = 0; j < SPM_SMALL && sid[i] >= 0; j++) {
                 if (sid[j] < 0) continue;
-                const spm_pt_entry *e = pt_get(f, sid[i], sid[j]);
+                const uint64_t e = pt_get(f, sid[i], sid[j]);
                 if (e)
-                    f->small[i * SPM_SMALL + j] = (uint64_t)(e->c + 1) | (uint64_t)e->skey << 21 |
-                                                  (uint64_t)((e->key & SPM_PT_UNUSED) != 0) << 53;
+                    f->small[i * SPM_SMALL + j] = (uint64_t)(SPM_PT_C(e) + 1) | (uint64_t)f->skey[SPM_PT_C(e)] << 21 |
+                                                  (uint64_t)((e & SPM_PT_UNUSED) != 0) << 53;
             }
     }
     return 0;
@@ -360,25 +356,22 @@ static void ftrie_release(spm_ftrie *f) {
     if (!f->borrowed) {
         spm_zfree(f->chars, f->bytes[5]);
         free(f->small);
+        spm_zfree(f->nodes, f->bytes[0]);
+        spm_zfree(f->rows, f->bytes[2]);
+        spm_zfree(f->pairs, f->bytes[3]);
     }
-    const int own = f->borrowed ? f->own : SPM_FT_OWN_NODES | SPM_FT_OWN_ROWS | SPM_FT_OWN_PAIRS;
-    if (own & SPM_FT_OWN_NODES) spm_zfree(f->nodes, f->bytes[0]);
-    if (own & SPM_FT_OWN_ROWS) spm_zfree(f->rows, f->bytes[2]);
-    if (own & SPM_FT_OWN_PAIRS) spm_zfree(f->pairs, f->bytes[3]);
     spm_zfree(f->skey, f->bytes[4]);
     free(f);
 }
 
-static spm_ftrie *ftrie_build(const spm_model *m) {
-    const spm_trie *t = &m->pieces;
+spm_ftrie *spm_ftrie_build(const spm_model *m, const spm_trie *t) {
     const uint32_t n = t->n_nodes;
-    if (!n || n >= (1u << 24)) return NULL;
+    if (!n || n >= SPM_FT_DENSE) return NULL;
     spm_ftrie *f = (spm_ftrie *)calloc(1, sizeof *f);
     uint32_t *ord = (uint32_t *)malloc((size_t)n * 4), *nid = (uint32_t *)malloc((size_t)n * 4);
     if (!f || !ord || !nid) goto fail;
     /* breadth-first numbering: the children of a node get consecutive numbers in label order.  A node
-     * reached twice (the artifact's edges are checked to lead forward, not to form a tree) keeps the
-     * arrays in use. */
+     * reached twice (spm_trie_check makes edges lead forward, not form a tree) is refused. */
     for (uint32_t v = 0; v < n; v++) nid[v] = SPM_NONE;
     uint32_t next = 1, nd = 0;
     nid[0] = 0;
@@ -423,7 +416,8 @@ static spm_ftrie *ftrie_build(const spm_model *m) {
     }
     free(ord);
     free(nid);
-    pairs_build(m, f);
+    ord = nid = NULL;
+    if (pairs_build(m, t, f)) goto fail;
     return f;
 fail:
     free(ord);
@@ -432,23 +426,13 @@ fail:
     return NULL;
 }
 
-const spm_ftrie *spm_ftrie_get(const spm_model *cm) {
-    spm_model *m = (spm_model *)cm;
-    const int st = __atomic_load_n(&m->ft_state, __ATOMIC_ACQUIRE);
-    if (st) return st > 0 ? m->ft : NULL;
-    pthread_mutex_lock(&m->ft_mu);
-    if (!m->ft_state) {
-        m->ft = ftrie_build(m);
-        __atomic_store_n(&m->ft_state, m->ft ? 1 : -1, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&m->ft_mu);
-    return m->ft;
+void spm_ftrie_release(spm_ftrie *f) {
+    if (f) ftrie_release(f);
 }
 
 void spm_ftrie_free(spm_model *m) {
     if (m->ft) ftrie_release(m->ft);
     m->ft = NULL;
-    m->ft_state = 0;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -456,7 +440,6 @@ void spm_ftrie_free(spm_model *m) {
  * this check is fstok.validate_spm_walk, its oracle), then used in place. */
 
 _Static_assert(sizeof(spm_fnode) == 32, "a node record is 32 bytes");
-_Static_assert(sizeof(spm_pt_entry) == 16, "a pair entry is 16 bytes");
 
 /* the pair table serves the .model BPE merges (score order) */
 static int wants_pairs(const spm_model *m) {
@@ -465,26 +448,113 @@ static int wants_pairs(const spm_model *m) {
 
 /* the longest run of occupied slots of an open-addressed table of n (a power of two) slots, counted
  * around the end; n + 1 when no slot is empty (a lookup of a missing key would never end) */
-static size_t longest_run(const void *tab, size_t n, size_t stride) {
-    const uint64_t *T = (const uint64_t *)tab; /* checked 8-byte aligned; the key is the first word */
-    const size_t w = stride / 8;
-    size_t best = 0, run = 0, head = n, i = 0;
-    for (; i < n; i++) {
-        const size_t occ = T[i * w] != 0;
-        run = occ ? run + 1 : 0;
-        if (!occ && head == n) head = i; /* the run at the start continues the one at the end */
-        if (run > best) best = run;
-    }
+static size_t longest_run(const uint64_t *T, size_t n) {
+    size_t head = 0; /* the occupied slots at the start: the run at the end continues there */
+    while (head < n && T[head]) head++;
     if (head == n) return n + 1;
+    size_t best = 0, run = 0;
+    for (size_t i = head + 1; i < n; i++) {
+        run = T[i] ? run + 1 : 0;
+        best = run > best ? run : best;
+    }
     return run + head > best ? run + head : best;
 }
 
 static int pow2(size_t n) { return n && !(n & (n - 1)); }
 
+/* 1 when the pair table's entries name pieces below np and no run of occupied slots is longer than
+ * SPM_PROBE_MAX, in one pass: occupancy is gathered per block of 64 slots, and only a table with a full block
+ * (a run of 64 or more; at the compiler's load of at most 0.6, never seen) counts its runs exactly */
+static int pairs_sound(const uint64_t *P, size_t n, uint32_t np) {
+    if (n % 64) {
+        for (size_t i = 0; i < n; i++)
+            if (P[i] && SPM_PT_C(P[i]) >= np) return 0;
+        return longest_run(P, n) <= SPM_PROBE_MAX;
+    }
+    uint64_t bad = 0, full = 0;
+    for (size_t b = 0; b < n; b += 64) {
+        uint64_t occ = 0;
+        for (int j = 0; j < 64; j++) {
+            const uint64_t e = P[b + j];
+            occ |= (uint64_t)(e != 0) << j;
+            bad |= (e != 0) & (SPM_PT_C(e) >= np);
+        }
+        full |= occ == ~0ull;
+    }
+    if (bad) return 0;
+    return !full || longest_run(P, n) <= SPM_PROBE_MAX;
+}
+
+/* 1 when every node record (and the full rows they name) keeps the invariants check_slow checks, in one
+ * pass without a branch per condition (a load reads every record); 0: check_slow finds which */
+static int nodes_sound(const spm_fnode *N, size_t n, uint32_t np, const uint32_t *rows, size_t n_rows) {
+    uint32_t bad = 0;
+    for (size_t q = 0; q < n; q++) {
+        const spm_fnode *x = &N[q];
+        const uint32_t k = x->kids, nk = x->nk;
+        bad |= ((uint32_t)x->id + 1u > np) | ((x->id < 0) & (x->type != 0));
+        if (k & SPM_FT_DENSE) {
+            const uint32_t r = k & ~SPM_FT_DENSE;
+            if (nk || r >= n_rows) return 0;
+            const uint32_t *row = rows + (size_t)r * 256;
+            uint32_t rb = 0;
+            for (int c = 0; c < 256; c++) {
+                const uint32_t v = row[c];
+                rb |= (v != SPM_NONE) & ((v <= q) | (v >= n));
+            }
+            bad |= rb;
+            continue;
+        }
+        bad |= (nk > SPM_FT_INLINE) | ((nk == 0) & (k != 0)) | ((nk != 0) & ((k <= q) | ((size_t)k + nk > n)));
+        if (nk > 1) {
+            const uint32_t l = nk < SPM_FT_INLINE ? nk : SPM_FT_INLINE;
+#ifdef __SSE2__
+            /* lab[i + 1] <= lab[i] for i < l - 1 (16 bytes from lab: 2 of them in the next record, which exists) */
+            const __m128i a = _mm_loadu_si128((const __m128i *)(const void *)x->lab), b = _mm_srli_si128(a, 1);
+            const uint32_t le = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(_mm_max_epu8(a, b), a));
+            bad |= (le & ((1u << (l - 1)) - 1)) != 0;
+#else
+            for (uint32_t i = 1; i < l; i++) bad |= x->lab[i] <= x->lab[i - 1];
+#endif
+        }
+    }
+    return !bad;
+}
+
+static const char *check_slow(const spm_model *m, const spm_ft_tables *t);
+
 const char *spm_ftrie_check(const spm_model *m, const spm_ft_tables *t) {
     const uint32_t np = m->n_pieces;
-    if (!t->nodes || t->n_nodes < 2 || t->n_nodes - 1 != m->pieces.n_nodes)
-        return "ft_nodes: the node records are not one per node of the pieces trie plus one";
+    if (!t->nodes || t->n_nodes < 2 || t->n_nodes - 1 >= SPM_FT_DENSE ||
+        ((uintptr_t)t->nodes | (uintptr_t)t->pairs | (uintptr_t)t->chars | (uintptr_t)t->small) & 7 ||
+        ((uintptr_t)t->rows | (uintptr_t)t->ascii) & 3 || !t->ascii || t->n_ascii != 128)
+        return check_slow(m, t);
+    if (!nodes_sound((const spm_fnode *)t->nodes, t->n_nodes - 1, np, t->rows, t->n_rows)) return check_slow(m, t);
+    uint32_t bad = 0;
+    for (int c = 0; c < 128; c++) bad |= (uint32_t)t->ascii[c] + 2u > np + 1;
+    if (t->chars) {
+        bad |= !pow2(t->n_chars) || t->n_chars > ((size_t)1 << 40) || longest_run(t->chars, t->n_chars) > SPM_PROBE_MAX;
+        for (size_t i = 0; i < t->n_chars; i++) bad |= ((t->chars[i] >> 35) & ((1u << 21) - 1)) > np;
+    }
+    if (t->pairs) {
+        bad |= !wants_pairs(m) || !pow2(t->n_pairs) || t->n_pairs > ((size_t)1 << 40) ||
+               !pairs_sound((const uint64_t *)t->pairs, t->n_pairs, np);
+    }
+    if (t->small) {
+        bad |= !t->pairs || t->n_small != (size_t)SPM_SMALL * SPM_SMALL;
+        for (size_t i = 0; i < t->n_small; i++) {
+            const uint64_t e = t->small[i], c = e & ((1u << 21) - 1);
+            bad |= (e != 0) & ((c == 0) | (c > np) | ((e >> 54) != 0));
+        }
+    }
+    return bad ? check_slow(m, t) : NULL;
+}
+
+/* the first failing invariant in the order of fstok.validate_spm_walk (its messages) */
+static const char *check_slow(const spm_model *m, const spm_ft_tables *t) {
+    const uint32_t np = m->n_pieces;
+    if (!t->nodes || t->n_nodes < 2 || t->n_nodes - 1 >= SPM_FT_DENSE)
+        return "ft_nodes: not between 2 and 2^31 records (the nodes of the pieces trie and one more)";
     if (((uintptr_t)t->nodes | (uintptr_t)t->pairs | (uintptr_t)t->chars | (uintptr_t)t->small) & 7 ||
         ((uintptr_t)t->rows | (uintptr_t)t->ascii) & 3)
         return "ft_nodes: a table is not aligned";
@@ -518,17 +588,17 @@ const char *spm_ftrie_check(const spm_model *m, const spm_ft_tables *t) {
     for (int c = 0; c < 128; c++)
         if (t->ascii[c] < -2 || (t->ascii[c] >= 0 && (uint32_t)t->ascii[c] >= np))
             return "ft_ascii: a piece id is out of range";
-    if (!t->chars || !pow2(t->n_chars) || t->n_chars > ((size_t)1 << 40)) return "ft_chars: the slot count is not a power of two";
-    if (longest_run(t->chars, t->n_chars, 8) > SPM_PROBE_MAX) return "ft_chars: a probe run is too long";
+    if (t->chars && (!pow2(t->n_chars) || t->n_chars > ((size_t)1 << 40))) return "ft_chars: the slot count is not a power of two";
+    if (t->chars && longest_run(t->chars, t->n_chars) > SPM_PROBE_MAX) return "ft_chars: a probe run is too long";
     for (size_t i = 0; i < t->n_chars; i++)
         if (((t->chars[i] >> 35) & ((1u << 21) - 1)) > np) return "ft_chars: a piece id is out of range";
     if (t->pairs) {
         if (!wants_pairs(m)) return "ft_pairs: a pair table on a model that merges no pairs by score";
         if (!pow2(t->n_pairs) || t->n_pairs > ((size_t)1 << 40)) return "ft_pairs: the slot count is not a power of two";
-        if (longest_run(t->pairs, t->n_pairs, 16) > SPM_PROBE_MAX) return "ft_pairs: a probe run is too long";
-        const spm_pt_entry *P = (const spm_pt_entry *)t->pairs;
+        if (longest_run((const uint64_t *)t->pairs, t->n_pairs) > SPM_PROBE_MAX) return "ft_pairs: a probe run is too long";
+        const uint64_t *P = (const uint64_t *)t->pairs;
         for (size_t i = 0; i < t->n_pairs; i++)
-            if (P[i].key && P[i].c >= np) return "ft_pairs: a piece id is out of range";
+            if (P[i] && SPM_PT_C(P[i]) >= np) return "ft_pairs: a piece id is out of range";
     }
     if (t->small) {
         if (!t->pairs) return "ft_small: a small pair table without the pair table";
@@ -549,27 +619,9 @@ int spm_ftrie_adopt(spm_model *m, const spm_ft_tables *t) {
     f->n_nodes = (uint32_t)(t->n_nodes - 1);
     f->rows = (uint32_t *)t->rows;
     f->n_rows = (uint32_t)t->n_rows;
-    f->pairs = (struct spm_pt_entry *)t->pairs;
-    /* the tables walked at random, when large: copied into 2 MiB pages (spm_huge_alloc), one TLB entry per
-     * 2 MiB where the file's mapping takes one per 4 KiB; the copy costs far less than building them */
-    {
-        void **dst[3] = {(void **)&f->nodes, (void **)&f->rows, (void **)&f->pairs};
-        const size_t nb[3] = {t->n_nodes * 32, t->n_rows * 1024, t->pairs ? t->n_pairs * 16 : 0};
-        size_t *mapped[3] = {&f->bytes[0], &f->bytes[2], &f->bytes[3]};
-        for (int i = 0; i < 3; i++) {
-            if (nb[i] < HUGE_ALIGN / 2) continue;
-            void *d = spm_huge_alloc(nb[i], mapped[i]);
-            if (!d) continue; /* out of memory: the mapping serves */
-            if (*mapped[i] % HUGE_ALIGN) { /* small pages only (FSTOK_TABLES_HUGE=0): the mapping serves as well */
-                spm_zfree(d, *mapped[i]);
-                *mapped[i] = 0;
-                continue;
-            }
-            memcpy(d, *dst[i], nb[i]);
-            *dst[i] = d;
-            f->own |= 1 << i;
-        }
-    }
+    f->pairs = (uint64_t *)t->pairs;
+    /* read in place from the artifact's mapping: a copy into 2 MiB pages (fewer TLB misses on the random
+     * walks) would cost a load more than it saves a typical encode */
     f->chars = (uint64_t *)t->chars;
     f->cmask = t->n_chars - 1;
     bmp_build(f);
@@ -586,18 +638,14 @@ int spm_ftrie_adopt(spm_model *m, const spm_ft_tables *t) {
         }
         for (uint32_t i = 0; i < m->n_pieces; i++) f->skey[i] = score_key(m->score[i]);
     }
-    pthread_mutex_lock(&m->ft_mu);
     if (m->ft) ftrie_release(m->ft);
     m->ft = f;
-    __atomic_store_n(&m->ft_state, 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&m->ft_mu);
     return 0;
 }
 
-int spm_ftrie_tables(const spm_model *m, spm_ft_tables *t) {
+int spm_ftrie_tables(const spm_ftrie *f, spm_ft_tables *t) {
     memset(t, 0, sizeof *t);
-    const spm_ftrie *f = spm_ftrie_get(m);
-    if (!f || !f->chars) return -1;
+    if (!f) return -1;
     t->nodes = f->nodes;
     t->n_nodes = (size_t)f->n_nodes + 1;
     t->rows = f->rows;
@@ -617,41 +665,31 @@ int spm_ftrie_tables(const spm_model *m, spm_ft_tables *t) {
     return 0;
 }
 
-/* one edge from `node` on byte c in the walking layout, or SPM_NONE */
-HOT uint32_t ft_step(const spm_ftrie *f, uint32_t node, uint8_t c) {
-    const spm_fnode *x = &f->nodes[node];
-    const uint32_t k = x->kids;
-    if (k & SPM_FT_DENSE) return f->rows[(size_t)(k & ~SPM_FT_DENSE) * 256 + c];
-#ifdef __SSE2__
-    /* the 16 bytes from nk: nk, type, then the labels */
-    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)&x->nk);
-    uint32_t hit = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)c))) >> 2;
-    hit &= (1u << x->nk) - 1;
-    return hit ? k + (uint32_t)__builtin_ctz(hit) : SPM_NONE;
-#else
-    for (uint32_t i = 0; i < x->nk; i++)
-        if (x->lab[i] == c) return k + i;
-    return SPM_NONE;
-#endif
-}
+#define ft_step spm_ft_step
 
 static uint32_t ft_step_c(const spm_ftrie *f, uint32_t node, uint8_t c) { return ft_step(f, node, c); }
 
-/* node of the whole key, or SPM_NONE */
-HOT uint32_t trie_find(const spm_trie *t, const uint8_t *k, size_t n) {
-    uint32_t node = 0;
-    for (size_t i = 0; i < n && node != SPM_NONE; i++) node = trie_step(t, node, k[i]);
+/* the node of the pieces trie the key k[0, n) leads to from `node`, or SPM_NONE */
+HOT uint32_t pieces_walk(const spm_ftrie *f, uint32_t node, const uint8_t *k, size_t n) {
+    for (size_t i = 0; i < n && node != SPM_NONE; i++) node = ft_step(f, node, k[i]);
     return node;
 }
 
-/* the same over m's pieces, in the walking layout when there is one */
-HOT uint32_t pieces_walk(const spm_model *m, const spm_ftrie *f, uint32_t node, const uint8_t *k, size_t n) {
-    if (!f) {
-        for (size_t i = 0; i < n && node != SPM_NONE; i++) node = trie_step(&m->pieces, node, k[i]);
-        return node;
+/* the model's id of the piece s[0, n), -1 when it is none */
+HOT int32_t piece_id(const spm_ftrie *f, const uint8_t *s, size_t n) {
+    const uint32_t node = pieces_walk(f, 0, s, n);
+    return node == SPM_NONE ? -1 : f->nodes[node].id;
+}
+
+/* sentencepiece's PieceToId: a reserved piece (unknown, control, byte) of that string first, then the model's
+ * piece, else the unknown id */
+static int32_t piece_to_id(const spm_model *m, const uint8_t *s, size_t n) {
+    for (uint32_t k = 0; k < m->n_reserved; k++) {
+        const int32_t r = m->reserved[k];
+        if (m->off[r + 1] - m->off[r] == n && !memcmp(m->blob + m->off[r], s, n)) return r;
     }
-    for (size_t i = 0; i < n && node != SPM_NONE; i++) node = ft_step(f, node, k[i]);
-    return node;
+    const int32_t id = piece_id(m->ft, s, n);
+    return id < 0 ? m->unk_id : id;
 }
 
 static int grow(void **p, size_t *cap, size_t need, size_t item) {
@@ -760,10 +798,22 @@ static const uint8_t REPLACEMENT[3] = {0xEF, 0xBF, 0xBD};
 
 /* An ASCII byte that starts no user-defined piece and no charsmap key normalizes to itself, whatever
  * follows it: NormalizePrefix's answer without its two prefix searches. */
-void spm_model_prepare(spm_model *m) {
+int spm_model_prepare(spm_model *m) {
     /* one unknown piece (what sentencepiece allows): spm_finish compares ids instead of reading types */
-    uint32_t n_unk = 0;
-    for (uint32_t i = 0; i < m->n_pieces; i++) n_unk += m->ptype[i] == SPT_UNKNOWN;
+    uint32_t n_unk = 0, n_res = 0;
+    for (uint32_t i = 0; i < m->n_pieces; i++) {
+        const uint8_t t = m->ptype[i];
+        n_unk += t == SPT_UNKNOWN;
+        n_res += t == SPT_UNKNOWN || t == SPT_CONTROL || t == SPT_BYTE;
+    }
+    m->n_reserved = 0;
+    if (n_res && m->blob) {
+        if (!(m->reserved = (int32_t *)malloc((size_t)n_res * 4))) return -1;
+        for (uint32_t i = 0; i < m->n_pieces; i++) {
+            const uint8_t t = m->ptype[i];
+            if (t == SPT_UNKNOWN || t == SPT_CONTROL || t == SPT_BYTE) m->reserved[m->n_reserved++] = (int32_t)i;
+        }
+    }
     m->one_unk = n_unk == 1 && m->unk_id >= 0 && (uint32_t)m->unk_id < m->n_pieces && m->ptype[m->unk_id] == SPT_UNKNOWN;
     for (int c = 0; c < 256; c++) {
         /* a lead byte (0xC2..0xF4) that starts no user-defined piece and no charsmap key: NormalizePrefix
@@ -779,6 +829,7 @@ void spm_model_prepare(spm_model *m) {
         }
         m->ascii_pass[c] = (uint8_t)pass;
     }
+    return 0;
 }
 
 /* Normalizer::NormalizePrefix: the replacement (*out, *olen) of the prefix of s; returns its length */
@@ -990,40 +1041,27 @@ static int lattice_emit(path_node *p, size_t size, spm_ints *out) {
  * the library stores them).  Ties then resolve exactly as the library's. */
 #define SCORE_RESET 100000.0f
 
-/* one step of a Viterbi walk from `node` on byte c and the piece it reaches, in the walking layout when
- * there is one (f) and over the artifact's arrays when there is none: the loops below are written once
- * for both, and the branch on f is the same at every step */
+/* one step of a Viterbi walk from `node` on byte c and the piece it reaches */
 typedef struct {
     uint32_t node; /* SPM_NONE: the walk ends */
     int32_t id;
     uint8_t type; /* 0: no piece at the node */
 } walk_at;
 
-HOT walk_at walk_step(const spm_model *m, const spm_ftrie *f, uint32_t node, uint8_t c) {
+HOT walk_at walk_step(const spm_ftrie *f, uint32_t node, uint8_t c) {
     walk_at w;
-    if (f) {
-        w.node = ft_step(f, node, c);
-        if (w.node == SPM_NONE) return w;
-        const spm_fnode *x = &f->nodes[w.node];
-        w.id = x->id;
-        w.type = x->type;
-    } else {
-        w.node = trie_step(&m->pieces, node, c);
-        if (w.node == SPM_NONE) return w;
-        w.id = m->pieces.value[w.node];
-        w.type = w.id < 0 ? 0 : m->ptype[w.id];
-    }
+    w.node = ft_step(f, node, c);
+    if (w.node == SPM_NONE) return w;
+    const spm_fnode *x = &f->nodes[w.node];
+    w.id = x->id;
+    w.type = x->type;
     return w;
 }
 
 /* the score of the piece at w (f32 for .model files, f64 for tokenizer.json) */
-HOT float score_sp(const spm_model *m, const spm_ftrie *f, walk_at w) {
-    return f ? (float)f->nodes[w.node].score : m->score[w.id];
-}
+HOT float score_sp(const spm_ftrie *f, walk_at w) { return (float)f->nodes[w.node].score; }
 
-HOT double score_hf(const spm_model *m, const spm_ftrie *f, walk_at w) {
-    return f ? f->nodes[w.node].score : m->score64[w.id];
-}
+HOT double score_hf(const spm_ftrie *f, walk_at w) { return f->nodes[w.node].score; }
 
 static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
     const spm_ftrie *f = spm_ftrie_get(m);
@@ -1045,7 +1083,7 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
         if (mblen > size - st) mblen = size - st;
         uint32_t node = 0;
         for (size_t kp = st; kp < size;) {
-            const walk_at w = walk_step(m, f, node, s[kp]);
+            const walk_at w = walk_step(f, node, s[kp]);
             kp++;
             if (w.node == SPM_NONE) break;
             node = w.node;
@@ -1054,7 +1092,7 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
             const size_t length = kp - st;
             /* a user-defined piece scores 0.1 per byte after its first (a double rounded to float) */
             const float cand =
-                (w.type == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : score_sp(m, f, w)) + here;
+                (w.type == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : score_sp(f, w)) + here;
             if (best[kp].start == -1 || cand > score[kp]) {
                 score[kp] = cand;
                 best[kp].start = (int32_t)st;
@@ -1078,7 +1116,7 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
 }
 
 static int unigram_hf(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
-    const spm_ftrie *f = m->score64 ? spm_ftrie_get(m) : NULL;
+    const spm_ftrie *f = spm_ftrie_get(m);
     double *score;
     path_node *best = lattice_new(size, sizeof(double), (void **)&score);
     if (!best) return -1;
@@ -1091,12 +1129,12 @@ static int unigram_hf(const spm_model *m, const uint8_t *s, size_t size, spm_int
         if (mblen > size - st) mblen = size - st;
         uint32_t node = 0;
         for (size_t kp = st; kp < size;) {
-            const walk_at w = walk_step(m, f, node, s[kp]);
+            const walk_at w = walk_step(f, node, s[kp]);
             kp++;
             if (w.node == SPM_NONE) break;
             node = w.node;
             if (w.id < 0) continue;
-            const double cand = score_hf(m, f, w) + here;
+            const double cand = score_hf(f, w) + here;
             if (best[kp].start == -1 || cand > score[kp]) {
                 score[kp] = cand;
                 best[kp].start = (int32_t)st;
@@ -1224,7 +1262,7 @@ typedef struct {
 
 int spm_pair_memo_init(spm_model *m) {
     m->pair_memo = NULL;
-    if (m->pieces.n_nodes >= PM_MASK) return 0; /* node ids do not fit: walks only */
+    if (m->ft->n_nodes >= PM_MASK) return 0; /* node ids do not fit: walks only */
     m->pair_memo = (uint64_t *)spm_zalloc(SPM_PAIR_MEMO_BYTES);
     return m->pair_memo ? 0 : -1;
 }
@@ -1264,9 +1302,9 @@ HOT pm_answer concat_piece(const spm_model *m, const spm_ftrie *f, uint32_t an, 
             }
         }
     }
-    const uint32_t node = pieces_walk(m, f, an, q, bn);
+    const uint32_t node = pieces_walk(f, an, q, bn);
     int32_t id = -1;
-    if (node != SPM_NONE && f) {
+    if (node != SPM_NONE) {
         const spm_fnode *x = &f->nodes[node];
         id = x->id;
         if (id >= 0) {
@@ -1274,10 +1312,6 @@ HOT pm_answer concat_piece(const spm_model *m, const spm_ftrie *f, uint32_t an, 
             r.score = (float)x->score;
             if (x->type == SPT_UNUSED) r.id = id;
         }
-    } else if (node != SPM_NONE && (id = m->pieces.value[node]) >= 0) {
-        r.node = node;
-        r.score = m->score[id];
-        if (m->ptype[id] == SPT_UNUSED) r.id = id;
     }
     if (slot) {
         uint32_t info = node == SPM_NONE ? 0 : node | (id < 0 ? PM_NOT_PIECE : 0) | (r.id >= 0 ? PM_UNUSED : 0);
@@ -1291,7 +1325,7 @@ HOT pm_answer concat_piece(const spm_model *m, const spm_ftrie *f, uint32_t an, 
 }
 
 HOT uint32_t sym_node(bpe_ctx *c, bpe_sym *y) {
-    if (y->node == SYM_LAZY) y->node = pieces_walk(c->m, c->ft, 0, c->s + y->start, y->len);
+    if (y->node == SYM_LAZY) y->node = pieces_walk(c->ft, 0, c->s + y->start, y->len);
     return y->node;
 }
 
@@ -1316,18 +1350,18 @@ HOT int pair_of(bpe_ctx *c, int32_t left, int32_t right, bpe_pair *out) {
         p.node = SYM_LAZY;
         if (e >> 53 & 1) unused = p.id;
     } else if (f && f->pairs && a->id >= 0 && b->id >= 0) {
-        const spm_pt_entry *e = pt_get(f, a->id, b->id);
+        const uint64_t e = pt_get(f, a->id, b->id);
         if (!e) return 0;
-        p.id = (int32_t)e->c;
-        p.prio = (uint64_t)e->skey << 32;
+        p.id = (int32_t)SPM_PT_C(e);
+        p.prio = (uint64_t)f->skey[p.id] << 32;
         p.node = SYM_LAZY;
-        if (e->key & SPM_PT_UNUSED) unused = p.id;
+        if (e & SPM_PT_UNUSED) unused = p.id;
     } else {
         const uint32_t an = sym_node(c, a);
         if (an == SPM_NONE) return 0;
         const pm_answer got = concat_piece(m, f, an, sym_node(c, b), c->s + b->start, b->len);
         if (got.node == SPM_NONE) return 0;
-        p.id = f ? f->nodes[got.node].id : m->pieces.value[got.node];
+        p.id = f->nodes[got.node].id;
         p.prio = (uint64_t)(f && f->skey ? f->skey[p.id] : score_key(got.score)) << 32;
         p.node = got.node;
         unused = got.id;
@@ -1371,15 +1405,11 @@ HOT int cand_set(bpe_ctx *c, bpe_pair *cand, int32_t left, int32_t right) {
  * symbol's piece (-1 none), or ID_UNKNOWN. */
 static int reseg(bpe_ctx *c, uint32_t start, uint32_t len, spm_ints *out, int depth, int32_t known, int unused) {
     const spm_model *m = c->m;
-    if (depth > 100) {
-        const uint32_t node = trie_find(&m->pieces, c->s + start, len);
-        const int32_t any = node == SPM_NONE || m->pieces.value2[node] < 0 ? m->unk_id : m->pieces.value2[node];
-        return ints_put3(out, any, (int32_t)start, (int32_t)(start + len));
-    }
+    if (depth > 100)
+        return ints_put3(out, piece_to_id(m, c->s + start, len), (int32_t)start, (int32_t)(start + len));
     int32_t v = known;
     if (v == ID_UNKNOWN) {
-        const uint32_t node = trie_find(&m->pieces, c->s + start, len);
-        v = node == SPM_NONE ? -1 : m->pieces.value[node];
+        v = piece_id(c->ft, c->s + start, len);
         unused = -1;
     }
     int32_t id = v < 0 ? m->unk_id : v;
@@ -1428,7 +1458,7 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
     c.q.h = small_h;
     c.q.cap = 64;
     const spm_ftrie *ft = c.ft = spm_ftrie_get(m);
-    const int tab = ft && ft->pairs;
+    const int tab = ft->pairs != NULL;
     int rc = -1;
     size_t ns = 0;
     for (size_t i = 0; i < n;) {
@@ -1456,8 +1486,8 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
             y->id = id;
             y->node = SYM_LAZY;
         } else {
-            y->node = pieces_walk(m, ft, 0, s + i, l);
-            y->id = y->node == SPM_NONE ? -1 : ft ? ft->nodes[y->node].id : m->pieces.value[y->node];
+            y->node = pieces_walk(ft, 0, s + i, l);
+            y->id = y->node == SPM_NONE ? -1 : ft->nodes[y->node].id;
             y->unused = -1;
         }
         /* the candidate of this symbol and the one before it: its table slot is fetched now, read below */

@@ -234,13 +234,13 @@ static int replace_run(const spm_hf_op *op, const uint8_t *s, size_t n, spm_byte
 /* Models on one pre-tokenized piece */
 
 HOT int32_t vocab_get(const spm_model *m, const uint8_t *k, size_t n) {
-    const spm_trie *t = &m->pieces;
+    const spm_ftrie *f = spm_ftrie_get(m);
     uint32_t node = 0;
     for (size_t i = 0; i < n; i++) {
-        node = spm_trie_step(t, node, k[i]);
+        node = spm_ft_step(f, node, k[i]);
         if (node == SPM_NONE) return -1;
     }
-    return t->value[node];
+    return f->nodes[node].id;
 }
 
 /* Unigram::encode_optimized then tokenizers' unknown handling: runs of unknown pieces fused, the fused

@@ -11,7 +11,7 @@
 
 #include "spm.h"
 
-#define N_ARR 12
+#define N_ARR 9
 
 #define N_FT 6 /* the stored walking tables: ft_nodes, ft_rows, ft_pairs, ft_chars, ft_ascii, ft_small */
 
@@ -35,9 +35,8 @@ static void handle_free(PyObject *cap) {
     }
     spm_cache_free(h->m.cache);
     spm_zfree(h->m.pair_memo, SPM_PAIR_MEMO_BYTES);
-    pthread_mutex_destroy(&h->m.ft_mu);
-    spm_trie_free(&h->m.pieces);
     spm_trie_free(&h->m.user);
+    free(h->m.reserved);
     free(h);
 }
 
@@ -55,7 +54,7 @@ static const void *bufp(handle *h, PyObject *arrays, int i, Py_ssize_t *len) {
 /* The stored walking tables `ft` (a tuple of N_FT buffers or None), checked by spm_ftrie_check and adopted:
  * 0, or -1 with ValueError "ft: <section>: ..." (or MemoryError) set */
 static int adopt_tables(handle *h, PyObject *ft) {
-    static const size_t rec[N_FT] = {32, 1024, 16, 8, 4, 8};
+    static const size_t rec[N_FT] = {32, 1024, 8, 8, 4, 8};
     static const size_t align[N_FT] = {8, 4, 8, 8, 4, 8};
     static const char *const name[N_FT] = {"ft_nodes", "ft_rows", "ft_pairs", "ft_chars", "ft_ascii", "ft_small"};
     const void *p[N_FT];
@@ -98,24 +97,22 @@ static int adopt_tables(handle *h, PyObject *ft) {
     return 0;
 }
 
-/* arrays: (p_first, p_label, p_target, p_value, p_value2, cm_units, cm_norm,
- *          u_first, u_label, u_target, u_value, cut_pairs) -- then scores (f32 or f64), ptype, byte_id, ...,
- *          and the stored walking tables (a tuple of N_FT, or None: built on first use) */
+/* arrays: (cm_units, cm_norm, u_first, u_label, u_target, u_value, cut_pairs, pieces, piece_off) -- then scores
+ * (f32 or f64), ptype, byte_id, ..., and the stored walking tables (a tuple of N_FT: the pieces trie) */
 static PyObject *py_make(PyObject *self, PyObject *args) {
-    PyObject *arrays, *score, *ptype, *byte_id, *ft = Py_None;
+    PyObject *arrays, *score, *ptype, *byte_id, *ft;
     int is64;
     unsigned int flags;
     int unk_id;
     double min_score, max_score;
-    if (!PyArg_ParseTuple(args, "O!OiOOIidd|O", &PyTuple_Type, &arrays, &score, &is64, &ptype, &byte_id, &flags, &unk_id,
+    if (!PyArg_ParseTuple(args, "O!OiOOIiddO", &PyTuple_Type, &arrays, &score, &is64, &ptype, &byte_id, &flags, &unk_id,
                           &min_score, &max_score, &ft))
         return NULL;
-    if (ft != Py_None && (!PyTuple_Check(ft) || PyTuple_GET_SIZE(ft) != N_FT))
+    if (!PyTuple_Check(ft) || PyTuple_GET_SIZE(ft) != N_FT)
         return PyErr_Format(PyExc_ValueError, "expected %d walking tables", N_FT);
     if (PyTuple_GET_SIZE(arrays) != N_ARR) return PyErr_Format(PyExc_ValueError, "expected %d arrays", N_ARR);
     handle *h = (handle *)calloc(1, sizeof(handle));
     if (!h) return PyErr_NoMemory();
-    pthread_mutex_init(&h->m.ft_mu, NULL);
     Py_ssize_t len;
     const void *p[N_ARR];
     Py_ssize_t lens[N_ARR];
@@ -125,26 +122,20 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
         if (p[i] == (const void *)-1) goto fail;
     }
     spm_model *m = &h->m;
-    m->pieces.first = p[0];
-    m->pieces.label = p[1];
-    m->pieces.target = p[2];
-    m->pieces.value = p[3];
-    m->pieces.value2 = p[4];
-    m->pieces.n_nodes = (uint32_t)(lens[3] / 4);
-    m->cm_units = p[5];
-    m->n_cm = (uint32_t)(lens[5] / 4);
-    m->cm_norm = p[6];
-    m->n_cm_norm = (uint32_t)lens[6];
-    m->user.first = p[7];
-    m->user.label = p[8];
-    m->user.target = p[9];
-    m->user.value = p[10];
-    m->user.n_nodes = (uint32_t)(lens[10] / 4);
-    if (p[11] && lens[11] != 8192) {
+    m->cm_units = p[0];
+    m->n_cm = (uint32_t)(lens[0] / 4);
+    m->cm_norm = p[1];
+    m->n_cm_norm = (uint32_t)lens[1];
+    m->user.first = p[2];
+    m->user.label = p[3];
+    m->user.target = p[4];
+    m->user.value = p[5];
+    m->user.n_nodes = (uint32_t)(lens[5] / 4);
+    if (p[6] && lens[6] != 8192) {
         PyErr_SetString(PyExc_ValueError, "cut_pairs must hold 8192 bytes");
         goto fail;
     }
-    m->cut_pairs = p[11];
+    m->cut_pairs = p[6];
     if (PyObject_GetBuffer(score, &h->buf[h->nbuf], PyBUF_SIMPLE) < 0) goto fail;
     if (is64)
         m->score64 = h->buf[h->nbuf].buf;
@@ -153,23 +144,15 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
     m->n_pieces = (uint32_t)(h->buf[h->nbuf].len / (is64 ? 8 : 4));
     h->nbuf++;
     {
-        /* the tries' layout, checked here in one pass (ValueError "p: ..." / "u: ...") */
-        const char *bad = p[4] == NULL && lens[3] ? "value2 is out of range" : NULL;
-        if (!bad)
-            bad = spm_trie_check(p[0], (size_t)lens[0] / 4, p[1], (size_t)lens[1], p[2], (size_t)lens[2] / 4,
-                                         p[3], (size_t)lens[3] / 4, p[4], (size_t)lens[4] / 4, m->n_pieces);
-        if (bad) {
-            PyErr_Format(PyExc_ValueError, "p: %s", bad);
-            goto fail;
-        }
-        bad = spm_trie_check(p[7], (size_t)lens[7] / 4, p[8], (size_t)lens[8], p[9], (size_t)lens[9] / 4, p[10],
-                             (size_t)lens[10] / 4, NULL, 0, 1);
+        /* the user-defined pieces' trie, checked here in one pass (ValueError "u: ...") */
+        const char *bad = spm_trie_check(p[2], (size_t)lens[2] / 4, p[3], (size_t)lens[3], p[4], (size_t)lens[4] / 4,
+                                         p[5], (size_t)lens[5] / 4, NULL, 0, 1);
         if (bad) {
             PyErr_Format(PyExc_ValueError, "u: %s", bad);
             goto fail;
         }
     }
-    if (spm_trie_init(&m->pieces, 0) || spm_trie_init(&m->user, 1)) {
+    if (spm_trie_init(&m->user, 1)) {
         PyErr_NoMemory();
         goto fail;
     }
@@ -186,12 +169,29 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
         memcpy(m->byte_id, b.buf, 256 * 4);
         PyBuffer_Release(&b);
     }
+    if ((size_t)lens[8] != ((size_t)m->n_pieces + 1) * 4 || (p[8] && ((const uint32_t *)p[8])[m->n_pieces] != (size_t)lens[7])) {
+        PyErr_SetString(PyExc_ValueError, "piece_off does not bound the piece strings");
+        goto fail;
+    }
+    m->blob = p[7];
+    m->off = p[8];
     m->flags = flags;
     m->unk_id = unk_id;
-    spm_model_prepare(m);
+    if (spm_model_prepare(m)) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (uint32_t k = 0; k < m->n_reserved; k++) { /* PieceToId reads these strings */
+        const int32_t r = m->reserved[k];
+        if (m->off[r] > m->off[r + 1] || m->off[r + 1] > (size_t)lens[7]) {
+            PyErr_SetString(PyExc_ValueError, "piece_off does not bound the piece strings");
+            goto fail;
+        }
+    }
     m->min_score = (float)min_score;
     m->max_score = (float)max_score;
     m->min_score64 = min_score;
+    if (adopt_tables(h, ft)) goto fail;
     if ((flags & SPF_BPE) && !(flags & SPF_HF) && spm_pair_memo_init(m)) {
         PyErr_NoMemory();
         goto fail;
@@ -200,16 +200,15 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto fail;
     }
-    if (ft != Py_None && adopt_tables(h, ft)) goto fail;
     return PyCapsule_New(h, "fstok.spm", handle_free);
 fail:
     spm_ftrie_free(&h->m);
     for (int i = 0; i < h->nbuf; i++) PyBuffer_Release(&h->buf[i]);
     for (int i = 0; i < N_FT; i++) free(h->copy[i]);
-    spm_trie_free(&h->m.pieces);
     spm_trie_free(&h->m.user);
     spm_cache_free(h->m.cache);
     spm_zfree(h->m.pair_memo, SPM_PAIR_MEMO_BYTES);
+    free(h->m.reserved);
     free(h);
     return NULL;
 }
@@ -655,34 +654,77 @@ done:
 
 /* ft_tables(handle) -> the walking layout's N_FT tables as bytes (None for an absent one), built now when it
  * is not; None when the model has no walking layout.  The compiler stores them; they pass spm_ftrie_check. */
-static PyObject *py_ft_tables(PyObject *self, PyObject *args) {
-    PyObject *cap;
-    if (!PyArg_ParseTuple(args, "O", &cap)) return NULL;
-    spm_model *m = get_model(cap);
-    if (!m) return NULL;
-    spm_ft_tables t;
-    if (spm_ftrie_tables(m, &t)) Py_RETURN_NONE;
-    const char *bad = spm_ftrie_check(m, &t);
-    if (bad) return PyErr_Format(PyExc_RuntimeError, "the walking tables built fail their own check: %s", bad);
-    const void *p[N_FT] = {t.nodes, t.rows, t.pairs, t.chars, t.ascii, t.small};
-    const size_t nb[N_FT] = {t.n_nodes * 32, t.n_rows * 1024, t.n_pairs * 16, t.n_chars * 8, t.n_ascii * 4, t.n_small * 8};
-    PyObject *r = PyTuple_New(N_FT);
-    if (!r) return NULL;
-    for (int i = 0; i < N_FT; i++) {
-        PyObject *b = p[i] ? PyBytes_FromStringAndSize((const char *)p[i], (Py_ssize_t)nb[i]) : (Py_INCREF(Py_None), Py_None);
-        if (!b) {
-            Py_DECREF(r);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(r, i, b);
+/* ft_build((p_first, p_label, p_target, p_value), score, is64, ptype, flags) -> the walking tables of the pieces
+ * trie given as a byte trie (the compiler's), as N_FT bytes objects or None, checked as a load checks them */
+static PyObject *py_ft_build(PyObject *self, PyObject *args) {
+    PyObject *trie, *score, *ptype;
+    int is64;
+    unsigned int flags;
+    if (!PyArg_ParseTuple(args, "O!OiOI", &PyTuple_Type, &trie, &score, &is64, &ptype, &flags)) return NULL;
+    if (PyTuple_GET_SIZE(trie) != 4) return PyErr_Format(PyExc_ValueError, "expected 4 trie arrays");
+    Py_buffer b[6];
+    int nb = 0;
+    PyObject *r = NULL;
+    spm_ftrie *f = NULL;
+    for (int i = 0; i < 4; i++, nb++)
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(trie, i), &b[i], PyBUF_SIMPLE) < 0) goto done;
+    if (PyObject_GetBuffer(score, &b[4], PyBUF_SIMPLE) < 0) goto done;
+    nb++;
+    if (PyObject_GetBuffer(ptype, &b[5], PyBUF_SIMPLE) < 0) goto done;
+    nb++;
+    spm_model m;
+    memset(&m, 0, sizeof m);
+    m.n_pieces = (uint32_t)(b[4].len / (is64 ? 8 : 4));
+    if (b[5].len != (Py_ssize_t)m.n_pieces) {
+        PyErr_SetString(PyExc_ValueError, "ptype and the scores differ in length");
+        goto done;
     }
+    if (is64)
+        m.score64 = b[4].buf;
+    else
+        m.score = b[4].buf;
+    m.ptype = b[5].buf;
+    m.flags = flags;
+    const char *bad = spm_trie_check(b[0].buf, (size_t)b[0].len / 4, b[1].buf, (size_t)b[1].len, b[2].buf,
+                                     (size_t)b[2].len / 4, b[3].buf, (size_t)b[3].len / 4, NULL, 0, m.n_pieces);
+    if (bad) {
+        PyErr_Format(PyExc_ValueError, "the pieces trie: %s", bad);
+        goto done;
+    }
+    spm_trie t = {b[0].buf, b[1].buf, b[2].buf, b[3].buf, NULL, (uint32_t)(b[3].len / 4)};
+    f = spm_ftrie_build(&m, &t);
+    spm_ft_tables tab;
+    if (!f || spm_ftrie_tables(f, &tab)) {
+        PyErr_SetString(PyExc_MemoryError, "the walking tables of the pieces trie could not be built");
+        goto done;
+    }
+    if ((bad = spm_ftrie_check(&m, &tab))) {
+        PyErr_Format(PyExc_RuntimeError, "the walking tables built fail their own check: %s", bad);
+        goto done;
+    }
+    const void *q[N_FT] = {tab.nodes, tab.rows, tab.pairs, tab.chars, tab.ascii, tab.small};
+    const size_t nbytes[N_FT] = {tab.n_nodes * 32, tab.n_rows * 1024, tab.n_pairs * 8, tab.n_chars * 8,
+                                 tab.n_ascii * 4, tab.n_small * 8};
+    if (!(r = PyTuple_New(N_FT))) goto done;
+    for (int i = 0; i < N_FT; i++) {
+        PyObject *o = q[i] ? PyBytes_FromStringAndSize((const char *)q[i], (Py_ssize_t)nbytes[i])
+                           : (Py_INCREF(Py_None), Py_None);
+        if (!o) {
+            Py_CLEAR(r);
+            goto done;
+        }
+        PyTuple_SET_ITEM(r, i, o);
+    }
+done:
+    spm_ftrie_release(f);
+    for (int i = 0; i < nb; i++) PyBuffer_Release(&b[i]);
     return r;
 }
 
 #include "spm_hf_offsets_py.h"
 
 static PyMethodDef methods[] = {
-    {"ft_tables", py_ft_tables, METH_VARARGS, "ft_tables(handle) -> the walking tables to store, or None"},
+    {"ft_build", py_ft_build, METH_VARARGS, "ft_build(trie arrays, score, is64, ptype, flags) -> the walking tables to store"},
     {"check_pieces", py_check_pieces, METH_VARARGS, "check_pieces(pieces, piece_off, utf8=True) -> None or (what, index)"},
     {"model_ids", py_model_ids, METH_VARARGS, "model_ids(handle, normalized utf8, unk_id) -> ids or None"},
     {"make", py_make, METH_VARARGS, "build a model handle over validated arrays"},

@@ -7,6 +7,9 @@
 #include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define SPM_NONE 0xFFFFFFFFu
 
@@ -50,15 +53,14 @@ static inline __attribute__((always_inline)) uint32_t spm_trie_step(const spm_tr
     return (lo < t->first[node + 1] && L[lo] == c) ? t->target[lo] : SPM_NONE;
 }
 
-/* The pieces trie as the hot loops walk it, built from the artifact's arrays on first use: nodes renumbered
+/* The pieces trie as the hot loops walk it (the only form of it the artifact stores): nodes numbered
  * breadth-first, so that the children of a node are consecutive nodes in label order, and one 32-byte record
  * per node with its piece, that piece's type and score, and its children's labels: a step reads the record
  * of the node it leaves (already read for its piece) and finds the child by comparing the labels at once;
- * the record reached holds the piece.  Nodes with more children than fit get a full row of 256 children. */
+ * the record reached holds the piece.  Nodes with more children than fit get a full row of 256 children.
+ * The compiler builds it from the byte trie of the piece strings (spm_ftrie_build); a load checks the
+ * stored tables (spm_ftrie_check) and walks them in place. */
 #define SPM_FT_DENSE 0x80000000u
-#define SPM_FT_OWN_NODES 1
-#define SPM_FT_OWN_ROWS 2
-#define SPM_FT_OWN_PAIRS 4
 #define SPM_FT_INLINE 14
 typedef struct {
     int32_t id;      /* the piece of the node, -1: none */
@@ -72,7 +74,7 @@ typedef struct {
 typedef struct {
     spm_fnode *nodes;
     uint32_t *rows; /* the full rows of SPM_FT_DENSE nodes */
-    struct spm_pt_entry *pairs;
+    uint64_t *pairs; /* the pair table (SPM_PT_* below), NULL: none */
     uint64_t pmask;
     uint32_t *skey;
     /* the pieces of one character (a symbol before any merge): ASCII by byte (-1 none, -2 an unused piece:
@@ -89,12 +91,29 @@ typedef struct {
     uint32_t *bmp;
     size_t bytes[6]; /* the mapped sizes of nodes, (unused), rows, pairs, skey, chars (spm_huge_alloc) */
     uint32_t n_nodes, n_rows; /* records in nodes (one more is allocated), full rows in rows */
-    int borrowed;             /* the tables are the artifact's (spm_ftrie_adopt), but for those of `own` */
-    int own;                  /* SPM_FT_OWN_* bits: the tables copied out of the artifact */
+    int borrowed;             /* the tables are the artifact's, read in place (spm_ftrie_adopt) */
 } spm_ftrie;
 
+/* one edge from `node` on byte c in the walking layout, or SPM_NONE */
+static inline __attribute__((always_inline)) uint32_t spm_ft_step(const spm_ftrie *f, uint32_t node, uint8_t c) {
+    const spm_fnode *x = &f->nodes[node];
+    const uint32_t k = x->kids;
+    if (k & SPM_FT_DENSE) return f->rows[(size_t)(k & ~SPM_FT_DENSE) * 256 + c];
+#ifdef __SSE2__
+    /* the 16 bytes from nk: nk, type, then the labels */
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)&x->nk);
+    uint32_t hit = (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, _mm_set1_epi8((char)c))) >> 2;
+    hit &= (1u << x->nk) - 1;
+    return hit ? k + (uint32_t)__builtin_ctz(hit) : SPM_NONE;
+#else
+    for (uint32_t i = 0; i < x->nk; i++)
+        if (x->lab[i] == c) return k + i;
+    return SPM_NONE;
+#endif
+}
+
 /* The walking layout as the artifact stores it (sections ft_nodes, ft_rows, ft_pairs, ft_chars, ft_ascii,
- * ft_small; counts in records: 32-byte nodes, 256-entry rows, 16-byte pair entries, u64 character entries,
+ * ft_small; counts in records: 32-byte nodes, 256-entry rows, u64 pair entries, u64 character entries,
  * i32 ASCII ids, u64 small-table entries).  pairs and small may be absent (NULL, 0). */
 typedef struct {
     const void *nodes;
@@ -114,16 +133,12 @@ typedef struct {
 /* the longest run of occupied slots an open-addressed table may hold: a lookup reads at most this many + 1 */
 #define SPM_PROBE_MAX 512
 
-/* a pair-table entry: key (a + 1) | (b + 1) << 21 | unused(c) << 63 (0: empty), the merged piece c and
- * its score's order key, so that one probe answers a candidate */
-typedef struct spm_pt_entry {
-    uint64_t key;
-    uint32_t c;
-    uint32_t skey;
-} spm_pt_entry;
+/* a pair-table entry (u64): the key (a + 1) | (b + 1) << 21 of two pieces whose concatenation is the piece
+ * c, | c << 42 | unused(c) << 63; 0: empty.  One probe answers a candidate; its score order is skey[c]. */
 #define SPM_PT_ID_MAX ((1u << 21) - 2)
 #define SPM_PT_KEY(a, b) ((uint64_t)((uint32_t)(a) + 1u) | (uint64_t)((uint32_t)(b) + 1u) << 21)
 #define SPM_PT_KEYMASK ((1ull << 42) - 1)
+#define SPM_PT_C(e) ((uint32_t)((e) >> 42) & ((1u << 21) - 1))
 #define SPM_PT_UNUSED (1ull << 63)
 /* a character-table entry: the character's bytes (little-endian) | length << 32 | (piece + 1) << 35 |
  * unused << 56; 0: empty */
@@ -227,7 +242,6 @@ static inline void spm_line_write(void *line, const void *v) {
 #define SPF_CUTS 512
 
 typedef struct {
-    spm_trie pieces; /* value: the model's id of the key (-1: none), value2: PieceToId of the key */
     const uint32_t *cm_units; /* the precompiled charsmap's Darts double array (n_cm 0: none) */
     const uint8_t *cm_norm;   /* its NUL-terminated replacements (the last byte is NUL) */
     uint32_t n_cm, n_cm_norm;
@@ -251,9 +265,13 @@ typedef struct {
      * well-formed character it starts normalizes to itself (spm_model_prepare) */
     uint8_t ascii_pass[256];
     int one_unk;              /* unk_id is the only piece of type SPT_UNKNOWN (spm_model_prepare) */
-    spm_ftrie *ft;            /* the walking layout of `pieces` (NULL until first use, or when too large) */
-    int ft_state;             /* 0 not built, 1 built, -1 cannot be built */
-    pthread_mutex_t ft_mu;
+    spm_ftrie *ft;            /* the pieces trie (spm_ftrie_adopt; set before any walk) */
+    /* the piece strings (piece i is blob[off[i], off[i + 1])) and the ids of the reserved pieces (unknown,
+     * control, byte) among them, for PieceToId of a string that is no model piece (spm_model_prepare) */
+    const uint8_t *blob;
+    const uint32_t *off;
+    int32_t *reserved;
+    uint32_t n_reserved;
 } spm_model;
 
 typedef struct {
@@ -279,26 +297,32 @@ const char *spm_trie_check(const uint32_t *first, size_t n_first, const uint8_t 
                            const uint32_t *target, size_t n_target, const int32_t *value, size_t n,
                            const int32_t *value2, size_t n_value2, int64_t n_values);
 void spm_trie_free(spm_trie *t);
-/* the walking layout of m->pieces, built on first call (thread-safe); NULL: walk the arrays */
-const spm_ftrie *spm_ftrie_get(const spm_model *m);
+/* m's pieces trie (set by spm_ftrie_adopt before any walk) */
+static inline const spm_ftrie *spm_ftrie_get(const spm_model *m) { return m->ft; }
 void spm_ftrie_free(spm_model *m);
-/* NULL when the stored tables keep every invariant the walks and lookups rely on (m's tries, types and
- * scores are loaded and checked), else "section: what is wrong" */
+/* The compiler's side: the walking tables of the byte trie `t` of m's piece strings (value: the model's id
+ * of the key, -1 none; checked with spm_trie_check), with its pair and character tables.  m needs its
+ * scores, types, flags and n_pieces.  NULL: out of memory, or a trie of 2^31 nodes or more. */
+spm_ftrie *spm_ftrie_build(const spm_model *m, const spm_trie *t);
+void spm_ftrie_release(spm_ftrie *f);
+/* NULL when the stored tables keep every invariant the walks and lookups rely on (m's types and scores
+ * are loaded and checked), else "section: what is wrong" */
 const char *spm_ftrie_check(const spm_model *m, const spm_ft_tables *t);
-/* m's walking layout over checked stored tables (kept alive by the caller).  0, or -1 out of memory */
+/* m's pieces trie over checked stored tables (kept alive by the caller).  0, or -1 out of memory */
 int spm_ftrie_adopt(spm_model *m, const spm_ft_tables *t);
-/* the tables of m's walking layout (built now when it is not), for the compiler to store.  -1: no layout */
-int spm_ftrie_tables(const spm_model *m, spm_ft_tables *t);
+/* the tables of f, for the compiler to store.  -1: f has no character table */
+int spm_ftrie_tables(const spm_ftrie *f, spm_ft_tables *t);
 struct spm_cache *spm_cache_new(void);
-/* the pair memo for m (BPE, tries of fewer than 2^21 - 1 nodes); 0, or -1 out of memory */
+/* the pair memo for m (BPE, tries of fewer than 2^21 - 1 nodes; after spm_ftrie_adopt); 0, or -1 out of memory */
 int spm_pair_memo_init(spm_model *m);
 #define SPM_PAIR_MEMO_BYTES (((size_t)1 << 16) * 16)
 void spm_cache_free(struct spm_cache *c);
 void spm_bytes_free(spm_bytes *b);
 void spm_ints_free(spm_ints *v);
 
-/* what the normalizer derives from the tables at load (after spm_trie_init of `user`) */
-void spm_model_prepare(spm_model *m);
+/* what the normalizer and PieceToId derive from the tables at load (after spm_trie_init of `user`).  0, or
+ * -1 out of memory */
+int spm_model_prepare(spm_model *m);
 
 /* SentencePiece's Normalizer::Normalize: `out` the normalized bytes; `n2o` (may be NULL) one
  * original byte offset per output byte plus one.  0 or -1 (out of memory). */
