@@ -187,11 +187,22 @@ class HFSentencePieceTokenizer(ArtifactIO):
         a = self._art
         bp = a.meta.get("bpe") or {}
         is_bpe = self.model_type == "bpe"
-        ma, mb, mn = self._merges if is_bpe else (None, None, None)
-        return _native().hf_make(self._h, ops, kind, scheme, split, rep, word_sep, a.array("g_start"),
-                                 a.array("g_end"), a.array("g_bits"), ma, mb, mn, self._byte_tok(), int(is_bpe),
-                                 int(bool(self._flags & SPF_BYTE_FALLBACK)), int(bool(self._flags & SPF_FUSE_UNK)),
-                                 int(bool(bp.get("ignore_merges"))))
+        where = a.path or "<artifact>"
+        mt = None
+        if is_bpe:
+            if not a.has("hf_merges") or a.sections["hf_merges"].dtype != "|u1":
+                raise _art.ArtifactError(f"{where}: section 'hf_merges' is missing or has the wrong dtype")
+            mt = a.array("hf_merges")
+        try:
+            return _native().hf_make(self._h, ops, kind, scheme, split, rep, word_sep, a.array("g_start"),
+                                     a.array("g_end"), a.array("g_bits"), mt, self._byte_tok(), int(is_bpe),
+                                     int(bool(self._flags & SPF_BYTE_FALLBACK)), int(bool(self._flags & SPF_FUSE_UNK)),
+                                     int(bool(bp.get("ignore_merges"))))
+        except ValueError as e:
+            sec, _, what = str(e).partition(": ")
+            if sec == "hf_merges":
+                raise _art.ArtifactError(f"{where}: section 'hf_merges': {what}") from None
+            raise
 
     @property
     def _piece_bpe(self):

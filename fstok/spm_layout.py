@@ -15,7 +15,7 @@ SPF_WORDS, SPF_CUTS = 256, 512
 _SPACE = "\u2581"
 # the layout and meaning of the compiled tables: stored in the artifact's meta ("tables") and part of the
 # artifact cache key (fstok.spm_cache); an artifact of another layout is refused with a request to compile again
-TABLES = "spm-tables-4"
+TABLES = "spm-tables-5"
 
 _SECTIONS = {
     "cm_units": "<u4", "cm_norm": "|u1",
@@ -38,7 +38,7 @@ def check_layout(art, where: str) -> None:
     got = art.meta.get("tables")
     if got != TABLES:
         was = repr(got) if isinstance(got, str) else "an older one (before 'spm-tables-4')"
-        raise _art.ArtifactError(f"{where}: the SentencePiece tables are of layout {was}; this fstok reads {TABLES!r}: "
+        raise _art.ArtifactError(f"{where}: meta.tables: the SentencePiece tables are of layout {was}; this fstok reads {TABLES!r}: "
                                  f"compile the source again (fstok.compile)")
 
 

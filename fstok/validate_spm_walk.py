@@ -139,3 +139,26 @@ def wants_pairs(flags: int, is64: bool, n_pieces: int) -> bool:
     from .spm_layout import SPF_BPE, SPF_HF
 
     return bool(flags & SPF_BPE) and not flags & SPF_HF and not is64 and n_pieces <= PT_ID_MAX
+
+
+MERGE = np.dtype([("key", "<u8"), ("rank", "<u4"), ("new_id", "<i4")])
+
+
+def check_merges(table, n_pieces: int) -> str | None:
+    """The native check of a tokenizer.json BPE's stored merge table (section hf_merges, `spm_hf_merges_check`
+    in fstok/runtime/csrc/lib_spm_hf.c): None when it is sound, else "hf_merges: what is wrong".  Lookups
+    probe linearly from a hashed slot and end at an empty slot (new id -1): a power-of-two size, new ids -1 or
+    below n_pieces, and no run of more than PROBE_MAX occupied slots keep every lookup in bounds and finite."""
+    b = memoryview(table).cast("B")
+    if len(b) % MERGE.itemsize:
+        return "hf_merges: its size is not a whole number of records"
+    t = np.frombuffer(b, dtype=MERGE)
+    n = len(t)
+    if not n or n & (n - 1) or n > 1 << 40:
+        return "hf_merges: the slot count is not a power of two"
+    nid = t["new_id"].astype(np.int64)
+    if np.any((nid < -1) | (nid >= n_pieces)):
+        return "hf_merges: a piece id is out of range"
+    if longest_run((nid >= 0).astype(np.uint8)) > PROBE_MAX:
+        return "hf_merges: a probe run is too long"
+    return None

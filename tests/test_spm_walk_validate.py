@@ -176,7 +176,7 @@ def test_artifact_of_an_older_layout_is_refused(model, tmp_path):
         secs[k] = v
     meta = {k: v for k, v in art.meta.items() if k != "tables"}
     A.write_artifact(tmp_path / "old.fst", A.KIND_SPM, meta, secs, "n/a", art.source_hash)
-    with pytest.raises(A.ArtifactError, match=r"old\.fst: the SentencePiece tables are of layout an older one.*compile the source again"):
+    with pytest.raises(A.ArtifactError, match=r"old\.fst: meta\.tables: the SentencePiece tables are of layout an older one.*compile the source again"):
         fstok.load(tmp_path / "old.fst")
     A.write_artifact(tmp_path / "other.fst", A.KIND_SPM, {**art.meta, "tables": "spm-tables-99"},
                      {k: art.array(k) for k in art.sections if k != "meta"}, "n/a", art.source_hash)
@@ -201,3 +201,59 @@ def test_compile_cache_rebuilds_an_older_artifact(model, tmp_path, monkeypatch):
     again = fstok.compile(path)
     assert again._art.meta["tables"] == TABLES
     assert {x: again.encode(x) for x in TEXTS} == want
+
+
+@needs_shared
+def test_merge_table_check_accepts_exactly_what_the_oracle_accepts(monkeypatch):
+    """A tokenizer.json BPE stores its merge table (section hf_merges), read in place after a native check;
+    on damaged tables the check and its oracle (validate_spm_walk.check_merges) agree, and a table they
+    accept encodes without crashing into ids of the vocabulary."""
+    from fstok.validate_spm_walk import MERGE, check_merges
+
+    path = os.path.join(MODELS, FILES["phi-3"])
+    if not os.path.exists(path):
+        pytest.skip(f"{path} not present")
+    art = A.parse_artifact(fstok.compile(path).to_bytes(), where=path)
+    n = int(art.meta["n_pieces"])
+    good = np.array(art.array("hf_merges"), copy=True)
+    assert check_merges(good, n) is None
+    want = {x: spm.SentencePieceTokenizer.from_artifact(art).encode(x) for x in _texts()}
+    rng = random.Random(7)
+    seen = {True: 0, False: 0}
+    for _ in range(60):
+        d = np.array(good, copy=True)
+        t = d.view(MERGE)
+        kind = rng.choice(["id", "key", "rank", "run", "size", "ragged", "empty", "none"])
+        i = rng.randrange(len(t))
+        if kind == "id":
+            t["new_id"][i] = rng.choice([-2, -1, 0, n - 1, n, 1 << 30])
+        elif kind == "key":
+            t["key"][i] = rng.randrange(1 << 64)
+        elif kind == "rank":
+            t["rank"][i] = rng.randrange(1 << 32)
+        elif kind == "run":
+            k = rng.choice([100, 512, 513, 600])
+            idx = (i + np.arange(k)) % len(t)
+            t["new_id"][idx] = np.where(t["new_id"][idx] < 0, 0, t["new_id"][idx])
+        elif kind == "size":
+            d = d[: rng.choice([len(d) // 2 + 16, len(d) - 16])]
+        elif kind == "ragged":
+            d = d[:-1]
+        elif kind == "empty":
+            d = d[:0]
+        secs = {k: art.array(k) for k in art.sections if k != "meta"}
+        secs["hf_merges"] = d
+        blob = A.write_artifact(None, A.KIND_SPM, art.meta, secs, "n/a", art.source_hash)
+        py = check_merges(d, n)
+        try:
+            tok, err = spm.SentencePieceTokenizer.from_artifact(A.parse_artifact(blob, where="x")), None
+        except A.ArtifactError as e:
+            tok, err = None, str(e)
+        assert (err is None) == (py is None), (kind, py, err)
+        seen[py is None] += 1
+        if err is not None:
+            assert f"section 'hf_merges': {py.partition(': ')[2]}" in err
+            continue
+        for x in want:
+            assert all(0 <= i < n for i in tok.encode(x))
+    assert seen[True] and seen[False]

@@ -210,6 +210,11 @@ def hf_tables(obj: dict, where: str) -> tuple[dict, dict]:
         sections["merge_a"] = np.array(a_ids, dtype=np.int32)
         sections["merge_b"] = np.array(b_ids, dtype=np.int32)
         sections["merge_new"] = np.array(new_ids, dtype=np.int32)
+        # the runtime's merge table, read in place at load (fstok.runtime._spm checks it first)
+        from ..runtime import _spm
+
+        sections["hf_merges"] = np.frombuffer(_spm.hf_merge_table(sections["merge_a"], sections["merge_b"],
+                                                                  sections["merge_new"]), dtype=np.uint8)
     meta = {
         "family": "spm",
         "source": "hf",

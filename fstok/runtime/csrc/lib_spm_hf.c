@@ -311,6 +311,30 @@ HOT int merge_get(const spm_hf *h, int32_t a, int32_t b, uint32_t *rank, int32_t
     }
 }
 
+const char *spm_hf_merges_check(const spm_hf_merge *T, size_t n, uint32_t n_pieces) {
+    if (!n || (n & (n - 1)) || n > ((size_t)1 << 40)) return "hf_merges: the slot count is not a power of two";
+    if ((uintptr_t)T & 7) return "hf_merges: the table is not aligned";
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad |= (uint32_t)T[i].new_id + 1u > n_pieces;
+    if (bad) return "hf_merges: a piece id is out of range";
+    size_t head = 0; /* occupied slots (new_id >= 0) at the start: the run at the end continues there */
+    while (head < n && T[head].new_id >= 0) head++;
+    if (head == n) return "hf_merges: a probe run is too long";
+    size_t best = 0, run = 0;
+    for (size_t i = head + 1; i < n; i++) {
+        run = T[i].new_id >= 0 ? run + 1 : 0;
+        best = run > best ? run : best;
+    }
+    if (run + head > best) best = run + head;
+    return best > SPM_PROBE_MAX ? "hf_merges: a probe run is too long" : NULL;
+}
+
+void spm_hf_merges_adopt(spm_hf *h, const spm_hf_merge *T, size_t n) {
+    h->mtab = (spm_hf_merge *)T;
+    h->mmask = n - 1;
+    h->mbytes = 0;
+}
+
 int spm_hf_merges_init(spm_hf *h, const int32_t *a, const int32_t *b, const int32_t *nw, size_t n) {
     size_t cap = 16;
     while (cap < 2 * n + 16) cap *= 2;
@@ -611,7 +635,7 @@ int spm_hf_cache_init(spm_hf *h) {
 void spm_hf_free(spm_hf *h) {
     if (h->cache) pthread_mutex_destroy(&h->mu);
     spm_zfree(h->cache, h->cbytes);
-    spm_zfree(h->mtab, h->mbytes);
+    if (h->mbytes) spm_zfree(h->mtab, h->mbytes); /* else the artifact's (spm_hf_merges_adopt) */
     free(h->gbmp);
     h->cache = NULL;
     h->mtab = NULL;

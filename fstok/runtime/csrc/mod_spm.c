@@ -390,7 +390,7 @@ static PyObject *py_model_ids(PyObject *self, PyObject *args) {
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* HF pipelines: hf_make(model handle, ops, pre, graphemes, merges, byte_tok, flags) -> handle;
+/* HF pipelines: hf_make(model handle, ops, pre, graphemes, merge table, byte_tok, flags) -> handle;
  * hf_encode(handle, utf8, at_start) -> ids, or None when tokenizers would raise */
 
 #define HF_MAX_BUF (2 * SPM_HF_MAX_OPS + 8)
@@ -401,6 +401,7 @@ typedef struct {
     PyObject *keep;  /* the argument tuple (the bytes the ops point into) */
     Py_buffer buf[HF_MAX_BUF];
     int nbuf;
+    void *mcopy; /* an aligned copy of the merge table when its buffer was not aligned */
 } hf_handle;
 
 static void hf_handle_free(PyObject *cap) {
@@ -408,6 +409,7 @@ static void hf_handle_free(PyObject *cap) {
     if (!x) return;
     for (int i = 0; i < x->nbuf; i++) PyBuffer_Release(&x->buf[i]);
     spm_hf_free(&x->h);
+    free(x->mcopy);
     Py_XDECREF(x->model);
     Py_XDECREF(x->keep);
     free(x);
@@ -428,10 +430,10 @@ static const void *hf_buf(hf_handle *x, PyObject *o, Py_ssize_t *len) {
 }
 
 static PyObject *py_hf_make(PyObject *self, PyObject *args) {
-    PyObject *model, *ops, *rep, *wsep, *gs, *ge, *gb, *ma, *mb, *mn, *byte_tok;
+    PyObject *model, *ops, *rep, *wsep, *gs, *ge, *gb, *mt, *byte_tok;
     int pre, scheme, split, is_bpe, byte_fallback, fuse_unk, ignore_merges;
-    if (!PyArg_ParseTuple(args, "OO!iiiSSOOOOOOOiiii", &model, &PyList_Type, &ops, &pre, &scheme, &split, &rep, &wsep, &gs,
-                          &ge, &gb, &ma, &mb, &mn, &byte_tok, &is_bpe, &byte_fallback, &fuse_unk, &ignore_merges))
+    if (!PyArg_ParseTuple(args, "OO!iiiSSOOOOOiiii", &model, &PyList_Type, &ops, &pre, &scheme, &split, &rep, &wsep, &gs,
+                          &ge, &gb, &mt, &byte_tok, &is_bpe, &byte_fallback, &fuse_unk, &ignore_merges))
         return NULL;
     if (!get_model(model)) return NULL;
     if (PyList_GET_SIZE(ops) > SPM_HF_MAX_OPS) return PyErr_Format(PyExc_ValueError, "too many normalizer steps");
@@ -506,28 +508,26 @@ static PyObject *py_hf_make(PyObject *self, PyObject *args) {
         memcpy(h->byte_tok, bt.buf, 256 * 4);
         PyBuffer_Release(&bt);
     }
-    if (is_bpe) {
-        Py_buffer A, B, N;
-        if (PyObject_GetBuffer(ma, &A, PyBUF_SIMPLE) < 0) goto fail;
-        if (PyObject_GetBuffer(mb, &B, PyBUF_SIMPLE) < 0) {
-            PyBuffer_Release(&A);
+    if (is_bpe) { /* the stored merge table (ValueError "hf_merges: ..."), read in place */
+        Py_ssize_t lm;
+        const void *T = hf_buf(x, mt, &lm);
+        if (T == (const void *)-1) goto fail;
+        if (lm % (Py_ssize_t)sizeof(spm_hf_merge)) {
+            PyErr_SetString(PyExc_ValueError, "hf_merges: its size is not a whole number of records");
             goto fail;
         }
-        if (PyObject_GetBuffer(mn, &N, PyBUF_SIMPLE) < 0) {
-            PyBuffer_Release(&A);
-            PyBuffer_Release(&B);
+        const size_t nm = (size_t)lm / sizeof(spm_hf_merge);
+        if (T && ((uintptr_t)T & 7)) { /* a bytes object's buffer: read from a copy */
+            if (!(x->mcopy = malloc((size_t)lm))) goto nomem;
+            memcpy(x->mcopy, T, (size_t)lm);
+            T = x->mcopy;
+        }
+        const char *bad = spm_hf_merges_check((const spm_hf_merge *)T, nm, get_model(model)->n_pieces);
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, bad);
             goto fail;
         }
-        int rc = A.len != B.len || A.len != N.len ? -2
-                                                  : spm_hf_merges_init(h, A.buf, B.buf, N.buf, (size_t)(A.len / 4));
-        PyBuffer_Release(&A);
-        PyBuffer_Release(&B);
-        PyBuffer_Release(&N);
-        if (rc == -2) {
-            PyErr_SetString(PyExc_ValueError, "merge arrays disagree in length");
-            goto fail;
-        }
-        if (rc) goto nomem;
+        spm_hf_merges_adopt(h, (const spm_hf_merge *)T, nm);
     }
     if (spm_hf_cache_init(h)) goto nomem;
     return PyCapsule_New(x, "fstok.spm_hf", hf_handle_free);
@@ -536,6 +536,7 @@ nomem:
 fail:
     for (int i = 0; i < x->nbuf; i++) PyBuffer_Release(&x->buf[i]);
     spm_hf_free(&x->h);
+    free(x->mcopy);
     Py_XDECREF(x->model);
     Py_XDECREF(x->keep);
     free(x);
@@ -723,12 +724,34 @@ done:
 
 #include "spm_hf_offsets_py.h"
 
+/* hf_merge_table(a, b, new: int32 arrays of the merge list) -> the merge table to store (bytes) */
+static PyObject *py_hf_merge_table(PyObject *self, PyObject *args) {
+    Py_buffer A, B, N;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &A, &B, &N)) return NULL;
+    PyObject *r = NULL;
+    spm_hf h;
+    memset(&h, 0, sizeof h);
+    if (A.len != B.len || A.len != N.len || A.len % 4) {
+        PyErr_SetString(PyExc_ValueError, "merge arrays disagree in length");
+    } else if (spm_hf_merges_init(&h, A.buf, B.buf, N.buf, (size_t)(A.len / 4))) {
+        PyErr_NoMemory();
+    } else {
+        r = PyBytes_FromStringAndSize((const char *)h.mtab, (Py_ssize_t)((h.mmask + 1) * sizeof(spm_hf_merge)));
+    }
+    spm_hf_free(&h);
+    PyBuffer_Release(&A);
+    PyBuffer_Release(&B);
+    PyBuffer_Release(&N);
+    return r;
+}
+
 static PyMethodDef methods[] = {
     {"ft_build", py_ft_build, METH_VARARGS, "ft_build(trie arrays, score, is64, ptype, flags) -> the walking tables to store"},
     {"check_pieces", py_check_pieces, METH_VARARGS, "check_pieces(pieces, piece_off, utf8=True) -> None or (what, index)"},
     {"model_ids", py_model_ids, METH_VARARGS, "model_ids(handle, normalized utf8, unk_id) -> ids or None"},
     {"make", py_make, METH_VARARGS, "build a model handle over validated arrays"},
     {"hf_make", py_hf_make, METH_VARARGS, "build a tokenizer.json pipeline handle over a model handle"},
+    {"hf_merge_table", py_hf_merge_table, METH_VARARGS, "hf_merge_table(a, b, new) -> the merge table to store"},
     {"hf_encode", py_hf_encode, METH_VARARGS, "hf_encode(handle, utf8, at_start) -> ids or None"},
     {"hf_encode_offsets", py_hf_encode_offsets, METH_VARARGS,
      "hf_encode_offsets(handle, span, vocab, unk_tok, texts, cuts) -> [(ids, offsets, words, tokens) or None]"},

@@ -367,7 +367,7 @@ typedef struct {
 } spm_hf_op;
 
 typedef struct {
-    uint64_t key;
+    uint64_t key; /* (uint32 a) << 32 | (uint32 b) */
     uint32_t rank;
     int32_t new_id; /* -1: empty slot */
 } spm_hf_merge;
@@ -395,7 +395,15 @@ typedef struct spm_hf {
 } spm_hf;
 
 int spm_hf_tables_init(spm_hf *h);
+/* The merge table (the compiler's: stored in the artifact, section hf_merges): an open-addressed table of
+ * (pair_key(a, b), rank, new id) entries, slot mix64(key) & (slots - 1), linear probing, new id -1: empty.
+ * init builds it from the merge list (a pair listed twice keeps its last rank); 0, or -1 out of memory */
 int spm_hf_merges_init(spm_hf *h, const int32_t *a, const int32_t *b, const int32_t *nw, size_t n);
+/* NULL when a stored table of n entries keeps what the lookups rely on (a power-of-two size, new ids -1 or
+ * below n_pieces, no run of more than SPM_PROBE_MAX occupied slots), else "hf_merges: what is wrong" */
+const char *spm_hf_merges_check(const spm_hf_merge *T, size_t n, uint32_t n_pieces);
+/* h's merges over a checked stored table (kept alive by the caller) */
+void spm_hf_merges_adopt(spm_hf *h, const spm_hf_merge *T, size_t n);
 int spm_hf_cache_init(spm_hf *h);
 void spm_hf_free(spm_hf *h);
 /* ids of one text segment (no added tokens in it); at_start: the segment starts the text.  0, -1 (out
