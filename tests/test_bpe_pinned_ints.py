@@ -80,3 +80,30 @@ def test_same_int_objects_across_models(enc):
     assert ids1 == ids2
     if sys.getrefcount(ids1[0]) > 1 << 40:
         assert all(x is y for x, y in zip(ids1, ids2))
+
+
+def test_side_by_side_ints_are_plain_ints():
+    # The pinned ints from 257 up are byte copies of CPython's ints laid side by side (pyids.h pyids_make_run), and
+    # batch workers compute an id's int from the id: each must be the one int object of its id (the same object
+    # from a one-text encode and from a threaded batch) and behave as any int (value, hash, order, arithmetic,
+    # pickling, str), small ids being CPython's own small ints.
+    import pickle
+
+    tok = fstok.get_encoding("o200k_base")
+    texts = ["Hello world, tokenizers are fun! 12345 日本語のテキスト %d" % i for i in range(3000)]
+    rows = tok.encode_ordinary_batch(texts, num_threads=2)
+    one = tok.encode_ordinary(texts[7])
+    assert rows[7] == one and all(a is b for a, b in zip(rows[7], one))
+    assert [tok.decode(r) for r in rows] == texts  # the values themselves (a wrong slot decodes other bytes)
+    seen = {}
+    for row in rows:
+        for x in row:
+            assert seen.setdefault(int(str(x)), x) is x  # one object per id across the whole batch
+    for v, x in list(seen.items())[:500]:
+        assert type(x) is int and x == v and hash(x) == hash(v) and str(x) == str(v)
+        assert x + 1 - 1 == v and (x < v + 1) and x.bit_length() == v.bit_length() and -x == -v
+        assert pickle.loads(pickle.dumps(x)) == v
+    small = [x for x in seen.values() if x < 257]
+    assert all(x is int(str(x)) for x in small)  # CPython's shared small ints
+    big = sorted(x for x in seen.values() if x >= 257)
+    assert big and {x: 1 for x in big}[int(str(big[0]))] == 1
