@@ -653,8 +653,6 @@ done:
     return r;
 }
 
-/* ft_tables(handle) -> the walking layout's N_FT tables as bytes (None for an absent one), built now when it
- * is not; None when the model has no walking layout.  The compiler stores them; they pass spm_ftrie_check. */
 /* ft_build((p_first, p_label, p_target, p_value), score, is64, ptype, flags) -> the walking tables of the pieces
  * trie given as a byte trie (the compiler's), as N_FT bytes objects or None, checked as a load checks them */
 static PyObject *py_ft_build(PyObject *self, PyObject *args) {
