@@ -1,5 +1,5 @@
-"""The piece cache's seed (bpe_piece_cache.h pc_seed_build): a memo borrowed again starts from an image holding every
-token of <= 16 bytes as the one-token piece the miss path would make of it.  The ids equal the reference's with the
+"""The piece cache's seed (bpe_piece_cache.h pc_seed_build): once a memo has encoded 16 KiB of text, the free lines of
+its piece cache get an image holding every token of <= 16 bytes as the one-token piece the miss path would make of it.  The ids equal the reference's with the
 seed and without it, on text whose pieces are mostly vocabulary tokens (the seeded entries are hit), with the seed
 applied after clear_cache, on a cache of three lines (the seed's entries evicted and stored back), and on
 tokenizer.json models whose ids are not their ranks."""
@@ -49,7 +49,7 @@ for name in ("cl100k_base", "o200k_base"):
     for seed in (False, True, False, True):
         _bpe._set_seed(seed)
         enc.clear_cache()
-        enc.encode_ordinary("warm")  # the memo is borrowed again below: seeded when on
+        enc.encode_ordinary("warm")  # (seeded, when on, once 16 KiB of the texts below have been encoded)
         for t in texts:
             if enc.encode_ordinary(t) != ref.encode_ordinary(t):
                 bad.append((name, seed, t[:40]))
@@ -97,7 +97,7 @@ def test_seeded_cache_exact(env):
 
 
 def test_seed_not_built_for_one_call():
-    # one short text in a fresh process: no seed is built (its memo is used once)
+    # one short text in a fresh process: no seed is built (less than 16 KiB went through its memo)
     code = ("import fstok; e = fstok.get_encoding('cl100k_base'); e.encode_ordinary('hello world'); "
             "print(e._model._seed_entries())")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

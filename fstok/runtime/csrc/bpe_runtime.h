@@ -39,8 +39,8 @@ typedef struct {
      * worker finds its memo again in its own core's cache (memo_worker) */
     bpe_memo *wmemo[TP_MAX_THREADS];
     /* The piece cache's seed (pc_seed_build, bpe_piece_cache.h): an image of the cache holding every token of <= 16
-     * bytes as the one-token piece it is, copied into the free lines of a memo borrowed again (memo_seed).  Built
-     * then; seed_state 0 not yet, 1 built, -1 none (out of memory: memos fill from the miss path alone). */
+     * bytes as the one-token piece it is, copied into the free lines of a memo once it has encoded SEED_AFTER bytes
+     * (memo_seed_due).  Built then; seed_state 0 not yet, 1 built, -1 none (out of memory: the miss path alone). */
     bpe_pc_line *pc_seed;
     int seed_state;
 } bpe_rt;
@@ -67,9 +67,7 @@ static bpe_pc_line *pc_seed_build(const bpe_model *m); /* bpe_piece_cache.h */
 static void pc_seed_apply(const bpe_pc_line *seed, bpe_memo *memo);
 static int pc_seed_enabled(void);
 
-/* A memo borrowed again: the free lines of its piece cache get the model's seed (built here on first use), once per
- * generation.  Not on a memo's first use: a process that encodes one short text pays for neither the seed nor
- * the 8 MiB of the cache it would touch. */
+/* The free lines of a memo's piece cache get the model's seed (built here on first use), once per generation. */
 static void memo_seed(bpe_rt *self, bpe_memo *mm) {
     if (mm->seeded == mm->gen || !pc_seed_enabled()) return;
     int state = __atomic_load_n(&self->seed_state, __ATOMIC_ACQUIRE);
@@ -86,6 +84,16 @@ static void memo_seed(bpe_rt *self, bpe_memo *mm) {
     mm->seeded = mm->gen;
 }
 
+/* A text of n bytes is about to be encoded with memo mm: seed its cache once SEED_AFTER bytes have gone through it.
+ * Why not at once: building the seed (o200k: 15-30 ms) and copying it (8 MiB, 2-10 ms) pays for itself over
+ * thousands of pieces new to the cache, not in a process that encodes one short text.  Why not at a memo's second
+ * use: a batch of 1,024 lines is one use, and a second batch then paid for all of it. */
+#define SEED_AFTER 16384
+static inline void memo_seed_due(const bpe_rt *self, bpe_memo *mm, size_t n) {
+    mm->text_bytes += n;
+    if (FSTOK_UNLIKELY(mm->seeded != mm->gen) && mm->text_bytes >= SEED_AFTER) memo_seed((bpe_rt *)self, mm);
+}
+
 static bpe_memo *memo_borrow(bpe_rt *self) {
     if (!self->use_memo) return NULL;
     bpe_memo *mm = NULL;
@@ -97,12 +105,9 @@ static bpe_memo *memo_borrow(bpe_rt *self) {
         mm = bpe_memo_new();
         if (!mm) return NULL;
         mm->epoch = epoch;
-    } else {
-        if (mm->epoch != epoch) {
-            bpe_memo_clear(mm);
-            mm->epoch = epoch;
-        }
-        memo_seed(self, mm);
+    } else if (mm->epoch != epoch) {
+        bpe_memo_clear(mm);
+        mm->epoch = epoch;
     }
     return mm;
 }
@@ -135,12 +140,9 @@ static bpe_memo *memo_worker(bpe_rt *self) {
         if (!mm) return NULL;
         mm->epoch = epoch;
         self->wmemo[i] = mm;
-    } else {
-        if (mm->epoch != epoch) {
-            bpe_memo_clear(mm);
-            mm->epoch = epoch;
-        }
-        memo_seed(self, mm);
+    } else if (mm->epoch != epoch) {
+        bpe_memo_clear(mm);
+        mm->epoch = epoch;
     }
     return mm;
 }
