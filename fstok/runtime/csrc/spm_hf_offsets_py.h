@@ -104,15 +104,10 @@ static int hfo_norm_append(spm_bytes *b, const uint8_t *s, size_t n) {
     return 0;
 }
 
-/* one text: its tuple, Py_None (the reference path takes it) or NULL (an error is set) */
-static PyObject *hfo_text(spm_model *m, hf_handle *x, spm_hf_off_work *w, const int32_t *span, size_t n_span,
-                          PyObject *vocab, int32_t unk_tok, PyObject *text, PyObject *cut, hfo_lists *L) {
-    Py_ssize_t nb;
-    const uint8_t *s = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, &nb);
-    if (!s) { /* lone surrogates: the reference path raises as it does */
-        PyErr_Clear();
-        Py_RETURN_NONE;
-    }
+/* one text (its UTF-8 s[0..nb)): its tuple, Py_None (the reference path takes it) or NULL (an error is set) */
+static PyObject *hfo_text_utf8(spm_model *m, hf_handle *x, spm_hf_off_work *w, const int32_t *span, size_t n_span,
+                               PyObject *vocab, int32_t unk_tok, PyObject *text, const uint8_t *s, Py_ssize_t nb,
+                               PyObject *cut, hfo_lists *L) {
     const int ascii = PyUnicode_IS_ASCII(text);
     L->ids.n = L->off.n = L->word.n = L->nsp.n = L->norm.n = 0;
     int32_t words = 0;
@@ -154,6 +149,27 @@ static PyObject *hfo_text(spm_model *m, hf_handle *x, spm_hf_off_work *w, const 
         if (hfo_norm_append(&L->norm, norm->p, norm->n)) return PyErr_NoMemory();
     }
     return hfo_emit(get_handle(x->model), L, text, vocab, unk_tok);
+}
+
+/* one text: an ASCII str is read in place; another is encoded into a temporary bytes object (the str does
+ * not keep a UTF-8 copy for its lifetime) */
+static PyObject *hfo_text(spm_model *m, hf_handle *x, spm_hf_off_work *w, const int32_t *span, size_t n_span,
+                          PyObject *vocab, int32_t unk_tok, PyObject *text, PyObject *cut, hfo_lists *L) {
+    if (PyUnicode_IS_ASCII(text)) {
+        Py_ssize_t nb;
+        const uint8_t *s = (const uint8_t *)PyUnicode_AsUTF8AndSize(text, &nb);
+        if (!s) return NULL;
+        return hfo_text_utf8(m, x, w, span, n_span, vocab, unk_tok, text, s, nb, cut, L);
+    }
+    PyObject *b = PyUnicode_AsUTF8String(text);
+    if (!b) { /* lone surrogates: the reference path raises as it does */
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    PyObject *r = hfo_text_utf8(m, x, w, span, n_span, vocab, unk_tok, text, (const uint8_t *)PyBytes_AS_STRING(b),
+                                PyBytes_GET_SIZE(b), cut, L);
+    Py_DECREF(b);
+    return r;
 }
 
 /* the work space of the last call, kept for the next (taken out while a call runs: a call made from inside
