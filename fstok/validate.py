@@ -7,6 +7,8 @@ IndexError from the loader itself.
 """
 from __future__ import annotations
 
+import os
+from time import monotonic as _monotonic
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -117,14 +119,11 @@ _MACHINE_THREADS = [0, 0.0]  # (CPUs, time.monotonic() when read)
 
 def machine_threads() -> int:
     """CPUs this process may run on (its affinity mask where the OS has one), read again at most once a
-    second: the system call and its set of CPUs cost ~5 us, paid by every batch call on its calling thread."""
-    import time
-
-    now = time.monotonic()
+    second: the system call and its set of CPUs cost ~5 us, paid by every batch call on its calling thread
+    (the modules are imported with this one: an import statement here costs more than the rest)."""
+    now = _monotonic()
     if _MACHINE_THREADS[0] and now - _MACHINE_THREADS[1] < 1.0:
         return _MACHINE_THREADS[0]
-    import os
-
     try:
         n = max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
