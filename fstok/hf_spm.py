@@ -624,7 +624,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
                     continue
                 pieces = [s[c:d]]
                 for k, pre in enumerate(self._pre):
-                    pieces = [q for p in pieces for q in pre.split_str(p, a == 0 and c == 0)]
+                    pieces = [q for p in pieces for q in pre.split_str(p, self._starts_text(text, a, b, c))]
                 for p in pieces:
                     if not p:
                         continue
@@ -639,6 +639,17 @@ class HFSentencePieceTokenizer(ArtifactIO):
                             got = [t for t, _, _ in self._model(p)]
                     ids.extend(got)
         return ids
+
+    def _starts_text(self, text: str, a: int, b: int, c: int) -> bool:
+        """Whether the normalized text of text[a:b] from character c has original start 0, which Metaspace's
+        "first" scheme reads: the alignments decide where a normalizer step moves the first character (a
+        Replace at the start gives its content the span of the last character it replaces)."""
+        if not self._norm or not any(getattr(p, "scheme", None) == "first" for p in self._pre):
+            return a == 0 and c == 0
+        ns = NString.from_text(text[a:b], a)
+        for step in self._norm:
+            step(ns)
+        return ns.align[c][0] == 0 if c < len(ns.align) else a == 0
 
     def _ids_native(self, text: str) -> list[int]:
         """The ids alone, each segment between added tokens in one native call."""

@@ -81,6 +81,8 @@ def _check(core, hf, texts, label, ref=None):
         assert tuple(g) == tuple(want), (label, t[:80])
         e = hf.encode(t, add_special_tokens=False)
         assert (g[0], g[1], g[2], g[3]) == (e.ids, e.offsets, e.word_ids, e.tokens), (label, t[:80])
+        # the ids-only paths (native, and the Python string path) read the same start of the text
+        assert core.encode(t) == e.ids and core._ids_fast(t) == e.ids, (label, t[:80])
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +195,7 @@ def _set(key, value):
     return change
 
 
-VARIANT_LINES = ["  x  y  ", "  ", "xx xxx a aa ...  ....", "\u200bx  y", "ab abab\nab", "e\u0301  ﬁ", " 日本 語 ",
+VARIANT_LINES = ["ab", "abc d", "ab<s>ab", "<s>abc", "  x  y  ", "  ", "xx xxx a aa ...  ....", "\u200bx  y", "ab abab\nab", "e\u0301  ﬁ", " 日本 語 ",
                  "Hello  world  ..."]
 PHI3_VARIANTS = {
     # Replace steps (literal, removing, runs c{k,} and c{k}, c+) before the Metaspace replacement: each
@@ -214,6 +216,9 @@ PHI3_VARIANTS = {
     "metaspace-first": lambda o: o.update(normalizer={"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "},
                                           pre_tokenizer={"type": "Metaspace", "replacement": "▁",
                                                          "prepend_scheme": "first", "split": True}),
+    "metaspace-first-replaced-start": lambda o: o.update(
+        normalizer={"type": "Replace", "pattern": {"String": "ab"}, "content": "X"},
+        pre_tokenizer={"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": True}),
     "metaspace-never-nosplit": lambda o: o.update(normalizer=None, pre_tokenizer={
         "type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": False}),
     "whitespace-split": lambda o: o.update(normalizer=None, pre_tokenizer={"type": "WhitespaceSplit"}),

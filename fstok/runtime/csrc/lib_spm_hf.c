@@ -690,6 +690,19 @@ int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, in
         cur = dst->p;
         cn = dst->n;
     }
+    if (h->pre == HFP_METASPACE && h->scheme == HFM_FIRST && h->n_ops) {
+        /* the "first" scheme reads the original start of the normalized text, as the alignments move it: a
+         * Replace at the start gives its content the span of the last character it replaces; a character
+         * Precompiled inserts before any other gets (0, 0).  (Any positive start stands for a segment that
+         * does not start the text.)  rc 2: the caller's other path */
+        int32_t st;
+        if ((rc = spm_hf_first_start(h, in, n, at_start ? 0 : 1, &st))) {
+            if (rc == 2) rc = 1;
+            goto done;
+        }
+        rc = -1;
+        at_start = st == 0;
+    }
     if (h->pre == HFP_METASPACE) {
         /* spaces become the replacement; it is prepended (scheme always, or first at the text's start)
          * unless the text starts with it; pieces split before each replacement */

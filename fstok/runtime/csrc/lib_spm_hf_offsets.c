@@ -287,9 +287,10 @@ HOT int seg3(spm_ints *v, size_t st, size_t len, int32_t word) {
     return iput2(v, (int32_t)st, (int32_t)len) || iput(v, word);
 }
 
-int spm_hf_encode_offsets(const spm_model *m, spm_hf *h, spm_hf_off_work *w, const int32_t *span, size_t n_span,
-                          const uint8_t *in, size_t n, int32_t base, spm_ints *ids, spm_ints *off, spm_ints *word,
-                          int32_t *words, spm_ints *nsp, const spm_bytes **norm) {
+/* the normalizer steps over in[0..n) with alignments (original characters counted from base): *out the
+ * normalized text and its alignments (in w's buffers), *spare the other buffers.  0, -1 or 2 */
+static int run_ops(const spm_hf *h, spm_hf_off_work *w, const uint8_t *in, size_t n, int32_t base, stage *out,
+                   stage *spare) {
     /* the input: one alignment per character */
     w->la.n = 0;
     if (ireserve(&w->la, 2 * n + 2)) return -1;
@@ -334,6 +335,27 @@ int spm_hf_encode_offsets(const spm_model *m, spm_hf *h, spm_hf_off_work *w, con
         cur = nxt;
         nxt = t;
     }
+    *out = cur;
+    *spare = nxt;
+    return 0;
+}
+
+int spm_hf_first_start(const spm_hf *h, const uint8_t *in, size_t n, int32_t base, int32_t *start) {
+    spm_hf_off_work *w = spm_hf_off_work_new();
+    if (!w) return -1;
+    stage cur, nxt;
+    const int r = run_ops(h, w, in, n, base, &cur, &nxt);
+    if (!r) *start = cur.t->n ? cur.al->p[0] : -1;
+    spm_hf_off_work_free(w);
+    return r;
+}
+
+int spm_hf_encode_offsets(const spm_model *m, spm_hf *h, spm_hf_off_work *w, const int32_t *span, size_t n_span,
+                          const uint8_t *in, size_t n, int32_t base, spm_ints *ids, spm_ints *off, spm_ints *word,
+                          int32_t *words, spm_ints *nsp, const spm_bytes **norm) {
+    stage cur, nxt;
+    const int ro = run_ops(h, w, in, n, base, &cur, &nxt);
+    if (ro) return ro;
     w->segs.n = 0;
     int32_t wd = *words;
     if (h->pre == HFP_METASPACE) {

@@ -431,6 +431,10 @@ int spm_hf_piece_spans(const spm_model *m, spm_hf *h, spm_hf_scratch *x, const u
  * path does not follow: the caller takes the reference path). */
 typedef struct spm_hf_off_work spm_hf_off_work;
 int spm_hf_ids_put(spm_ints *v, int32_t x); /* 0, or -1 out of memory */
+/* the original start (in characters, from base) of the first character of in[0..n) after the normalizer steps
+ * (-1: none left), as the alignments move it.  0, -1 (out of memory) or 2 (an alignment the native path does
+ * not follow) */
+int spm_hf_first_start(const spm_hf *h, const uint8_t *in, size_t n, int32_t base, int32_t *start);
 spm_hf_off_work *spm_hf_off_work_new(void);
 void spm_hf_off_work_free(spm_hf_off_work *w);
 int spm_hf_encode_offsets(const spm_model *m, spm_hf *h, spm_hf_off_work *w, const int32_t *span, size_t n_span,
