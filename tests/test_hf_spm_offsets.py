@@ -155,7 +155,7 @@ def test_face_every_field_equals_tokenizers(files, name, monkeypatch):
 
 @needs_shared
 @pytest.mark.parametrize("name", sorted(PATHS))
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
 @given(data=st.data())
 def test_hypothesis_strings(files, name, data):
