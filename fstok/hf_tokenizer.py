@@ -24,6 +24,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from .hf_encoding import Encoding, pad_encodings, untrack
+from .pipeline.added import hf_added_ids
 from .postprocess import PostProcessor, finish, num_special_tokens_to_add
 
 __all__ = ["Tokenizer", "AddedToken"]
@@ -736,8 +737,12 @@ class Tokenizer:
         self._model_vocab = {t: i for i, t in enumerate(id_to_token) if t is not None}
         self._added: dict[str, int] = {}
         self._special: set[str] = set()
-        for a in obj.get("added_tokens") or []:
-            c, i = a["content"], int(a["id"])
+        added_raw = obj.get("added_tokens") or []
+        hf_ids = hf_added_ids([a.get("content") for a in added_raw], vocab if isinstance(vocab, dict) else
+                              {t: i for i, t in enumerate(id_to_token)})
+        for a in added_raw:
+            c = a["content"]
+            i = hf_ids.get(c, int(a["id"]))  # HF's id (the file's differs only in crafted files)
             self._added[c] = i
             if a.get("special"):
                 self._special.add(c)

@@ -16,6 +16,7 @@ other.  `fstok.hf_tokenizer._PipelineCore.python_encode` is the oracle (the pre-
 """
 from __future__ import annotations
 
+import bisect
 from typing import Optional
 
 import numpy as np
@@ -52,6 +53,10 @@ def batch_ids(model, texts: list[str], num_threads: int) -> tuple[np.ndarray, np
         keep = [k for k in keep if k not in gone]
         lens = lens[keep]
     return flat, lens, keep
+
+
+#: texts of up to this many tokens are numbered in plain Python (`WordPlan.row_small`)
+SMALL_ROW = 64
 
 
 class WordPlan:
@@ -147,8 +152,62 @@ class WordPlan:
             sc = self._spaces = (lead, trail)
         return sc
 
+    def _split_starts_list(self, data: bytes, lo: int, hi: int) -> list[int]:
+        """`_split_starts` as a list, without numpy (a short text pays ~1 us per numpy call)."""
+        if hi <= lo:
+            return []
+        pat = self.pattern
+        if pat is None:
+            return [lo]
+        sp = pat.spanner
+        if sp is None:
+            return self._split_starts(data, lo, hi).tolist()
+        raw = memoryview(sp.byte_spans(data[lo:hi])).cast("Q").tolist()
+        if pat.mode == "find":  # (start, end) pairs
+            pairs = zip(raw[0::2], raw[1::2])
+        else:  # piece ends: each piece starts where the one before it ends
+            pairs = zip([0] + raw[:-1], raw)
+        return [a + lo for a, b in pairs if b > a]
+
+    def row_small(self, text: str, ids: list[int], bs: list[int]) -> tuple:
+        """`row` in plain Python for a short text (the same steps; `row` is its reference)."""
+        data = text.encode("utf-8")
+        tl = self.__dict__.get("_tok_len_list")
+        if tl is None:
+            tl = self._tok_len_list = self.tok_len.tolist()
+        be = [b + tl[i] for b, i in zip(bs, ids)]
+        added = self.added
+        hits = [k for k, i in enumerate(ids) if i in added and data.startswith(added[i], bs[k])] if added else []
+        if not hits:
+            starts = self._split_starts_list(data, 0, len(data))
+        else:
+            starts, pos = [], 0
+            for k in hits:
+                a = bs[k]
+                be[k] = a + len(added[ids[k]])
+                starts += self._split_starts_list(data, pos, a)
+                starts.append(a)
+                pos = be[k]
+            starts += self._split_starts_list(data, pos, len(data))
+        words = [bisect.bisect_right(starts, b) - 1 for b in bs]
+        if len(data) != len(text):
+            ci, c = [], -1  # the character holding each byte
+            for byte in data:
+                if byte & 0xC0 != 0x80:
+                    c += 1
+                ci.append(c)
+            offs = [(ci[a], ci[e - 1] + 1) for a, e in zip(bs, be)]
+        else:
+            offs = list(zip(bs, be))
+        return ids, offs, words, list(map(self.tok_of, ids))
+
     def row(self, text: str, ids: list[int], bs: np.ndarray) -> tuple:
         """(ids, character offsets, word ids, token strings) of one text from its token ids and first bytes."""
+        if len(ids) <= SMALL_ROW:
+            return self.row_small(text, ids, bs.tolist())
+        return self.row_numpy(text, ids, bs)
+
+    def row_numpy(self, text: str, ids: list[int], bs: np.ndarray) -> tuple:
         a = np.asarray(ids, dtype=np.int64)
         data = text.encode("utf-8")
         be = bs + self.tok_len[a]

@@ -14,6 +14,7 @@ from typing import Any
 
 import regex
 
+from ..pipeline.added import hf_added_ids
 from .bpe_source import GPT2_HF_PATTERN, AddedToken, BPESource, PreTokStage, bytelevel_to_bytes
 
 
@@ -190,6 +191,7 @@ def source_from_obj(obj: Any, p: str, name: str | None = None, check: bool = Tru
     added_raw = obj.get("added_tokens") or []
     if not isinstance(added_raw, list) or not all(isinstance(a, dict) for a in added_raw):
         raise _fail(p, "added_tokens must be a list of objects")
+    hf_ids = hf_added_ids([a.get("content") if isinstance(a.get("content"), str) else "" for a in added_raw], vocab)
     for a in added_raw:
         for flag in ("lstrip", "rstrip", "single_word"):
             if a.get(flag):
@@ -197,6 +199,7 @@ def source_from_obj(obj: Any, p: str, name: str | None = None, check: bool = Tru
         content, tid = a.get("content"), a.get("id")
         if not isinstance(content, str) or not content or not isinstance(tid, int):
             raise _fail(p, f"bad added token {a!r}")
+        tid = hf_ids[content]  # HF's id, not the one written in the file (they differ only in crafted files)
         if a.get("special", False):
             specials[content] = tid
         else:

@@ -27,6 +27,22 @@ class AddedToken:
     single_word: bool = False
 
 
+def hf_added_ids(contents, vocab) -> dict[str, int]:
+    """The ids HF gives added tokens when it reads a tokenizer.json: it ignores the ids written in the file
+    and adds the contents in file order, each getting its id in the model `vocab` (content -> id), else the
+    next id from len(vocab) on (TokenizerImpl::add_tokens).  A repeated content keeps its first id."""
+    ids: dict[str, int] = {}
+    nxt = len(vocab)
+    for c in contents:
+        if not c or c in ids:
+            continue
+        i = vocab.get(c)
+        if i is None:
+            i, nxt = nxt, nxt + 1
+        ids[c] = i
+    return ids
+
+
 def _word_char():
     from ..pretokenize import CompiledPattern
 
