@@ -7,22 +7,12 @@
 #include <string.h>
 
 #include "spm.h"
+#include "spm_hf_bufs.h"
 
 #define HOT static inline __attribute__((always_inline))
 
-static int buf_reserve(spm_bytes *b, size_t need) {
-    if (need <= b->cap) return 0;
-    size_t c = b->cap ? b->cap : 256;
-    while (c < need) c *= 2;
-    uint8_t *q = (uint8_t *)realloc(b->p, c);
-    if (!q) return -1;
-    b->p = q;
-    b->cap = c;
-    return 0;
-}
-
 HOT int buf_put(spm_bytes *b, const uint8_t *s, size_t n) {
-    if (b->n + n > b->cap && buf_reserve(b, b->n + n)) return -1;
+    if (b->n + n > b->cap && spm_bytes_reserve(b, b->n + n)) return -1;
     memcpy(b->p + b->n, s, n);
     b->n += n;
     return 0;
@@ -38,20 +28,6 @@ HOT int ids_put(spm_ints *v, int32_t x) {
     }
     v->p[v->n++] = x;
     return 0;
-}
-
-HOT size_t u8len(uint8_t b) { return (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[b >> 4]; }
-
-/* the code point at s (the text is valid UTF-8: it comes from a Python str) */
-HOT uint32_t u8cp(const uint8_t *s, size_t l) {
-    switch (l) {
-    case 1: return s[0];
-    case 2: return ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
-    case 3: return ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-    default:
-        return ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) |
-               (s[3] & 0x3F);
-    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -675,7 +651,7 @@ int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, in
         const spm_hf_op *op = &h->ops[k];
         spm_bytes *dst = (cur == a.p) ? &b : &a;
         dst->n = 0;
-        if (buf_reserve(dst, cn + 16)) goto done;
+        if (spm_bytes_reserve(dst, cn + 16)) goto done;
         int r = 0;
         switch (op->kind) {
         case HFN_PRECOMPILED: r = precompiled(h, op, cur, cn, dst); break;
@@ -709,7 +685,7 @@ int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, in
         spm_bytes *dst = (cur == a.p) ? &b : &a;
         dst->n = 0;
         if (cn) {
-            if (buf_reserve(dst, cn * 3 + 8)) goto done;
+            if (spm_bytes_reserve(dst, cn * 3 + 8)) goto done;
             const int pre = h->scheme == HFM_ALWAYS || (h->scheme == HFM_FIRST && at_start);
             const int starts_rep = cur[0] == ' ' || (cn >= h->nrep && memcmp(cur, h->rep, h->nrep) == 0);
             if (pre && !starts_rep && buf_put(dst, h->rep, h->nrep)) goto done;

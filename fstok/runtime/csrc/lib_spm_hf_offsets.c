@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "spm.h"
+#include "spm_hf_bufs.h"
 
 #define HOT static inline __attribute__((always_inline))
 
@@ -43,44 +44,20 @@ void spm_hf_off_work_free(spm_hf_off_work *w) {
     free(w);
 }
 
-static int breserve(spm_bytes *b, size_t need) {
-    if (need <= b->cap) return 0;
-    size_t c = b->cap ? b->cap : 256;
-    while (c < need) c *= 2;
-    uint8_t *q = (uint8_t *)realloc(b->p, c);
-    if (!q) return -1;
-    b->p = q;
-    b->cap = c;
-    return 0;
-}
-
-static int ireserve(spm_ints *v, size_t need) {
-    if (need <= v->cap) return 0;
-    size_t c = v->cap ? v->cap : 256;
-    while (c < need) c *= 2;
-    int32_t *q = (int32_t *)realloc(v->p, c * 4);
-    if (!q) return -1;
-    v->p = q;
-    v->cap = c;
-    return 0;
-}
-
 HOT int iput2(spm_ints *v, int32_t x, int32_t y) {
-    if (v->n + 2 > v->cap && ireserve(v, v->n + 2)) return -1;
+    if (v->n + 2 > v->cap && spm_ints_reserve(v, v->n + 2)) return -1;
     v->p[v->n++] = x;
     v->p[v->n++] = y;
     return 0;
 }
 
 HOT int iput(spm_ints *v, int32_t x) {
-    if (v->n + 1 > v->cap && ireserve(v, v->n + 1)) return -1;
+    if (v->n + 1 > v->cap && spm_ints_reserve(v, v->n + 1)) return -1;
     v->p[v->n++] = x;
     return 0;
 }
 
 int spm_hf_ids_put(spm_ints *v, int32_t x) { return iput(v, x); }
-
-HOT size_t u8len(uint8_t b) { return (size_t)"\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3\4"[b >> 4]; }
 
 /* the text of one stage: bytes and their alignments (2 per byte) */
 typedef struct {
@@ -90,8 +67,8 @@ typedef struct {
 
 /* appends bytes s[0..n) each aligned to (as, ae) */
 HOT int put_one(stage *d, const uint8_t *s, size_t n, int32_t as, int32_t ae) {
-    if (d->t->n + n > d->t->cap && breserve(d->t, d->t->n + n)) return -1;
-    if (d->al->n + 2 * n > d->al->cap && ireserve(d->al, d->al->n + 2 * n)) return -1;
+    if (d->t->n + n > d->t->cap && spm_bytes_reserve(d->t, d->t->n + n)) return -1;
+    if (d->al->n + 2 * n > d->al->cap && spm_ints_reserve(d->al, d->al->n + 2 * n)) return -1;
     memcpy(d->t->p + d->t->n, s, n);
     d->t->n += n;
     int32_t *q = d->al->p + d->al->n;
@@ -105,8 +82,8 @@ HOT int put_one(stage *d, const uint8_t *s, size_t n, int32_t as, int32_t ae) {
 
 /* appends bytes s[0..n) with their own alignments al (2 per byte) */
 HOT int put_copy(stage *d, const uint8_t *s, const int32_t *al, size_t n) {
-    if (d->t->n + n > d->t->cap && breserve(d->t, d->t->n + n)) return -1;
-    if (d->al->n + 2 * n > d->al->cap && ireserve(d->al, d->al->n + 2 * n)) return -1;
+    if (d->t->n + n > d->t->cap && spm_bytes_reserve(d->t, d->t->n + n)) return -1;
+    if (d->al->n + 2 * n > d->al->cap && spm_ints_reserve(d->al, d->al->n + 2 * n)) return -1;
     memcpy(d->t->p + d->t->n, s, n);
     memcpy(d->al->p + d->al->n, al, n * 8);
     d->t->n += n;
@@ -142,7 +119,7 @@ static int precompiled_al(const spm_hf *h, const spm_hf_op *op, spm_ints *chg, c
     chg->n = 0;
     int modified = 0;
     d->t->n = 0;
-    if (breserve(d->t, n + 16)) return -1;
+    if (spm_bytes_reserve(d->t, n + 16)) return -1;
     for (size_t i = 0; i < n;) {
         const size_t j = spm_hf_cluster_end(h, s, i, n);
         const uint8_t *r;
@@ -150,7 +127,7 @@ static int precompiled_al(const spm_hf *h, const spm_hf_op *op, spm_ints *chg, c
         if (j - i < 6 && (r = spm_hf_cm_transform(op, s + i, j - i, &rl))) {
             modified = 1;
             if (chg_replace(chg, r, rl, nchars(s + i, j - i))) return -1;
-            if (d->t->n + rl > d->t->cap && breserve(d->t, d->t->n + rl)) return -1;
+            if (d->t->n + rl > d->t->cap && spm_bytes_reserve(d->t, d->t->n + rl)) return -1;
             memcpy(d->t->p + d->t->n, r, rl);
             d->t->n += rl;
         } else {
@@ -165,7 +142,7 @@ static int precompiled_al(const spm_hf *h, const spm_hf_op *op, spm_ints *chg, c
                     rl = lk;
                     if (iput2(chg, (int32_t)lk, 0)) return -1;
                 }
-                if (d->t->n + rl > d->t->cap && breserve(d->t, d->t->n + rl)) return -1;
+                if (d->t->n + rl > d->t->cap && spm_bytes_reserve(d->t, d->t->n + rl)) return -1;
                 memcpy(d->t->p + d->t->n, r, rl);
                 d->t->n += rl;
                 k += lk;
@@ -178,7 +155,7 @@ static int precompiled_al(const spm_hf *h, const spm_hf_op *op, spm_ints *chg, c
      * alignment of the next original one, an inserted one that of the last original one passed ((0, 0)
      * before any); a negative change passes that many more */
     d->al->n = 0;
-    if (ireserve(d->al, 2 * d->t->n)) return -1;
+    if (spm_ints_reserve(d->al, 2 * d->t->n)) return -1;
     int32_t *q = d->al->p;
     size_t pb = 0;        /* the next original character's byte */
     size_t passed = 0;    /* original characters passed */
@@ -265,17 +242,6 @@ static int replace_al(const spm_hf_op *op, const uint8_t *s, const int32_t *al, 
     return put_copy(d, s + last, al + 2 * last, n - last);
 }
 
-HOT uint32_t u8cp(const uint8_t *s, size_t l) {
-    switch (l) {
-    case 1: return s[0];
-    case 2: return ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F);
-    case 3: return ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
-    default:
-        return ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) |
-               (s[3] & 0x3F);
-    }
-}
-
 /* White_Space (what Rust's char::is_whitespace reads) */
 HOT int is_white(uint32_t c) {
     if (c < 0x80) return c == ' ' || (c >= 9 && c <= 13);
@@ -293,7 +259,7 @@ static int run_ops(const spm_hf *h, spm_hf_off_work *w, const uint8_t *in, size_
                    stage *spare) {
     /* the input: one alignment per character */
     w->la.n = 0;
-    if (ireserve(&w->la, 2 * n + 2)) return -1;
+    if (spm_ints_reserve(&w->la, 2 * n + 2)) return -1;
     {
         int32_t c = base - 1;
         for (size_t i = 0; i < n; i++) {
@@ -304,7 +270,7 @@ static int run_ops(const spm_hf *h, spm_hf_off_work *w, const uint8_t *in, size_
         w->la.n = 2 * n;
     }
     w->a.n = 0;
-    if (breserve(&w->a, n + 1)) return -1;
+    if (spm_bytes_reserve(&w->a, n + 1)) return -1;
     memcpy(w->a.p, in, n);
     w->a.n = n;
     stage cur = {&w->a, &w->la}, nxt = {&w->b, &w->lb};
@@ -479,7 +445,7 @@ int spm_hf_encode_offsets(const spm_model *m, spm_hf *h, spm_hf_off_work *w, con
             if (w->sp.n != 2 * (ids->n - b0)) return 2;
         }
         const size_t nt = ids->n - b0;
-        if (ireserve(off, off->n + 2 * nt) || ireserve(nsp, nsp->n + 2 * nt) || ireserve(word, word->n + nt))
+        if (spm_ints_reserve(off, off->n + 2 * nt) || spm_ints_reserve(nsp, nsp->n + 2 * nt) || spm_ints_reserve(word, word->n + nt))
             return -1;
         for (size_t t = 0; t < nt; t++) {
             const size_t bs = ps + (size_t)w->sp.p[2 * t], be = ps + (size_t)w->sp.p[2 * t + 1];

@@ -1013,7 +1013,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
             goto done;
         }
         /* block sizes are planned from these byte counts: a code point of a non-ASCII text counts ~2 */
-        total += src[i].utf8 ? src[i].len : 2 * src[i].len;
+        total += pystr_weight(&src[i]);
     }
     if (tr) tr_prep = cpu_us();
     {
@@ -1031,17 +1031,8 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         if (nthreads > 256) nthreads = 256;
         /* ~16 claims per thread keep the threads' last blocks ending close together; more, smaller blocks cost a
          * claim of the shared counter each and split the output into more pieces */
-        size_t cap = total / ((size_t)nthreads * 16), nb = 0, bytes = 0;
-        for (size_t i = 0; i < count; i++) {
-            size_t ni = src[i].utf8 ? src[i].len : 2 * src[i].len;
-            if (i == 0 || i - bstart[nb - 1] >= 64 || bytes + ni > cap) {
-                recs[nb] = NULL;
-                bstart[nb++] = i;
-                bytes = 0;
-            }
-            bytes += ni;
-        }
-        bstart[nb] = count;
+        size_t nb = pystr_blocks(src, count, total / ((size_t)nthreads * 16), bstart);
+        for (size_t b = 0; b < nb; b++) recs[b] = NULL;
         job.nblocks = nb;
         atomic_init(&job.next, 0);
         atomic_init(&job.chunks, NULL);

@@ -921,19 +921,10 @@ static PyObject *batch_lists_overlapped(ModelObject *self, const pystr_src *src,
     wb_text **recs = (wb_text **)(bstart + cnt + 2);
     {
         /* blocks of <= 64 texts and ~1/16 of a thread's share of the bytes (as the BPE batch) */
-        size_t total = 0, nb = 0, bytes = 0;
-        for (size_t i = 0; i < cnt; i++) total += src[i].utf8 ? src[i].len : 2 * src[i].len;
-        size_t cap = total / ((size_t)(nthreads > 0 ? nthreads : 1) * 16);
-        for (size_t i = 0; i < cnt; i++) {
-            size_t ni = src[i].utf8 ? src[i].len : 2 * src[i].len;
-            if (i == 0 || i - bstart[nb - 1] >= 64 || bytes + ni > cap) {
-                recs[nb] = NULL;
-                bstart[nb++] = i;
-                bytes = 0;
-            }
-            bytes += ni;
-        }
-        bstart[nb] = cnt;
+        size_t total = 0;
+        for (size_t i = 0; i < cnt; i++) total += pystr_weight(&src[i]);
+        size_t nb = pystr_blocks(src, cnt, total / ((size_t)(nthreads > 0 ? nthreads : 1) * 16), bstart);
+        for (size_t b = 0; b < nb; b++) recs[b] = NULL;
         job.bstart = bstart;
         job.nblocks = nb;
         job.recs = recs;
@@ -1058,7 +1049,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
             PyErr_SetString(PyExc_ValueError, "text too long");
             goto done;
         }
-        bytes += src[i].utf8 ? src[i].len : 2 * src[i].len;
+        bytes += pystr_weight(&src[i]);
         outs[i].want_offs = mode & 1;
     }
     {

@@ -25,6 +25,26 @@ typedef struct {
     int ukind;    /* 1, 2 or 4: bytes per code unit of `units` */
 } pystr_src;
 
+/* the weight of a text when a batch is cut into blocks: its UTF-8 bytes, or 2 per code unit not converted yet */
+static inline size_t pystr_weight(const pystr_src *d) { return d->utf8 ? d->len : 2 * d->len; }
+
+/* A batch cut into blocks for the worker threads (claimed one at a time from a shared counter): at most 64 texts
+ * and about `cap` of weight each.  bstart (count + 1 entries) gets each block's first text and bstart[nb] =
+ * count; returns nb.  Used by the BPE and WordPiece batches. */
+static inline size_t pystr_blocks(const pystr_src *src, size_t count, size_t cap, size_t *bstart) {
+    size_t nb = 0, w = 0;
+    for (size_t i = 0; i < count; i++) {
+        size_t wi = pystr_weight(&src[i]);
+        if (i == 0 || i - bstart[nb - 1] >= 64 || w + wi > cap) {
+            bstart[nb++] = i;
+            w = 0;
+        }
+        w += wi;
+    }
+    bstart[nb] = count;
+    return nb;
+}
+
 /* with the GIL: where the UTF-8 of str o is, or will come from.  0 ok; -1 with an exception (only from
  * the fallback conversion of a non-compact str); 1: o has no UTF-8 (a lone surrogate; no exception set) */
 static inline int pystr_note(PyObject *o, pystr_src *d) {
