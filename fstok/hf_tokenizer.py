@@ -637,11 +637,14 @@ def _compile_core(obj: dict, source: str, raw: Optional[bytes] = None):
     The cache key is the hash of the core parts' canonical JSON; serializing a large vocabulary for it costs
     seconds, so the raw tokenizer.json text (when given) is mapped to that key by a small index file."""
     from . import api as _api
+    from ._compile_cache import _code_fingerprint
     from ._version import __version__
 
+    # the version and the code's fingerprint: an artifact compiled by other code is never reused
+    stamp = (__version__ + _code_fingerprint()).encode()
     index = None
     if raw is not None:
-        rk = hashlib.sha256(raw + b"\0" + __version__.encode()).hexdigest()[:24]
+        rk = hashlib.sha256(raw + b"\0" + stamp).hexdigest()[:24]
         index = os.path.join(_cache_dir(), f"hf-src-{rk}.key")
         try:
             with open(index, encoding="ascii") as f:
@@ -656,7 +659,7 @@ def _compile_core(obj: dict, source: str, raw: Optional[bytes] = None):
     core_obj.update({"version": obj.get("version", "1.0"), "truncation": None, "padding": None,
                      "post_processor": None, "decoder": obj.get("decoder")})
     data = json.dumps(core_obj, ensure_ascii=False, sort_keys=True).encode("utf-8")
-    key = hashlib.sha256(data + __version__.encode()).hexdigest()[:24]
+    key = hashlib.sha256(data + stamp).hexdigest()[:24]
     path = os.path.join(_cache_dir(), f"hf-{key}.fst")
 
     def remember() -> None:
