@@ -245,8 +245,10 @@ def _check_previous(out: str, plan_hash: str) -> None:
 
 
 def _clean_temp(out: str) -> None:
+    """Temporary files a killed run left: shard data (".shard_*") and the atomic writes of shard records and
+    the manifest ("shard_*.done.json.tmp-*", "manifest.json.tmp-*")."""
     for f in os.listdir(out):
-        if f.startswith(".shard_") and ".tmp-" in f:
+        if ".tmp-" in f and f.startswith((".shard_", "shard_", "manifest.json")):
             try:
                 os.unlink(os.path.join(out, f))
             except OSError:
