@@ -38,3 +38,24 @@ def test_byte_level_bpe_behind_nfkc_equals_hf():
     assert [tok.encode(t) for t in texts] == want
     assert tok.encode_batch(texts) == want
     assert tok.count_batch(texts) == [len(w) for w in want]
+
+
+@needs_shared
+def test_byte_level_bpe_behind_nfc_every_differing_character(tmp_path):
+    """The native pass skips the normalizer for a text already in NFC; the scan for the characters HF's
+    tables know otherwise (a bitmap in C) must see every one of them, around reordering combining marks."""
+    import json
+
+    with open(os.path.join(VOCAB, "hf", "anthropic_tokenizer.json"), encoding="utf-8") as f:
+        obj = json.load(f)
+    obj["normalizer"] = {"type": "NFC"}
+    path = tmp_path / "nfc.json"
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    tok, ref = fstok.compile(str(path)), tokenizers.Tokenizer.from_file(str(path))
+    texts = NEWER + ["caf\u00e9", "cafe\u0301 x"]
+    for c in sorted(hf_unicode.opaque()):
+        texts += ["\u00e9" + c, "a\u0301" + c + "\u0300b", c + "\u0327\u0301", "\u201cx" + c + "\u0323\u0302"]
+    want = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    got = [tok.encode(t, allowed_special="all") for t in texts]
+    assert [t for t, g, w in zip(texts, got, want) if g != w] == []
+    assert tok.encode_batch(texts, allowed_special="all") == want
