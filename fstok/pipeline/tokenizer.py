@@ -573,8 +573,46 @@ class PipelineTokenizer:
         including a post-processor's offset trimming)."""
         return self._encoding(text, add_special_tokens)
 
-    def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool = False) -> list[list[int]]:
-        return [self.encode(t, add_special_tokens=add_special_tokens) for t in texts]
+    def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool = False,
+                     num_threads: Optional[int] = None) -> list[list[int]]:
+        """encode() of each text; where the compiled tables take the texts as they are ("direct" mode), the
+        whole batch is one C call on `num_threads` threads (default: the machine's cores), and only the texts
+        that need the stages (an lstrip / rstrip / single_word added token, a byte the vocabulary lacks, lone
+        surrogates) take `encode`."""
+        if isinstance(texts, str):
+            raise TypeError("encode_batch expects a sequence of str, not a str")
+        texts = texts if isinstance(texts, list) else list(texts)
+        out = self._direct_batch(texts, num_threads)
+        if out is None:
+            return [self.encode(t, add_special_tokens=add_special_tokens) for t in texts]
+        if add_special_tokens and self._has_pp:
+            wrap = self._pp_wrap()
+            if wrap is None:
+                return [self.encode(t, add_special_tokens=True) for t in texts]
+            a, b = wrap
+            return [a + ids + b for ids in out]
+        return out
+
+    def _direct_batch(self, texts: list, num_threads: Optional[int]):
+        """The ids of `texts` by one batch call of the tables (what `_ids` gives each), or None where the
+        mode is not "direct" (the stages or a normalized text decide)."""
+        tb = self._tables
+        if tb is None or self._mode != "direct" or not tb._native or tb._python_text_path():
+            return None
+        sp1, sp2 = tb._matchers(frozenset())
+        out, missing = tb._model.encode_batch(texts, sp1, tb._threads(num_threads, len(texts)), 0, sp2, True)
+        redo = set(missing)  # lone surrogates: repaired as `_ids` repairs them
+        lo = self._standin_lo
+        if lo is not None:  # a byte the vocabulary lacks (its stand-in id): the stages, as `_ids` decides
+            redo.update(i for i, ids in enumerate(out) if ids and max(ids) >= lo)
+        guards = self._guards
+        if guards:
+            joined = "\0".join(texts)  # (every item is a str: the C call checked them)
+            if any(g in joined for g in guards):
+                redo.update(i for i, t in enumerate(texts) if any(g in t for g in guards))
+        for i in redo:
+            out[i] = self._ids(texts[i])
+        return out
 
     def count(self, text: str) -> int:
         return len(self._ids(text))
