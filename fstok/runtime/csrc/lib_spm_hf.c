@@ -138,7 +138,41 @@ const uint8_t *spm_hf_cm_transform(const spm_hf_op *op, const uint8_t *k, size_t
 
 static int precompiled(const spm_hf *h, const spm_hf_op *op, const uint8_t *s, size_t n, spm_bytes *out) {
     size_t i = 0;
+    const uint8_t *pass = op->pass;
     while (i < n) {
+        if (pass) {
+            /* a run of code points of `pass` is a run of one-character clusters the charsmap leaves as they are,
+             * but for its last one, which a following character may extend: copied up to that one */
+            size_t j = i, last = i;
+            while (j < n) {
+                const uint8_t b = s[j];
+                uint32_t cp;
+                size_t l;
+                if (b < 0x80) {
+                    cp = b;
+                    l = 1;
+                } else if (b < 0xE0) {
+                    if (j + 2 > n) break;
+                    cp = (uint32_t)(b & 0x1F) << 6 | (s[j + 1] & 0x3F);
+                    l = 2;
+                } else if (b < 0xF0) {
+                    if (j + 3 > n) break;
+                    cp = (uint32_t)(b & 0x0F) << 12 | (uint32_t)(s[j + 1] & 0x3F) << 6 | (s[j + 2] & 0x3F);
+                    l = 3;
+                } else {
+                    break;
+                }
+                if (!pass[cp]) break;
+                last = j;
+                j += l;
+            }
+            const size_t stop = j == n ? n : last;
+            if (stop > i) {
+                if (buf_put(out, s + i, stop - i)) return -1;
+                i = stop;
+                if (i >= n) break;
+            }
+        }
         const size_t j = cluster_end(h, s, i, n);
         const uint8_t *r;
         size_t rl;
@@ -613,9 +647,44 @@ void spm_hf_free(spm_hf *h) {
     spm_zfree(h->cache, h->cbytes);
     if (h->mbytes) spm_zfree(h->mtab, h->mbytes); /* else the artifact's (spm_hf_merges_adopt) */
     free(h->gbmp);
+    for (int k = 0; k < h->n_ops; k++) {
+        free(h->ops[k].pass);
+        h->ops[k].pass = NULL;
+    }
     h->cache = NULL;
     h->mtab = NULL;
     h->gbmp = NULL;
+}
+
+/* op->pass (see spm_hf_op): the code points of grapheme class Other, LF or Control and no other grapheme
+ * property (each such one ends its cluster before another, and is a cluster of its own after one), whose
+ * bytes the charsmap does not replace (cm_transform: no key, or the character itself) */
+static int pass_init(const spm_hf *h, spm_hf_op *op) {
+    op->pass = (uint8_t *)calloc(0x10000, 1);
+    if (!op->pass) return -1;
+    for (uint32_t cp = 0; cp < 0x10000; cp++) {
+        const uint8_t g = h->gbmp[cp];
+        if ((g != G_OTHER && g != G_LF && g != G_CONTROL) || (cp >= 0xD800 && cp < 0xE000)) continue;
+        uint8_t k[3];
+        size_t l;
+        if (cp < 0x80) {
+            k[0] = (uint8_t)cp;
+            l = 1;
+        } else if (cp < 0x800) {
+            k[0] = (uint8_t)(0xC0 | cp >> 6);
+            k[1] = (uint8_t)(0x80 | (cp & 0x3F));
+            l = 2;
+        } else {
+            k[0] = (uint8_t)(0xE0 | cp >> 12);
+            k[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+            k[2] = (uint8_t)(0x80 | (cp & 0x3F));
+            l = 3;
+        }
+        size_t rl = 0;
+        const uint8_t *r = cm_transform(op, k, l, &rl);
+        op->pass[cp] = !r || (rl == l && memcmp(r, k, l) == 0);
+    }
+    return 0;
 }
 
 int spm_hf_tables_init(spm_hf *h) {
@@ -623,6 +692,8 @@ int spm_hf_tables_init(spm_hf *h) {
     if (!h->gbmp) return -1;
     for (uint32_t r = 0; r < h->n_g; r++)
         for (uint32_t c = h->g_start[r]; c <= h->g_end[r] && c < 0x10000; c++) h->gbmp[c] = h->g_bits[r];
+    for (int k = 0; k < h->n_ops; k++)
+        if (h->ops[k].kind == HFN_PRECOMPILED && pass_init(h, &h->ops[k])) return -1;
     return 0;
 }
 

@@ -373,6 +373,9 @@ typedef struct {
     const uint32_t *units;
     const uint8_t *norm;
     uint32_t n_units, n_norm;
+    /* HFN_PRECOMPILED: 1 at each BMP code point that is a grapheme cluster of its own wherever it stands beside
+     * another such code point and that the charsmap leaves as it is (built at load); NULL: none */
+    uint8_t *pass;
 } spm_hf_op;
 
 typedef struct {
