@@ -566,7 +566,7 @@ static PyObject *py_hf_encode(PyObject *self, PyObject *args) {
         if (rc == 1) Py_RETURN_NONE;
         return PyErr_NoMemory();
     }
-    PyObject *r = ids_list_h(get_handle(x->model), &ids, 1);
+    PyObject *r = ids_list(&ids, 1);
     spm_ints_free(&ids);
     return r;
 }
