@@ -654,8 +654,12 @@ class HFSentencePieceTokenizer(ArtifactIO):
     def _ids_native(self, text: str) -> list[int]:
         """The ids alone, each segment between added tokens in one native call."""
         hf_encode = _native().hf_encode
+        segs = self._find_added(text, self._raw_rx)
+        if len(segs) == 1 and segs[0][0] is None:  # no added token: the native list is the answer
+            got = hf_encode(self._hf, text.encode("utf-8"), True)
+            return got if got is not None else self._ids_fast(text)
         ids: list[int] = []
-        for tid, a, b in self._find_added(text, self._raw_rx):
+        for tid, a, b in segs:
             if tid is not None:
                 ids.append(tid)
                 continue
