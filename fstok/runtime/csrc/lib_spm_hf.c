@@ -382,6 +382,7 @@ HOT int item_before(const hf_merge_item *x, const hf_merge_item *y) {
 typedef struct {
     int32_t id, prev, next;
     uint32_t len;
+    uint8_t sm; /* its index in spm_hf.small (an ASCII character or U+2581 before any merge), 255: none */
 } hf_sym;
 
 typedef struct {
@@ -426,7 +427,7 @@ static hf_merge_item q_pop(hf_bpe_work *w) {
     return top;
 }
 
-static int sym_add(hf_bpe_work *w, int32_t id, uint32_t len) {
+static int sym_add(hf_bpe_work *w, int32_t id, uint32_t len, uint8_t sm) {
     if (w->ns + 1 > w->cap_s) {
         size_t c = w->cap_s ? w->cap_s * 2 : 64;
         hf_sym *q = (hf_sym *)realloc(w->sym, c * sizeof *q);
@@ -439,18 +440,108 @@ static int sym_add(hf_bpe_work *w, int32_t id, uint32_t len) {
     y->len = len;
     y->prev = (int32_t)w->ns - 1;
     y->next = (int32_t)w->ns + 1;
+    y->sm = sm;
     w->ns++;
     return 0;
 }
 
+static const uint8_t HF_SPACE_SYM[3] = {0xE2, 0x96, 0x81};
+
+/* the piece of one character as hf_bpe's first symbols take it: the character table, else the trie */
+HOT int32_t char_piece(const spm_model *m, const spm_ftrie *f, const uint8_t *s, size_t l) {
+    int8_t unused;
+    int32_t id = spm_char_piece(f, s, l, &unused);
+    if (id == -2) id = vocab_get(m, s, l);
+    return id;
+}
+
+static pthread_mutex_t hf_hot_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The first BPE encode makes h's small table (the merges of every two first symbols of ASCII text, looked
+ * up in the merge table) and, when the merge table is the artifact's mapping and large, copies it into
+ * 2 MiB pages (it is probed at random: one TLB entry per 2 MiB where the mapping takes one per 4 KiB).
+ * Without memory either stays as it was: the lookups read the merge table. */
+static void hf_make_hot(const spm_model *m, spm_hf *h) {
+    pthread_mutex_lock(&hf_hot_mu);
+    if (!h->hot) {
+        const spm_ftrie *f = spm_ftrie_get(m);
+        uint64_t *T = (uint64_t *)calloc(SPM_HF_SMALL * SPM_HF_SMALL, sizeof *T);
+        if (T) {
+            for (int c = 0; c < 128; c++) {
+                const uint8_t b = (uint8_t)c;
+                h->small_id[c] = char_piece(m, f, &b, 1);
+            }
+            h->small_id[128] = char_piece(m, f, HF_SPACE_SYM, 3);
+            for (int x = 0; x < SPM_HF_SMALL; x++)
+                for (int y = 0; y < SPM_HF_SMALL; y++) {
+                    uint32_t r;
+                    int32_t nid;
+                    if (h->small_id[x] >= 0 && h->small_id[y] >= 0 &&
+                        merge_get(h, h->small_id[x], h->small_id[y], &r, &nid) && r < 0xFFFFFFFFu && nid >= 0)
+                        T[x * SPM_HF_SMALL + y] = (uint64_t)(r + 1) << 32 | (uint32_t)nid;
+                }
+            h->small = T;
+        }
+        const size_t nb = (h->mmask + 1) * sizeof(spm_hf_merge), page = (size_t)2 << 20;
+        if (h->mtab && !h->mbytes && nb >= page / 2) {
+            size_t mapped = 0;
+            spm_hf_merge *d = (spm_hf_merge *)spm_huge_alloc(nb, &mapped);
+            if (d && mapped % page == 0) {
+                memcpy(d, h->mtab, nb);
+                /* (a reader that took the old pointer reads the mapping, which the handle keeps) */
+                __atomic_store_n(&h->mtab, d, __ATOMIC_RELEASE);
+                h->mbytes = mapped;
+            } else if (d) {
+                spm_zfree(d, mapped);
+            }
+        }
+        __atomic_store_n(&h->hot, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&hf_hot_mu);
+}
+
+/* the merge of symbols a b: its rank and new id; 0 when there is none */
+HOT int sym_pair(const spm_hf *h, const hf_sym *a, const hf_sym *b, uint32_t *rank, int32_t *nid) {
+    if (a->sm != 255 && b->sm != 255) {
+        const uint64_t e = h->small[a->sm * SPM_HF_SMALL + b->sm];
+        if (!e) return 0;
+        *rank = (uint32_t)(e >> 32) - 1;
+        *nid = (int32_t)(uint32_t)e;
+        return 1;
+    }
+    return merge_get(h, a->id, b->id, rank, nid);
+}
+
+HOT void sym_prefetch(const spm_hf *h, const hf_sym *a, const hf_sym *b) {
+    if (a->sm == 255 || b->sm == 255) merge_prefetch(h, a->id, b->id);
+}
+
+#define HF_ARRAY_MAX 32 /* words of at most this many symbols merge without the heap */
+#define HF_NONE UINT64_MAX
+
+/* the candidate of symbol k and its next one: rank << 32 | k (the queue's order: rank, then position), HF_NONE */
+HOT uint64_t cand_of(const spm_hf *h, const hf_bpe_work *w, int32_t k, int32_t *nid) {
+    if (k < 0) return HF_NONE;
+    const hf_sym *a = &w->sym[k];
+    if (a->next < 0) return HF_NONE;
+    uint32_t r;
+    if (!sym_pair(h, a, &w->sym[a->next], &r, nid)) return HF_NONE;
+    return (uint64_t)r << 32 | (uint32_t)k;
+}
+
 /* tokenizers' BPE::merge_word and Word::merge_all (no continuing_subword_prefix / end_of_word_suffix); with
- * `sp`, the byte span (begin, end) of each id too (a symbol's span grows as it merges) */
+ * `sp`, the byte span (begin, end) of each id too (a symbol's span grows as it merges).  Words of at most
+ * HF_ARRAY_MAX symbols keep one candidate per symbol (its merge with the next one) in an array and take the
+ * least (rank, position) by a scan: the queue's order over exactly the entries of the queue that are not
+ * stale (a pair's merge is a function of its two ids) */
 static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uint8_t *s, size_t n, spm_ints *ids,
                   spm_ints *sp) {
     if (h->ignore_merges) {
         const int32_t id = vocab_get(m, s, n);
         if (id >= 0) return ids_put(ids, id) || (sp && (ids_put(sp, 0) || ids_put(sp, (int32_t)n)));
     }
+    if (!__atomic_load_n(&h->hot, __ATOMIC_ACQUIRE)) hf_make_hot(m, (spm_hf *)h);
+    const int small = h->small != NULL;
     w->ns = 0;
     w->nq = 0;
     int32_t unk_id = -1;
@@ -458,26 +549,31 @@ static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uin
     const spm_ftrie *f = spm_ftrie_get(m);
     for (size_t i = 0; i < n;) {
         const size_t l = u8len(s[i]);
-        int8_t unused;
-        int32_t id = spm_char_piece(f, s + i, l, &unused); /* the character table, else the trie */
-        if (id == -2) id = vocab_get(m, s + i, l);
+        const int32_t id = char_piece(m, f, s + i, l);
         if (id >= 0) {
-            if (unk_id >= 0 && sym_add(w, unk_id, unk_len)) return -1;
+            if (unk_id >= 0 && sym_add(w, unk_id, unk_len, 255)) return -1;
             unk_id = -1;
-            if (sym_add(w, id, (uint32_t)l)) return -1;
+            uint8_t sm = 255;
+            if (small) {
+                if (l == 1 && s[i] < 128)
+                    sm = s[i];
+                else if (l == 3 && s[i] == HF_SPACE_SYM[0] && s[i + 1] == HF_SPACE_SYM[1] && s[i + 2] == HF_SPACE_SYM[2])
+                    sm = 128;
+            }
+            if (sym_add(w, id, (uint32_t)l, sm)) return -1;
             /* the candidate of this symbol and the one before it: its table slot is fetched now */
-            if (w->ns > 1) merge_prefetch(h, w->sym[w->ns - 2].id, id);
+            if (w->ns > 1) sym_prefetch(h, &w->sym[w->ns - 2], &w->sym[w->ns - 1]);
         } else {
             int all = h->byte_fallback;
             for (size_t q = i; all && q < i + l; q++) all = h->byte_tok[s[q]] >= 0;
             if (all) {
                 for (size_t q = i; q < i + l; q++)
-                    if (sym_add(w, h->byte_tok[s[q]], 1)) return -1;
+                    if (sym_add(w, h->byte_tok[s[q]], 1, 255)) return -1;
             } else if (m->unk_id >= 0) {
                 if (unk_id >= 0 && h->fuse_unk) {
                     unk_len += (uint32_t)l;
                 } else {
-                    if (unk_id >= 0 && sym_add(w, unk_id, unk_len)) return -1;
+                    if (unk_id >= 0 && sym_add(w, unk_id, unk_len, 255)) return -1;
                     unk_id = m->unk_id;
                     unk_len = (uint32_t)l;
                 }
@@ -485,12 +581,38 @@ static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uin
         }
         i += l;
     }
-    if (unk_id >= 0 && sym_add(w, unk_id, unk_len)) return -1;
+    if (unk_id >= 0 && sym_add(w, unk_id, unk_len, 255)) return -1;
     if (!w->ns) return 0;
     w->sym[w->ns - 1].next = -1;
+    if (w->ns <= HF_ARRAY_MAX) {
+        uint64_t cand[HF_ARRAY_MAX];
+        int32_t cnid[HF_ARRAY_MAX];
+        const int32_t ns = (int32_t)w->ns;
+        for (int32_t k = 0; k < ns; k++) cand[k] = cand_of(h, w, k, &cnid[k]);
+        for (;;) {
+            uint64_t best = HF_NONE;
+            for (int32_t k = 0; k < ns; k++) best = cand[k] < best ? cand[k] : best;
+            if (best == HF_NONE) break;
+            const uint32_t pos = (uint32_t)best; /* (< ns) */
+            hf_sym *a = &w->sym[pos];
+            hf_sym *b = &w->sym[a->next];
+            cand[a->next] = HF_NONE;
+            a->id = cnid[pos];
+            a->sm = 255;
+            a->len += b->len;
+            b->len = 0;
+            a->next = b->next;
+            if (a->next >= 0) w->sym[a->next].prev = (int32_t)pos;
+            if (a->prev >= 0) sym_prefetch(h, &w->sym[a->prev], a);
+            if (a->next >= 0) sym_prefetch(h, a, &w->sym[a->next]);
+            cand[pos] = cand_of(h, w, (int32_t)pos, &cnid[pos]);
+            if (a->prev >= 0) cand[a->prev] = cand_of(h, w, a->prev, &cnid[a->prev]);
+        }
+        goto emit;
+    }
     for (size_t k = 0; k + 1 < w->ns; k++) {
         hf_merge_item it;
-        if (merge_get(h, w->sym[k].id, w->sym[k + 1].id, &it.rank, &it.new_id)) {
+        if (sym_pair(h, &w->sym[k], &w->sym[k + 1], &it.rank, &it.new_id)) {
             it.pos = (uint32_t)k;
             it.a = w->sym[k].id;
             it.b = w->sym[k + 1].id;
@@ -509,26 +631,28 @@ static int hf_bpe(const spm_model *m, const spm_hf *h, hf_bpe_work *w, const uin
         if ((a->id != top.a || b->id != top.b) && (!merge_get(h, a->id, b->id, &r, &nid) || nid != top.new_id))
             continue;
         a->id = top.new_id;
+        a->sm = 255;
         a->len += b->len;
         b->len = 0;
         a->next = b->next;
         if (a->next >= 0) w->sym[a->next].prev = (int32_t)top.pos;
-        if (a->prev >= 0) merge_prefetch(h, w->sym[a->prev].id, a->id);
-        if (a->next >= 0) merge_prefetch(h, a->id, w->sym[a->next].id);
+        if (a->prev >= 0) sym_prefetch(h, &w->sym[a->prev], a);
+        if (a->next >= 0) sym_prefetch(h, a, &w->sym[a->next]);
         hf_merge_item it;
-        if (a->prev >= 0 && merge_get(h, w->sym[a->prev].id, a->id, &it.rank, &it.new_id)) {
+        if (a->prev >= 0 && sym_pair(h, &w->sym[a->prev], a, &it.rank, &it.new_id)) {
             it.pos = (uint32_t)a->prev;
             it.a = w->sym[a->prev].id;
             it.b = a->id;
             if (q_push(w, it)) return -1;
         }
-        if (a->next >= 0 && merge_get(h, a->id, w->sym[a->next].id, &it.rank, &it.new_id)) {
+        if (a->next >= 0 && sym_pair(h, a, &w->sym[a->next], &it.rank, &it.new_id)) {
             it.pos = top.pos;
             it.a = a->id;
             it.b = w->sym[a->next].id;
             if (q_push(w, it)) return -1;
         }
     }
+emit:;
     int32_t at = 0;
     for (int32_t k = 0; k >= 0; k = w->sym[k].next) {
         if (ids_put(ids, w->sym[k].id)) return -1;
@@ -651,6 +775,8 @@ void spm_hf_free(spm_hf *h) {
         free(h->ops[k].pass);
         h->ops[k].pass = NULL;
     }
+    free(h->small);
+    h->small = NULL;
     h->cache = NULL;
     h->mtab = NULL;
     h->gbmp = NULL;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pyids.h"
 #include "spm.h"
 
 #define N_ARR 9
@@ -21,6 +22,7 @@ typedef struct {
     int nbuf;
     void *copy[N_FT]; /* aligned copies of walking tables whose buffer was not aligned */
     PyObject **ints;  /* the int object of each piece id, made on first use (under the GIL); NULL: none yet */
+    int pinned;       /* ints are the module's pinned ints (pyids.h): a list item takes no reference */
 } handle;
 
 static void handle_free(PyObject *cap) {
@@ -30,7 +32,7 @@ static void handle_free(PyObject *cap) {
     for (int i = 0; i < h->nbuf; i++) PyBuffer_Release(&h->buf[i]);
     for (int i = 0; i < N_FT; i++) free(h->copy[i]);
     if (h->ints) {
-        for (uint32_t i = 0; i < h->m.n_pieces; i++) Py_XDECREF(h->ints[i]);
+        for (uint32_t i = 0; i < h->m.n_pieces && !h->pinned; i++) Py_XDECREF(h->ints[i]);
         free(h->ints);
     }
     spm_cache_free(h->m.cache);
@@ -232,8 +234,58 @@ static PyObject *id_object(handle *h, int32_t id) {
     return x;
 }
 
+/* the module's pinned ints 0..n_pieces-1 as h->ints on first use: 1 pinned, 0 not (this Python keeps
+ * references: id_object), -1 with an exception */
+static int pin_ints(handle *h) {
+    if (h->pinned) return 1;
+    if (h->ints || !h->m.n_pieces) return 0;
+    PyObject **t = (PyObject **)calloc(h->m.n_pieces, sizeof(PyObject *));
+    if (!t) return 0;
+    const int r = pyids_pinned_ints(t, h->m.n_pieces);
+    if (r < 0) {
+        free(t);
+        return r;
+    }
+    h->ints = t; /* (r 0: the table id_object fills) */
+    if (!r) return 0;
+    h->pinned = 1;
+    return 1;
+}
+
+/* a list of the ids at v->p[0], v->p[stride], ...  With pinned ints an item is the int's address (computed
+ * for ids in the module's run of side-by-side ints, pyids.h): no reference count is written, so the ints of
+ * a large vocabulary are not read at all while the list is built */
 static PyObject *ids_list_h(handle *h, const spm_ints *v, int stride) {
     const Py_ssize_t n = (Py_ssize_t)(v->n / (size_t)stride);
+    const int pinned = h ? pin_ints(h) : 0;
+    if (pinned < 0) return NULL;
+    if (pinned) {
+        const pyids_run run = pyids_main_run;
+        PyObject *const *ints = h->ints;
+        const uint32_t np = h->m.n_pieces;
+        PyObject *L = PyList_New(0);
+        if (!L || !n) return L;
+        PyObject **dst = (PyObject **)PyMem_Malloc((size_t)n * sizeof(PyObject *));
+        if (!dst) {
+            Py_DECREF(L);
+            return PyErr_NoMemory();
+        }
+        ((PyListObject *)L)->ob_item = dst;
+        ((PyListObject *)L)->allocated = n;
+        const int32_t *p = v->p;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const uint32_t id = (uint32_t)p[(size_t)i * (size_t)stride];
+            PyObject *x = id < np ? pyids_pinned_int(ints, run, id) : PyLong_FromLong((int32_t)id);
+            if (!x) {
+                Py_SET_SIZE(L, i);
+                Py_DECREF(L);
+                return NULL;
+            }
+            dst[i] = x;
+        }
+        Py_SET_SIZE(L, n);
+        return L;
+    }
     PyObject *L = PyList_New(n);
     if (!L) return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {

@@ -404,7 +404,14 @@ typedef struct spm_hf {
     size_t mmask, mbytes, cbytes;
     struct spm_hf_cache_slot *cache;
     pthread_mutex_t mu;
+    /* made by the first BPE encode (hot 1 once they are): the merges of the first symbols of ASCII text (an
+     * ASCII character or U+2581, SPM_HF_SMALL of them, small_id their pieces) as a dense table that stays in
+     * cache, (rank + 1) << 32 | new id, 0: none; NULL: none made */
+    int hot;
+    uint64_t *small;
+    int32_t small_id[129];
 } spm_hf;
+#define SPM_HF_SMALL 129
 
 int spm_hf_tables_init(spm_hf *h);
 /* The merge table (the compiler's: stored in the artifact, section hf_merges): an open-addressed table of
