@@ -167,7 +167,12 @@ class HFSentencePieceTokenizer(ArtifactIO):
             return None
         is_bpe = self.model_type == "bpe"
         word_sep = str(meta.get("bpe_word_split") or "").encode("utf-8") if is_bpe and kind == 0 else b""
-        return self._hf_make(ops, kind, scheme, split, rep, word_sep)
+        cut = None
+        if word_sep and self._art.has("hf_cut_pairs"):
+            cut = self._art.array("hf_cut_pairs")
+            if self._art.sections["hf_cut_pairs"].dtype != "|u1" or len(cut) != 8192:
+                raise _art.ArtifactError(f"{self._art.path or '<artifact>'}: section 'hf_cut_pairs' is not 8192 bytes")
+        return self._hf_make(ops, kind, scheme, split, rep, word_sep, cut)
 
     def _byte_tok(self) -> np.ndarray:
         """The token of each byte under byte fallback (-1: none), as the native pipeline reads it."""
@@ -183,7 +188,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         tid = self._token_ids_model()
         return np.array([tid.get(f"<0x{c:02X}>", -1) for c in range(256)], dtype=np.int32)
 
-    def _hf_make(self, ops: list, kind: int, scheme: int, split: int, rep: bytes, word_sep: bytes):
+    def _hf_make(self, ops: list, kind: int, scheme: int, split: int, rep: bytes, word_sep: bytes, cut=None):
         a = self._art
         bp = a.meta.get("bpe") or {}
         is_bpe = self.model_type == "bpe"
@@ -197,7 +202,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
             return _native().hf_make(self._h, ops, kind, scheme, split, rep, word_sep, a.array("g_start"),
                                      a.array("g_end"), a.array("g_bits"), mt, self._byte_tok(), int(is_bpe),
                                      int(bool(self._flags & SPF_BYTE_FALLBACK)), int(bool(self._flags & SPF_FUSE_UNK)),
-                                     int(bool(bp.get("ignore_merges"))))
+                                     int(bool(bp.get("ignore_merges"))), cut)
         except ValueError as e:
             sec, _, what = str(e).partition(": ")
             if sec == "hf_merges":

@@ -15,7 +15,7 @@ SPF_WORDS, SPF_CUTS = 256, 512
 _SPACE = "\u2581"
 # the layout and meaning of the compiled tables: stored in the artifact's meta ("tables") and part of the
 # artifact cache key (fstok.spm_cache); an artifact of another layout is refused with a request to compile again
-TABLES = "spm-tables-5"
+TABLES = "spm-tables-6"
 
 _SECTIONS = {
     "cm_units": "<u4", "cm_norm": "|u1",

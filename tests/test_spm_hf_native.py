@@ -7,6 +7,8 @@ import json
 import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import fstok
 from conftest import VOCAB, needs_shared, read_corpus
@@ -187,3 +189,65 @@ def test_threads_share_the_piece_cache(path):
     with ThreadPoolExecutor(4) as ex:
         got = list(ex.map(tok.encode, docs * 3))
     assert got == want * 3
+
+
+def _free_id(v, merges):
+    used = set()
+    for mg in merges:
+        a, b = mg.split(" ") if isinstance(mg, str) else mg
+        used.update((a, b, a + b))
+    return max(t for t in v if t not in used and not t.startswith("<"))
+
+
+@needs_shared
+def test_bpe_cut_between_characters_only_where_no_merge_crosses(phi3_obj, tmp_path):
+    # a merge that makes a token across a character pair no other token holds ("ä" then "的"): the text is cut
+    # between characters everywhere else (hf_cut_pairs), never there, and the ids stay tokenizers'
+    obj = copy.deepcopy(phi3_obj)
+    v, m0 = obj["model"]["vocab"], obj["model"]["merges"]
+    plain, _ = _compile(copy.deepcopy(phi3_obj), tmp_path, "plain")
+    cut = plain._art.array("hf_cut_pairs")
+    bit = 0xA4 * 256 + 0xE7  # the last byte of "ä", the first of "的"
+    assert not (cut[bit >> 3] >> (bit & 7)) & 1
+    v["ä的"] = v.pop(_free_id(v, m0))
+    obj["model"]["merges"] = [("ä 的" if isinstance(m0[0], str) else ["ä", "的"])] + list(m0)
+    tok, hf = _compile(obj, tmp_path, "cross-chars")
+    cut = tok._art.array("hf_cut_pairs")
+    assert (cut[bit >> 3] >> (bit & 7)) & 1
+    assert v["ä的"] in hf.encode("xä的y", add_special_tokens=False).ids
+    _check(tok, hf, ["xä的y", "ä的ä的 ää的的", "的ä的ä", "ä 的 ä的"] + _lines(5), "cross-chars")
+
+
+@needs_shared
+def test_bpe_no_cuts_where_unknown_runs_fuse(phi3_obj, tmp_path):
+    # without byte fallback an unknown run is one fused token: no cut between characters may split it
+    obj = copy.deepcopy(phi3_obj)
+    obj["model"].update({"byte_fallback": False, "fuse_unk": True})
+    tok, hf = _compile(obj, tmp_path, "fused")
+    assert not tok._art.has("hf_cut_pairs")
+    _check(tok, hf, ["\u0378\u0379\u0378 x\u0378的\u0379", "ⰀⰁⰂ ⰀⰁ"], "fused")
+
+
+_ALPHABET = list("ab eé的是▁ä,.!?1\n\t") + ["ä的", "  ", "\u0378", "😀", "Ⰰ", "ℌ", "▁▁"]
+
+
+@needs_shared
+@settings(max_examples=150, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(parts=st.lists(st.sampled_from(_ALPHABET), max_size=40))
+def test_bpe_hypothesis_strings_equal_tokenizers(parts):
+    # words of every length (the array and queue merges), ASCII first symbols (the dense table), cuts between
+    # characters and unknown characters, each against tokenizers
+    tok, hf = _phi3_pair()
+    x = "".join(parts)
+    assert tok.encode(x) == hf.encode(x, add_special_tokens=False).ids, x
+
+
+_PAIR = []
+
+
+def _phi3_pair():
+    if not _PAIR:
+        if not os.path.exists(PHI3):
+            pytest.skip(f"{PHI3} not present")
+        _PAIR.append((fstok.compile(PHI3), tokenizers.Tokenizer.from_file(PHI3)))
+    return _PAIR[0]

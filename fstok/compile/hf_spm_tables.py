@@ -207,6 +207,12 @@ def hf_tables(obj: dict, where: str) -> tuple[dict, dict]:
         sep = "\u2581"
         word_split = sep in vocab and not m.get("ignore_merges") and not any(
             _spans_sep(a + b, sep) for a, b in merges)
+        if word_split and (not m.get("fuse_unk") or (m.get("byte_fallback") and have_bytes)):
+            # the words are cut between two characters as well where no merge's token holds their byte pair
+            # (the first symbols are characters or their bytes, and no unknown run is fused across the cut)
+            from .spm_tables import boundary_pairs
+
+            sections["hf_cut_pairs"] = boundary_pairs(a + b for a, b in merges)
         sections["merge_a"] = np.array(a_ids, dtype=np.int32)
         sections["merge_b"] = np.array(b_ids, dtype=np.int32)
         sections["merge_new"] = np.array(new_ids, dtype=np.int32)

@@ -935,11 +935,13 @@ int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, in
     if (h->nwsep) {
         const size_t ns = h->nwsep;
         const uint8_t w0 = h->wsep[0];
+        const uint8_t *cut = h->cut;
         size_t st = 0;
         int prev_sep = 1;
         for (size_t i = 0; i < cn;) {
             const int sep = cur[i] == w0 && i + ns <= cn && memcmp(cur + i, h->wsep, ns) == 0;
-            if (sep && !prev_sep) {
+            if ((sep && !prev_sep) ||
+                (cut && i > st && !((cut[((size_t)cur[i - 1] << 5) | (cur[i] >> 3)] >> (cur[i] & 7)) & 1))) {
                 if (seg_add(&segs, st, i - st)) goto done;
                 st = i;
             }

@@ -485,10 +485,10 @@ static const void *hf_buf(hf_handle *x, PyObject *o, Py_ssize_t *len) {
 }
 
 static PyObject *py_hf_make(PyObject *self, PyObject *args) {
-    PyObject *model, *ops, *rep, *wsep, *gs, *ge, *gb, *mt, *byte_tok;
+    PyObject *model, *ops, *rep, *wsep, *gs, *ge, *gb, *mt, *byte_tok, *cut = Py_None;
     int pre, scheme, split, is_bpe, byte_fallback, fuse_unk, ignore_merges;
-    if (!PyArg_ParseTuple(args, "OO!iiiSSOOOOOiiii", &model, &PyList_Type, &ops, &pre, &scheme, &split, &rep, &wsep, &gs,
-                          &ge, &gb, &mt, &byte_tok, &is_bpe, &byte_fallback, &fuse_unk, &ignore_merges))
+    if (!PyArg_ParseTuple(args, "OO!iiiSSOOOOOiiii|O", &model, &PyList_Type, &ops, &pre, &scheme, &split, &rep, &wsep,
+                          &gs, &ge, &gb, &mt, &byte_tok, &is_bpe, &byte_fallback, &fuse_unk, &ignore_merges, &cut))
         return NULL;
     if (!get_model(model)) return NULL;
     if (PyList_GET_SIZE(ops) > SPM_HF_MAX_OPS) return PyErr_Format(PyExc_ValueError, "too many normalizer steps");
@@ -547,6 +547,11 @@ static PyObject *py_hf_make(PyObject *self, PyObject *args) {
         goto fail;
     }
     h->n_g = (uint32_t)l3;
+    if ((h->cut = hf_buf(x, cut, &l1)) == (const void *)-1) goto fail;
+    if (h->cut && (l1 != 8192 || !is_bpe || !h->nwsep)) {
+        PyErr_SetString(PyExc_ValueError, "cut_pairs: not 8192 bytes, or not for a BPE model cut into words");
+        goto fail;
+    }
     if (spm_hf_tables_init(h)) goto nomem;
     h->model_bpe = is_bpe;
     h->byte_fallback = byte_fallback;

@@ -394,6 +394,10 @@ typedef struct spm_hf {
      * compiler checked that no merge crosses such a cut); nwsep 0: one piece */
     uint8_t wsep[4];
     size_t nwsep;
+    /* with nwsep: a bit per byte pair (last byte of a character, first byte of the next) that some merge's
+     * token holds across a character boundary (8192 bytes); where it is clear the text is cut as well (no
+     * merge crosses, and no unknown run is fused across: the compiler checked); NULL: none */
+    const uint8_t *cut;
     const uint32_t *g_start, *g_end;
     const uint8_t *g_bits;
     uint32_t n_g;
