@@ -91,6 +91,9 @@ class HFSentencePieceTokenizer(ArtifactIO):
         # tokenizers matches a normalized added token by its content passed through the normalizer (a
         # Prepend normalizer makes "</s>" match as "▁</s>"); special tokens first, then by id
         self._norm_forms: dict[str, int] = {}
+        # and decodes such a token by that normalized form, skipping it as special only when the form is the
+        # content of a special token
+        self._decode_forms: dict[int, str] = {}
         for i, t in sorted(self._added.items(), key=lambda kv: (not kv[1].get("special"), kv[0])):
             if t.get("normalized", not t.get("special")):
                 form = t["content"]
@@ -98,6 +101,9 @@ class HFSentencePieceTokenizer(ArtifactIO):
                     form = step.apply_str(form)
                 if form:
                     self._norm_forms.setdefault(form, i)
+                if form != t["content"] and t["content"]:
+                    self._decode_forms[i] = form
+        self._special_contents = {t["content"] for t in self._added.values() if t.get("special")}
         self._norm_rx = self._added_regex(list(self._norm_forms))
         self._h = None
         if self.model_type == "unigram" or self.model_type == "bpe":
@@ -708,8 +714,14 @@ class HFSentencePieceTokenizer(ArtifactIO):
         """tokenizers' `decode(ids, skip_special_tokens=True)` (its default): ids of neither the
         vocabulary nor the added tokens are dropped, as tokenizers drops them."""
         toks = []
+        forms = self._decode_forms
         for i in ids:
             i = int(i)
+            if forms and i in forms:
+                t = forms[i]
+                if not (skip_special_tokens and t in self._special_contents):
+                    toks.append(t)
+                continue
             if skip_special_tokens and i in self._special_ids:
                 continue
             t = self.id_to_token(i)

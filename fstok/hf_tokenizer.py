@@ -755,7 +755,9 @@ class Tokenizer:
         self._id_to_token = id_to_token
         self._vocab = {t: i for i, t in enumerate(id_to_token) if t is not None}
         self._special_ids = {self._added[c] for c in self._special}
-        self._decode_forms = _normalized_added_forms(obj, source)
+        # keyed by HF's id of each token (the file's id differs only in crafted files)
+        file_ids = {int(a["id"]): self._added[a["content"]] for a in added_raw}
+        self._decode_forms = {file_ids.get(i, i): f for i, f in _normalized_added_forms(obj, source).items()}
         self._processor = PostProcessor.from_json(obj.get("post_processor"))
         from .hf_decode import check_decoder
 

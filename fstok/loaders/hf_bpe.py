@@ -4,7 +4,8 @@ Supported pipeline: normalizer none / empty Sequence / NFC / NFKC; pre-tokenizer
 (optionally after `Split(Regex|String, behavior=Isolated, invert=false)` stages in a `Sequence`, or after
 one `Split(behavior=Removed, invert=true)` with `ByteLevel(use_regex=false)`: the regex's matches);
 model `BPE` over the byte-level alphabet (dropout, continuing_subword_prefix, end_of_word_suffix
-refused); added tokens without lstrip/rstrip/single_word. Anything else raises a ValueError naming it.
+refused); added tokens without lstrip/rstrip/single_word; decoder `ByteLevel`. Anything else raises a
+ValueError naming it.
 """
 from __future__ import annotations
 
@@ -39,6 +40,17 @@ def _normalizer(path: str, norm: Any) -> str | None:
     if t in ("NFKC", "NFC"):
         return t
     raise _fail(path, f"normalizer {t!r} is not supported by fstok BPE (supported: none, NFC, NFKC)")
+
+
+def _decoder(path: str, dec: Any) -> None:
+    """The compiled byte-level BPE decodes as HF's ByteLevel decoder (alone or the only step of a Sequence)
+    does; any other decoder (none included: HF then joins the tokens with spaces) is refused."""
+    if isinstance(dec, dict) and dec.get("type") == "Sequence" and isinstance(dec.get("decoders"), list) \
+            and len(dec["decoders"]) == 1:
+        dec = dec["decoders"][0]
+    if not (isinstance(dec, dict) and dec.get("type") == "ByteLevel"):
+        t = dec.get("type") if isinstance(dec, dict) else dec
+        raise _fail(path, f"decoder {t!r} is not supported by fstok byte-level BPE (supported: ByteLevel)")
 
 
 def _split_pattern(path: str, pt: dict) -> str:
@@ -125,7 +137,10 @@ def load_tokenizer_json(path: str | os.PathLike, name: str | None = None) -> BPE
         obj = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise _fail(p, f"not valid JSON ({e})") from None
-    return source_from_obj(obj, p, name)
+    src = source_from_obj(obj, p, name)
+    if isinstance(obj, dict):
+        _decoder(p, obj.get("decoder"))  # the compiled tokenizer decodes; the pipeline's own decoder does not
+    return src
 
 
 def source_from_obj(obj: Any, p: str, name: str | None = None, check: bool = True) -> BPESource:

@@ -1,0 +1,87 @@
+"""fstok against HF `tokenizers` 0.23.3 on tokenizer.json options the shared files do not use: each shared
+file's pipeline with a small model HF's trainer learns on corpus lines (tools/diff_variants.py `--tiny`),
+its JSON edited to one option, checked by tools/diff_models.py's checks (ids, offsets, decode; both faces,
+with and without special tokens) on edge strings, corpus lines and hypothesis strings.
+
+The full list of variants on the shared files themselves is `python tools/diff_variants.py`."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import needs_shared
+
+tokenizers = pytest.importorskip("tokenizers")
+pytest.importorskip("hypothesis")
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+import diff_variants as DV  # noqa: E402
+
+import fstok  # noqa: E402
+
+pytestmark = needs_shared
+
+SAMPLE = ["phi3 added normalized", "roberta decoder none", "phi3 metaspace first split=False", "whisper split MergedWithNext invert=True",
+          "minilm wordlevel whitespace", "clip fuse_unk", "roberta bytelevel aps=True trim=False regex=False"]
+
+
+@pytest.fixture(scope="module")
+def items():
+    return DV.sample_inputs(6000, 60)
+
+
+@pytest.fixture(scope="module")
+def tmpdir_mod(tmp_path_factory):
+    return str(tmp_path_factory.mktemp("variants"))
+
+
+@pytest.mark.parametrize("name", SAMPLE)
+def test_variant_matches_hf(name, items, tmpdir_mod):
+    (v,) = [v for v in DV.variants() if v[0] == name]
+    status, r, msg = DV.run_variant(*v, items, tmpdir_mod, tiny=True)
+    assert status in ("ok", "refused"), (status, msg, r.first if r else None)
+    assert status == "ok", msg  # these variants are all implemented
+
+
+def _write(d, tmpdir, name):
+    p = os.path.join(tmpdir, name + ".json")
+    with open(p, "w", encoding="utf-8") as f:
+        json.dump(d, f, ensure_ascii=False)
+    return p
+
+
+def test_spm_style_decodes_normalized_special_tokens_like_hf(tmpdir_mod):
+    # HF decodes a normalized added token by its normalized form ("▁<s>" under a Prepend normalizer) and
+    # skips it as special only when that form is a special token's content: "<s>" stays in the text
+    d = DV.tiny_base("phi3")
+    for a in d["added_tokens"]:
+        a["normalized"] = True
+    p = _write(d, tmpdir_mod, "phi3_norm_added")
+    hf = tokenizers.Tokenizer.from_file(p)
+    tok = fstok.compile(p)
+    for s in ["<s>x</s> <unk>", "a <s>", "<unk><s>", "</s>"]:
+        ids = hf.encode(s, add_special_tokens=False).ids
+        assert tok.encode(s) == ids
+        for skip in (True, False):
+            assert tok.decode(ids, skip_special_tokens=skip) == hf.decode(ids, skip_special_tokens=skip), (s, skip)
+
+
+def test_face_decodes_added_token_by_hf_id(tmpdir_mod):
+    # an added token whose content is not in the vocabulary, with the id of another piece in the file: HF
+    # gives it a new id; decode must name that id's normalized form, and not skip it as special
+    d = DV.tiny_base("roberta")
+    d["normalizer"] = {"type": "Lowercase"}
+    for a in d["added_tokens"]:
+        if a["content"] == "<unk>":
+            a["content"] = "<UNK>"
+    p = _write(d, tmpdir_mod, "roberta_upper_added")
+    hf = tokenizers.Tokenizer.from_file(p)
+    face = fstok.Tokenizer.from_file(p)
+    for s in ["a <UNK> <unk>", "<UNK>"]:
+        ids = hf.encode(s, add_special_tokens=False).ids
+        assert face.encode(s, add_special_tokens=False).ids == ids
+        for skip in (True, False):
+            assert face.decode(ids, skip_special_tokens=skip) == hf.decode(ids, skip_special_tokens=skip), (s, skip)
