@@ -291,8 +291,10 @@ def tiny_base(base: str, vocab_size: int = 400) -> dict:
             kw["initial_alphabet"] = pre_tokenizers.ByteLevel.alphabet()
         tr = trainers.BpeTrainer(vocab_size=vocab_size + (256 if byte_level else 0), special_tokens=specials,
                                  show_progress=False, **kw)
-    elif t == "Unigram":
-        tr = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False,
+    elif t == "Unigram":  # every character of the lines must fit in the vocabulary
+        n_chars = len(set("".join(_training_lines())))
+        tr = trainers.UnigramTrainer(vocab_size=max(vocab_size, n_chars + len(specials) + 200), special_tokens=specials,
+                                     show_progress=False,
                                      unk_token=m["vocab"][m["unk_id"]][0])
     else:
         tr = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
