@@ -479,6 +479,12 @@ class BPETokenizer(Inspectable):
             return True
         return not self._hf_opaque()(text) and unicodedata.is_normalized(self._normalizer, text)
 
+    def _batch_in_normal_form(self, texts: list) -> bool:
+        """Whether every text is in the normalizer's form, by one look at them all joined with U+0000 (a
+        starter without decompositions that composes with nothing: no normalization crosses it, so the joined
+        text is in NFC / NFKC exactly when every text is)."""
+        return self._in_normal_form("\0".join(texts))
+
     def _hf_opaque(self):
         """text -> whether it holds one of those characters: one C scan over the code points against a
         bitmap (a regex character class of them costs ~0.5 us a character)."""
@@ -762,8 +768,8 @@ class BPETokenizer(Inspectable):
             out, missing = self._model.encode_batch(texts, sp1, nt, 0, sp2, True)
             for i in missing:  # lone surrogates: repaired as tiktoken does
                 out[i] = self._run(texts[i], allowed, 0)[0]
-            if self._python_text_path():  # texts not in the normalizer's form: their own path (_run)
-                for i, t in enumerate(texts):
+            if self._python_text_path() and not self._batch_in_normal_form(texts):
+                for i, t in enumerate(texts):  # texts not in the normalizer's form: their own path (_run)
                     if not self._in_normal_form(t):
                         out[i] = self._run(t, allowed, 0)[0]
             return out
@@ -837,7 +843,7 @@ class BPETokenizer(Inspectable):
         if self._native and not (self._add_prefix_space and self._python_text_path()):
             sp1, sp2 = self._matchers(frozenset())
             out = self._model.encode_batch(texts, sp1, self._threads(num_threads, len(texts)), 2, sp2)
-            py = self._python_text_path()
+            py = self._python_text_path() and not self._batch_in_normal_form(texts)
             return [r if r is not None and not (py and not self._in_normal_form(t))
                     else self.count(t) for r, t in zip(out, texts)]
         return [self.count(t) for t in texts]

@@ -59,3 +59,8 @@ def test_byte_level_bpe_behind_nfc_every_differing_character(tmp_path):
     got = [tok.encode(t, allowed_special="all") for t in texts]
     assert [t for t, g, w in zip(texts, got, want) if g != w] == []
     assert tok.encode_batch(texts, allowed_special="all") == want
+    # a batch is checked at once, joined: marks at the start of a text never combine with the text before
+    for batch in (["e", "\u0301x", "\u0301", "a\u0327"], ["cafe\u0301", "x"], ["\u201c", "e\u0327\u0301"]):
+        want = [e.ids for e in ref.encode_batch(batch, add_special_tokens=False)]
+        assert tok.encode_batch(batch, allowed_special="all") == want, batch
+        assert tok.count_batch(batch) == [len(w) for w in want]
