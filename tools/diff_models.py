@@ -14,7 +14,7 @@ Every file under ../shared/data/vocab/ is recognised by content and checked agai
   `encode_with_offsets`, `sp.decode(ids)` against `decode(ids)`, and decode of random id sequences;
 - tokenizer.json files (every model type): HF `tokenizers` — `encode(text, add_special_tokens=False/True)`
   ids and offsets against both faces of fstok, the tokenizer `fstok.compile(path)` returns (its `encode`,
-  `encode_with_offsets` and `decode` where its API has them) and `fstok.Tokenizer.from_file(path)`
+  `encode_with_offsets`, `encode_batch` and `decode` where its API has them) and `fstok.Tokenizer.from_file(path)`
   (`encode_batch` ids and offsets, `decode` with skip_special_tokens True and False);
 - Mistral tekken files: `mistral-common`'s Tekkenizer — ids with and without BOS, decode of ids with BOS and EOS
   (special tokens ignored and kept).
@@ -302,6 +302,9 @@ def diff_tokenizers(path: str, items, r: Report) -> None:
             for (label, s), e in zip(chunk, encs):
                 g = tok.encode(s, **kw)
                 r.check(g == e.ids, f"compile ids(add_special_tokens={add})", label, s, e.ids, g)
+            if hasattr(tok, "encode_batch") and all(_accepts(tok, "encode_batch", k) for k in kw):
+                for (label, s), e, g in zip(chunk, encs, tok.encode_batch(texts, **kw)):
+                    r.check(g == e.ids, f"compile encode_batch(add_special_tokens={add})", label, s, e.ids, g)
             batch_ids = [e.ids for e in encs]
         for skip in (True, False):
             if skip and not dec_skip:
