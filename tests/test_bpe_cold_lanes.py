@@ -1,7 +1,8 @@
 """Pieces that miss the piece cache on text new to it are encoded several at a time, in lockstep (pc_fill_cold,
 bpe_piece_cache.h), while many pieces miss: the ids equal the reference's with the fill on, with it off
 ($FSTOK_BPE_LANES=0), and with a piece cache of three lines (each filled piece is evicted again before it is
-emitted, and the emitting loop encodes it itself)."""
+emitted, and the emitting loop encodes it itself).  Pieces of 17-24 bytes take the lanes too (long entries);
+test_bpe_cold_lanes_long.py checks them against the pure-Python oracle."""
 import json
 import os
 import subprocess
@@ -26,7 +27,7 @@ rnd = random.Random(3)
 alpha = "abcdefghijklmnopqrstuvwxyzéüßЖщ中文字日本語한국어ـعربي '1"
 words = ["".join(rnd.choice(alpha) for _ in range(rnd.randint(1, 18))) for _ in range(6000)]
 texts = [read_corpus("multilingual")[:60_000], " ".join(words[:3000])]
-bad, before = [], _bpe.lanes_filled()
+bad, before, before_long = [], _bpe.lanes_filled(), _bpe.lanes_filled_long()
 for name in ("cl100k_base", "o200k_base"):
     enc, ref = fstok_encoding(name), tiktoken_encoding(name)
     for t in texts:
@@ -50,7 +51,8 @@ for path in (sys.argv[2], sys.argv[3]):
             if tok.encode(d) != hf.encode(d, add_special_tokens=False).ids:
                 bad.append(path)
                 break
-print(json.dumps({"bad": bad, "filled": _bpe.lanes_filled() - before}))
+print(json.dumps({"bad": bad, "filled": _bpe.lanes_filled() - before,
+                  "filled_long": _bpe.lanes_filled_long() - before_long}))
 """
 
 
@@ -70,6 +72,7 @@ def test_cold_lanes_exact(env):
     out = _run(env)
     assert out["bad"] == []
     if env.get("FSTOK_BPE_LANES") == "0":
-        assert out["filled"] == 0
+        assert out["filled"] == out["filled_long"] == 0
     else:
         assert out["filled"] > 2000  # the lanes ran on these texts
+        assert out["filled_long"] > 100  # pieces of 17-24 bytes among them (long entries)

@@ -132,7 +132,7 @@ static uint64_t pc_nlines = BPE_PC_LINES;
 /* the lockstep fill of cold pieces (pc_fill_cold): on, or off with $FSTOK_BPE_LANES=0 read at import (tests, A/B);
  * the pieces it encoded so far (tests) */
 static int pc_lanes_on = 1;
-static unsigned long pc_lanes_filled = 0;
+static unsigned long pc_lanes_filled = 0, pc_lanes_filled_long = 0; /* (long: of 17..PC_LONG_MAXLEN bytes) */
 
 /* the seed of new memos' piece caches (pc_seed_build): on, or off with $FSTOK_BPE_SEED=0 read at import (tests, A/B) */
 static int pc_seed_on = 1;
@@ -432,11 +432,13 @@ miss:;
  * up to PC_LANES of them side by side before the pieces are emitted: each round merges one pair in every lane, then
  * fetches the lines of all the new pairs' lookups at once and only then reads them, so their memory latencies
  * overlap.  The results go into the piece cache, where the emitting loop finds them (exact either way: a piece
- * evicted meanwhile is encoded again there). */
+ * evicted meanwhile is encoded again there).  Pieces of 17..PC_LONG_MAXLEN bytes (words of scripts without spaces,
+ * long words) take the lanes too and go in as long entries: encoded one at a time their backtracking walks the
+ * trie a byte at a time, each step a line not in the caches. */
 #define PC_LANES 8
 
 typedef struct {
-    uint32_t tok[BPE_PC_MAXLEN], rk[BPE_PC_MAXLEN];
+    uint32_t tok[PC_LONG_MAXLEN], rk[PC_LONG_MAXLEN];
     uint32_t k;
 } pc_lane;
 
@@ -509,9 +511,25 @@ static inline int pc_has(bpe_memo *memo, const piece_key *k, uint32_t want) {
     return PC_NTOK(b->s[0].tag) <= BPE_PC_SLOTTOK && pc_slot_is(&b->s[1], k, want);
 }
 
-/* encode the nl lanes' pieces (set up from their bytes) and store them in the piece cache */
+/* is the long entry of key k (third word w2) in the pair l, b?  (pc_long_get's test, nothing copied) */
+static inline int pc_long_is(const bpe_pc_line *l, const bpe_pc_line *b, const piece_key *k, uint64_t w2,
+                             uint32_t want) {
+    return l->s[0].k0 == k->w0 && l->s[0].k1 == k->w1 && (l->s[0].tag & PC_MATCH) == want && b != l &&
+           b->s[0].k0 == w2 && b->s[0].k1 == k->w0 && (b->s[0].tag & PC_MATCH) == (want | PC_CONT);
+}
+
+/* is the long entry in its own pair or its second one (where piece_emit_long looks)? */
+static inline int pc_has_long(bpe_memo *memo, const piece_key *k, uint64_t w2, uint32_t want) {
+    bpe_pc_line *l = pc_line(memo, k->h);
+    if (pc_long_is(l, pc_buddy(memo, l), k, w2, want)) return 1;
+    bpe_pc_line *a = pc_alt(memo, l);
+    return a && pc_long_is(a, pc_buddy(memo, a), k, w2, want);
+}
+
+/* encode the nl lanes' pieces (set up from their bytes) and store them in the piece cache (w2[i]: the third key
+ * word of a piece of more than BPE_PC_MAXLEN bytes, stored as a long entry) */
 static void pc_lanes_run(const bpe_model *m, bpe_memo *memo, uint32_t gen, pc_lane *L, const piece_key *keys,
-                         const uint8_t *const *p, const uint8_t *lens, size_t nl) {
+                         const uint64_t *w2, const uint8_t *const *p, const uint8_t *lens, size_t nl) {
     for (size_t i = 0; i < nl; i++) {
         const uint8_t *s = p[i];
         size_t n = lens[i];
@@ -526,58 +544,83 @@ static void pc_lanes_run(const bpe_model *m, bpe_memo *memo, uint32_t gen, pc_la
         if (!m->int_is_ext)
             for (size_t j = 0; j < L[i].k; j++) t[j] = m->int_ext[t[j]];
         bpe_pc_line *l = pc_line(memo, keys[i].h);
-        pc_insert(l, pc_buddy(memo, l), &keys[i], gen | lens[i], gen, t, L[i].k);
+        if (lens[i] > BPE_PC_MAXLEN)
+            pc_insert_long(memo, l, pc_buddy(memo, l), &keys[i], w2[i], gen | lens[i], gen, t, L[i].k);
+        else
+            pc_insert(l, pc_buddy(memo, l), &keys[i], gen | lens[i], gen, t, L[i].k);
     }
 }
 
 /* The pieces [ends[j], ends[j + 1]) of base, j < k (avail_end bytes readable at base), that miss the piece cache and
- * are not one token (as piece_emit would find), encoded PC_LANES at a time into the cache.  Returns how many. */
+ * are not one token (as piece_emit / piece_emit_long would find), encoded PC_LANES at a time into the cache.  Returns
+ * how many. */
 #define PC_FILL_WINDOW 32
 static size_t pc_fill_cold(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *base, const size_t *ends,
                            size_t k, size_t avail_end) {
     pc_lane L[PC_LANES];
     piece_key lk[PC_LANES], wk[PC_FILL_WINDOW];
+    uint64_t lw2[PC_LANES], ww2[PC_FILL_WINDOW];
     const uint8_t *lp[PC_LANES];
     uint8_t ll[PC_LANES];
-    size_t nl = 0, filled = 0;
+    size_t nl = 0, filled = 0, filled_long = 0;
     for (size_t w0 = 0; w0 < k; w0 += PC_FILL_WINDOW) {
         size_t w1 = w0 + PC_FILL_WINDOW < k ? w0 + PC_FILL_WINDOW : k;
         for (size_t j = w0; j < w1; j++) { /* keys first, and the lines they will read */
             size_t len = ends[j + 1] - ends[j];
-            if (len < 2 || len > BPE_PC_MAXLEN) continue;
+            if (len < 2 || len > PC_LONG_MAXLEN) continue;
             piece_key *key = &wk[j - w0];
-            piece_key_of(base + ends[j], len, avail_end - ends[j], key);
-            bpe_pc_line *l = pc_line(memo, key->h);
+            const uint8_t *p = base + ends[j];
+            bpe_pc_line *l;
+            if (len <= BPE_PC_MAXLEN) {
+                piece_key_of(p, len, avail_end - ends[j], key);
+                l = pc_line(memo, key->h);
+                ww2[j - w0] = 0;
+            } else {
+                piece_key_long(p, len, key);
+                ww2[j - w0] = piece_w2(p, len, avail_end - ends[j]);
+                l = pc_line(memo, key->h);
+                bpe_pc_line *a = pc_alt(memo, l);
+                if (a) {
+                    __builtin_prefetch(a);
+                    __builtin_prefetch(pc_buddy(memo, a));
+                }
+            }
             __builtin_prefetch(l);
             __builtin_prefetch(pc_buddy(memo, l));
             __builtin_prefetch(m->span_tab + 2 * (key->h & m->span_mask));
         }
         for (size_t j = w0; j < w1; j++) {
             size_t len = ends[j + 1] - ends[j];
-            if (len < 2 || len > BPE_PC_MAXLEN) continue;
+            if (len < 2 || len > PC_LONG_MAXLEN) continue;
             const piece_key *key = &wk[j - w0];
+            const uint64_t w2 = ww2[j - w0];
             const uint8_t *p = base + ends[j];
-            if (pc_has(memo, key, gen | (uint32_t)len)) continue;
+            if (len <= BPE_PC_MAXLEN ? pc_has(memo, key, gen | (uint32_t)len)
+                                     : pc_has_long(memo, key, w2, gen | (uint32_t)len))
+                continue;
             if (len <= m->max_span_len && bpe_seg_may_be_token(m, p, len) &&
                 bpe_span_probe(m, m->span_tab, m->span_mask, key->h, key->w0, p, len) != BPE_NONE)
                 continue; /* one token: piece_emit's miss costs one probe */
             int dup = 0;
             for (size_t i = 0; i < nl && !dup; i++)
-                dup = ll[i] == len && lk[i].w0 == key->w0 && lk[i].w1 == key->w1;
+                dup = ll[i] == len && lk[i].w0 == key->w0 && lk[i].w1 == key->w1 && lw2[i] == w2;
             if (dup) continue;
             lk[nl] = *key;
+            lw2[nl] = w2;
             lp[nl] = p;
             ll[nl] = (uint8_t)len;
+            filled_long += len > BPE_PC_MAXLEN;
             if (++nl == PC_LANES) {
-                pc_lanes_run(m, memo, gen, L, lk, lp, ll, nl);
+                pc_lanes_run(m, memo, gen, L, lk, lw2, lp, ll, nl);
                 filled += nl;
                 nl = 0;
             }
         }
     }
-    if (nl) pc_lanes_run(m, memo, gen, L, lk, lp, ll, nl);
+    if (nl) pc_lanes_run(m, memo, gen, L, lk, lw2, lp, ll, nl);
     filled += nl;
     if (filled) __atomic_fetch_add(&pc_lanes_filled, filled, __ATOMIC_RELAXED);
+    if (filled_long) __atomic_fetch_add(&pc_lanes_filled_long, filled_long, __ATOMIC_RELAXED);
     return filled;
 }
 

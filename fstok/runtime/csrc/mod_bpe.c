@@ -1845,10 +1845,16 @@ static PyObject *py_lanes_filled(PyObject *self, PyObject *noargs) {
     return PyLong_FromUnsignedLong(__atomic_load_n(&pc_lanes_filled, __ATOMIC_RELAXED));
 }
 
+static PyObject *py_lanes_filled_long(PyObject *self, PyObject *noargs) {
+    return PyLong_FromUnsignedLong(__atomic_load_n(&pc_lanes_filled_long, __ATOMIC_RELAXED));
+}
+
 static PyMethodDef module_methods[] = {
     {"backtrack_fallbacks", py_fallbacks, METH_NOARGS, "spans the backtracking encoder handed to the heap"},
     {"_set_seed", py_set_seed, METH_O, "seed the piece caches of memos borrowed from now on (A/B runs)"},
     {"lanes_filled", py_lanes_filled, METH_NOARGS, "pieces the lockstep fill of cold pieces encoded (pc_fill_cold)"},
+    {"lanes_filled_long", py_lanes_filled_long, METH_NOARGS,
+     "pieces of 17-24 bytes among them (stored as long entries of the piece cache)"},
     {"nm_spans", py_nm_spans, METH_NOARGS,
      "long spans of non-monotone vocabularies: (holding a non-monotone token: heap, without: monotone encoders)"},
     {"build_splits", py_build_splits, METH_VARARGS, "canonical merge of every token"},
