@@ -401,8 +401,6 @@ typedef struct {
     uint32_t pc_seen, pc_missed; /* pieces looked up in the piece cache lately, and those that missed (bpe_encode.h: the
                                     lockstep fill of cold pieces runs while many miss) */
     int pc_cold;
-    uint32_t seeded; /* the generation whose piece cache got the model's seed (bpe_runtime.h memo_seed), 0: none */
-    uint64_t text_bytes; /* bytes of the texts encoded with this memo (memo_seed_due) */
     uint8_t arena[BPE_LMEMO_ARENA];
 } bpe_memo;
 

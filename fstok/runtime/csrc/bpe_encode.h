@@ -363,7 +363,6 @@ static int encode_text(const bpe_rt *self, const bpe_specials *sp, const bpe_spe
     if (n <= 4096) want = n + 2 * BPE_PC_MAXTOK + 8;
     if (st->count_only && want > 4096 + 512) want = 4096 + 512;
     if (!st->plan && bpe_vec_reserve(&st->ids, want)) return -1;
-    if (st->memo) memo_seed_due(self, st->memo, n);
     size_t pos = 0;
     while (pos < n) {
         size_t len = 0;

@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -134,9 +133,6 @@ static uint64_t pc_nlines = BPE_PC_LINES;
 static int pc_lanes_on = 1;
 static unsigned long pc_lanes_filled = 0, pc_lanes_filled_long = 0; /* (long: of 17..PC_LONG_MAXLEN bytes) */
 
-/* the seed of new memos' piece caches (pc_seed_build): on, or off with $FSTOK_BPE_SEED=0 read at import (tests, A/B) */
-static int pc_seed_on = 1;
-static int pc_seed_enabled(void) { return __atomic_load_n(&pc_seed_on, __ATOMIC_RELAXED); }
 
 static void pc_init_lines(void) {
     const char *e = getenv("FSTOK_BPE_PC_LINES");
@@ -144,8 +140,6 @@ static void pc_init_lines(void) {
     if (v >= 1 && v <= (long)BPE_PC_LINES) pc_nlines = (uint64_t)v;
     e = getenv("FSTOK_BPE_LANES");
     if (e && e[0] == '0') pc_lanes_on = 0;
-    e = getenv("FSTOK_BPE_SEED");
-    if (e && e[0] == '0') pc_seed_on = 0;
 }
 
 static inline bpe_pc_line *pc_line(bpe_memo *memo, uint64_t h) { return &memo->pc[((h >> 32) * pc_nlines) >> 32]; }
@@ -636,112 +630,6 @@ static inline void pc_cold_update(bpe_memo *memo, size_t seen, size_t missed) {
     if (memo->pc_seen >= 1024) {
         memo->pc_cold = PC_LANES_RATE * (uint64_t)memo->pc_missed > memo->pc_seen;
         memo->pc_seen = memo->pc_missed = 0;
-    }
-}
-
-/* ---- The seed.  On text never seen before, about half of the pieces that miss the piece cache are one token
- * (o200k: 2,921 of the 5,694 pieces of English documents new after a warm-up on other text, 3,027 of 7,548 on
- * multilingual ones); each miss costs a probe of the span table and a store.  So a memo's cache does not start
- * empty: it starts as a copy of an image holding every token of <= 16 bytes as the piece it encodes to (one
- * token), its own line first, else the buddy, most frequent (lowest id) first; the rest are left to the miss path.
- * An entry of the image is exactly what piece_emit's miss path computes for its bytes (the same span-table probe
- * after the same dead-boundary test), so a hit on it gives the ids the miss would have given.  Seeded entries
- * carry no PC_HIT, so any piece of the text may take their place. */
-
-/* the image (BPE_PC_LINES lines, tags without a generation: pc_seed_apply adds the memo's), or NULL (off, or out
- * of memory) */
-#define SEED_AHEAD 16
-typedef struct {
-    uint8_t buf[BPE_PC_MAXLEN];
-    piece_key k;
-    uint32_t len; /* 0: not a candidate */
-} pc_seed_tok;
-
-/* token id as a seed candidate: its key, and the span slot and image lines it will read prefetched */
-static inline void pc_seed_key(const bpe_model *m, const bpe_pc_line *img, uint32_t id, pc_seed_tok *t) {
-    uint32_t off = m->dec_off[id], len = m->dec_off[id + 1] - off;
-    t->len = 0;
-    if (len == 0 || len > BPE_PC_MAXLEN || len > m->max_span_len) return;
-    memset(t->buf, 0, sizeof t->buf);
-    memcpy(t->buf, m->dec_bytes + off, len);
-    if (!bpe_seg_may_be_token(m, t->buf, len)) return;
-    t->len = len;
-    piece_key_of(t->buf, len, sizeof t->buf, &t->k);
-    size_t li = ((t->k.h >> 32) * pc_nlines) >> 32;
-    __builtin_prefetch(m->span_tab + 2 * (t->k.h & m->span_mask));
-    __builtin_prefetch(img + li, 1);
-    __builtin_prefetch(img + (li ^ 1u), 1);
-}
-
-/* place a candidate: the miss path's id for its bytes, in the first free slot of its line or the buddy (none
- * free: left out; already there, a duplicate byte string: the first stays, as the probe finds it) */
-static inline void pc_seed_place(const bpe_model *m, bpe_pc_line *img, const pc_seed_tok *t) {
-    if (!t->len) return;
-    const piece_key *k = &t->k;
-    uint32_t got = bpe_span_probe(m, m->span_tab, m->span_mask, k->h, k->w0, t->buf, t->len);
-    if (got == BPE_NONE) return;
-    size_t li = ((k->h >> 32) * pc_nlines) >> 32, bi = (li ^ 1u) < pc_nlines ? li ^ 1u : li;
-    bpe_pc_slot *cand[4] = {&img[li].s[0], &img[li].s[1], &img[bi].s[0], &img[bi].s[1]};
-    bpe_pc_slot *dst = NULL;
-    for (int c = 0; c < (bi == li ? 2 : 4); c++) {
-        bpe_pc_slot *e = cand[c];
-        if (e->tag == 0) {
-            if (!dst) dst = e;
-        } else if (e->k0 == k->w0 && e->k1 == k->w1 && (e->tag & 0x1Fu) == t->len)
-            return;
-    }
-    if (!dst) return;
-    dst->k0 = k->w0;
-    dst->k1 = k->w1;
-    dst->tag = 1u << 8 | t->len;
-    dst->ids[0] = got;
-}
-
-/* the image's memory: zeroed anonymous pages, in 2 MiB pages where the kernel gives them (its lines are written
- * and read at random: in 4 KiB pages each one also missed the TLB) */
-#define PC_SEED_BYTES (sizeof(bpe_pc_line) * BPE_PC_LINES)
-#define PC_SEED_ALIGN ((size_t)2 << 20)
-static bpe_pc_line *pc_seed_alloc(void) {
-    size_t big = PC_SEED_BYTES + PC_SEED_ALIGN;
-    uint8_t *q = (uint8_t *)mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (q == MAP_FAILED) return NULL;
-    uint8_t *a = (uint8_t *)(((uintptr_t)q + PC_SEED_ALIGN - 1) & ~(uintptr_t)(PC_SEED_ALIGN - 1));
-    if (a > q) munmap(q, (size_t)(a - q));
-    size_t tail = (size_t)(q + big - (a + PC_SEED_BYTES));
-    if (tail) munmap(a + PC_SEED_BYTES, tail);
-#ifdef MADV_HUGEPAGE
-    madvise(a, PC_SEED_BYTES, MADV_HUGEPAGE); /* (advice only) */
-#endif
-    return (bpe_pc_line *)a;
-}
-
-static void pc_seed_free(bpe_pc_line *seed) {
-    if (seed) munmap(seed, PC_SEED_BYTES);
-}
-
-static bpe_pc_line *pc_seed_build(const bpe_model *m) {
-    bpe_pc_line *img = pc_seed_alloc();
-    if (!img) return NULL;
-    /* tokens in id order, each placed SEED_AHEAD tokens after its key was made and its lines prefetched (the span
-     * table and the image are far larger than the core's caches: one miss after another took 200 ms for o200k) */
-    pc_seed_tok q[SEED_AHEAD];
-    for (uint32_t id = 0; id < m->n_ext + SEED_AHEAD; id++) {
-        if (id >= SEED_AHEAD) pc_seed_place(m, img, &q[id % SEED_AHEAD]);
-        if (id < m->n_ext) pc_seed_key(m, img, id, &q[id % SEED_AHEAD]);
-    }
-    return img;
-}
-
-/* the image into the lines of memo's piece cache that hold no entry of its generation (pc_free: the whole line is
- * free), its entries in that generation; lines in use keep their entries */
-static void pc_seed_apply(const bpe_pc_line *seed, bpe_memo *memo) {
-    const uint32_t gen = memo->gen << 16;
-    for (size_t i = 0; i < BPE_PC_LINES; i++) {
-        if (PC_GEN(memo->pc[i].s[0].tag) == gen) continue;
-        bpe_pc_line l = seed[i];
-        if (l.s[0].tag) l.s[0].tag |= gen;
-        if (l.s[1].tag) l.s[1].tag |= gen;
-        memo->pc[i] = l;
     }
 }
 

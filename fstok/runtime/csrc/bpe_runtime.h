@@ -38,19 +38,11 @@ typedef struct {
     /* wmemo[i]: the memo of pool thread i (tpool.h tp_worker_index), only ever used by that thread, so a
      * worker finds its memo again in its own core's cache (memo_worker) */
     bpe_memo *wmemo[TP_MAX_THREADS];
-    /* The piece cache's seed (pc_seed_build, bpe_piece_cache.h): an image of the cache holding every token of <= 16
-     * bytes as the one-token piece it is, copied into the free lines of a memo once it has encoded SEED_AFTER bytes
-     * (memo_seed_due).  Built then; seed_state 0 not yet, 1 built, -1 none (out of memory: the miss path alone). */
-    bpe_pc_line *pc_seed;
-    int seed_state;
 } bpe_rt;
-
-static void pc_seed_free(bpe_pc_line *seed); /* bpe_piece_cache.h */
 
 /* Everything a model owns (not the tables: they are views of the artifact). */
 static void bpe_rt_free(bpe_rt *self) {
     free(self->span_bloom);
-    pc_seed_free(self->pc_seed);
     free(self->seg_bp);
     bpe_model_release(&self->m);
     for (int i = 0; i < self->npool; i++) bpe_memo_free(self->pool[i]);
@@ -62,37 +54,6 @@ static void bpe_rt_free(bpe_rt *self) {
  * duration of its work, so a memo is never written by two threads at once and stays warm across calls. */
 #define MEMO_POOL 16
 static uint64_t model_serial_counter = 0;
-
-static bpe_pc_line *pc_seed_build(const bpe_model *m); /* bpe_piece_cache.h */
-static void pc_seed_apply(const bpe_pc_line *seed, bpe_memo *memo);
-static int pc_seed_enabled(void);
-
-/* The free lines of a memo's piece cache get the model's seed (built here on first use), once per generation. */
-static void memo_seed(bpe_rt *self, bpe_memo *mm) {
-    if (mm->seeded == mm->gen || !pc_seed_enabled()) return;
-    int state = __atomic_load_n(&self->seed_state, __ATOMIC_ACQUIRE);
-    if (state == 0) {
-        pthread_mutex_lock(&self->pool_mu);
-        if (self->seed_state == 0) {
-            self->pc_seed = pc_seed_build(&self->m);
-            __atomic_store_n(&self->seed_state, self->pc_seed ? 1 : -1, __ATOMIC_RELEASE);
-        }
-        state = self->seed_state;
-        pthread_mutex_unlock(&self->pool_mu);
-    }
-    if (state == 1) pc_seed_apply(self->pc_seed, mm);
-    mm->seeded = mm->gen;
-}
-
-/* A text of n bytes is about to be encoded with memo mm: seed its cache once SEED_AFTER bytes have gone through it.
- * Why not at once: building the seed (o200k: 15-30 ms) and copying it (8 MiB, 2-10 ms) pays for itself over
- * thousands of pieces new to the cache, not in a process that encodes one short text.  Why not at a memo's second
- * use: a batch of 1,024 lines is one use, and a second batch then paid for all of it. */
-#define SEED_AFTER 16384
-static inline void memo_seed_due(const bpe_rt *self, bpe_memo *mm, size_t n) {
-    mm->text_bytes += n;
-    if (FSTOK_UNLIKELY(mm->seeded != mm->gen) && mm->text_bytes >= SEED_AFTER) memo_seed((bpe_rt *)self, mm);
-}
 
 static bpe_memo *memo_borrow(bpe_rt *self) {
     if (!self->use_memo) return NULL;

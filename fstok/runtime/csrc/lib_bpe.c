@@ -713,7 +713,6 @@ void bpe_memo_clear(bpe_memo *memo) {
         memset(memo->e, 0, sizeof memo->e);
         memset(memo->pc, 0, sizeof memo->pc);
         memo->gen = 1;
-        memo->seeded = 0; /* (a seed of an earlier generation 1 is gone) */
     }
     lmemo_reset(memo);
 }

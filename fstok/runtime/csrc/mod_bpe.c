@@ -1761,14 +1761,6 @@ static PyObject *Model_clear_cache(ModelObject *self, PyObject *noargs) {
     Py_RETURN_NONE;
 }
 
-/* _seed_entries(): the entries of this model's piece-cache seed (bpe_piece_cache.h pc_seed_build), or -1 while none
- * is built (tests) */
-static PyObject *Model_seed_entries(ModelObject *self, PyObject *noargs) {
-    if (__atomic_load_n(&self->r.seed_state, __ATOMIC_ACQUIRE) != 1) return PyLong_FromLong(-1);
-    size_t n = 0;
-    for (size_t i = 0; i < BPE_PC_LINES; i++) n += (self->r.pc_seed[i].s[0].tag != 0) + (self->r.pc_seed[i].s[1].tag != 0);
-    return PyLong_FromSize_t(n);
-}
 
 static PyObject *Model_set_memo(ModelObject *self, PyObject *arg) {
     int on = PyObject_IsTrue(arg);
@@ -1805,7 +1797,6 @@ static PyMethodDef Model_methods[] = {
      "encode_cuts(text, cuts, specials, num_threads, sp2=None): pieces between code point cuts on threads, one list"},
     {"_profile", (PyCFunction)Model_profile, METH_VARARGS, "cost breakdown (benchmarks)"},
     {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, "forget the pre-token memos of this model"},
-    {"_seed_entries", (PyCFunction)Model_seed_entries, METH_NOARGS, "entries of the piece-cache seed, -1: none built"},
     {"set_memo", (PyCFunction)Model_set_memo, METH_O, "enable/disable the thread-private pre-token memo"},
     {"_tune", (PyCFunction)Model_tune, METH_VARARGS, "set short_max / backtracking (tests, benchmarks)"},
     {"self_check", (PyCFunction)Model_self_check, METH_NOARGS, "every reachable token encodes to itself"},
@@ -1833,13 +1824,6 @@ static PyObject *py_nm_spans(PyObject *self, PyObject *noargs) {
                          __atomic_load_n(&bpe_nm_spans[1], __ATOMIC_RELAXED));
 }
 
-/* _set_seed(flag): seed the piece caches of memos borrowed from now on (a memo is seeded once per generation: A/B
- * runs in one process call clear_cache between runs); returns the previous setting */
-static PyObject *py_set_seed(PyObject *self, PyObject *arg) {
-    int on = PyObject_IsTrue(arg);
-    if (on < 0) return NULL;
-    return PyBool_FromLong(__atomic_exchange_n(&pc_seed_on, on, __ATOMIC_RELAXED));
-}
 
 static PyObject *py_lanes_filled(PyObject *self, PyObject *noargs) {
     return PyLong_FromUnsignedLong(__atomic_load_n(&pc_lanes_filled, __ATOMIC_RELAXED));
@@ -1851,7 +1835,6 @@ static PyObject *py_lanes_filled_long(PyObject *self, PyObject *noargs) {
 
 static PyMethodDef module_methods[] = {
     {"backtrack_fallbacks", py_fallbacks, METH_NOARGS, "spans the backtracking encoder handed to the heap"},
-    {"_set_seed", py_set_seed, METH_O, "seed the piece caches of memos borrowed from now on (A/B runs)"},
     {"lanes_filled", py_lanes_filled, METH_NOARGS, "pieces the lockstep fill of cold pieces encoded (pc_fill_cold)"},
     {"lanes_filled_long", py_lanes_filled_long, METH_NOARGS,
      "pieces of 17-24 bytes among them (stored as long entries of the piece cache)"},
