@@ -338,3 +338,31 @@ def test_piece_check_equals_its_oracle():
             what, i = got
             assert want is not None, (pieces, off, got)
             assert {"order": "inconsistent", "utf8": f"pieces[{i}]", "cut": f"offset {i} cuts"}[what] in want, (got, want)
+
+
+def test_piece_utf8_check_equals_python_on_long_arenas():
+    # the arena check runs a DFA over blocks of bytes and locates an ill-formed sequence only then: long arenas
+    # with the bad sequence in any block, straddling blocks, or cut off at the end, against Python's decoder
+    import random
+
+    import numpy as np
+
+    from fstok.runtime import _spm
+
+    rng = random.Random(5)
+    good = [b"a", b"xyz12345", b"\xc3\xa9", b"\xe7\x9a\x84", b"\xf0\x9f\x98\x80", b"\xe0\xa0\x80", b"\xed\x9f\xbf",
+            b"\xf4\x8f\xbf\xbf", b"\xee\x80\x80"]
+    bad = [b"\x80", b"\xc0\x80", b"\xc1\xbf", b"\xe0\x9f\xbf", b"\xed\xa0\x80", b"\xf0\x8f\xbf\xbf", b"\xf4\x90\x80\x80",
+           b"\xf5\x80\x80\x80", b"\xff", b"\xc3", b"\xe7\x9a", b"\xf0\x9f\x98", b"\xc3a", b"\xe7a\x84"]
+    for trial in range(4000):
+        parts = [rng.choice(good) for _ in range(rng.randint(0, 120))]
+        if trial % 2:
+            parts.insert(rng.randint(0, len(parts)), rng.choice(bad))
+        blob = b"".join(parts)
+        off = np.array([0, len(blob)], dtype=np.uint32)
+        try:
+            blob.decode("utf-8")
+            want = None
+        except UnicodeDecodeError as e:
+            want = ("utf8", e.start)
+        assert _spm.check_pieces(np.frombuffer(blob, dtype=np.uint8), off) == want, blob
