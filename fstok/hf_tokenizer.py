@@ -792,7 +792,8 @@ class Tokenizer:
             vocab = model.get("vocab") or {}
             # (as matched in the raw text: the core is never asked to match them, the face does)
             compiled = _compile_core(dict(obj, added_tokens=[
-                dict(a, normalized=False) for a in face_added if a.get("special") and vocab.get(a["content"]) == a["id"]]),
+                dict(a, normalized=False, lstrip=False, rstrip=False, single_word=False)
+                for a in face_added if a.get("special") and vocab.get(a["content"]) == a["id"]]),
                 source)
         else:
             compiled = _compile_core(obj, source, _raw)

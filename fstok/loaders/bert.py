@@ -187,8 +187,17 @@ def read_tokenizer_json(path: str) -> WordPieceSource:
             raise ValueError(f"{path}: added token {c!r} is not in the WordPiece vocab with the same id, which "
                              "fstok.compile's WordPiece tokenizer does not support (fstok.Tokenizer.from_file, the "
                              "HF face, matches it as HF does)")
-        if a.get("special"):
-            specials.append(c)
+        # the compiled tokenizer matches a special token's content in the raw text, as HF matches a special,
+        # unnormalized token without the matching flags; anything else HF matches differently
+        flags = [f"{k}=true" for k in ("lstrip", "rstrip", "single_word") if a.get(k)]
+        if a.get("normalized") and obj.get("normalizer") is not None:
+            flags.append("normalized=true")
+        if not a.get("special"):
+            flags.append("special=false")
+        if flags:
+            raise ValueError(f"{path}: added token {c!r} with {', '.join(flags)} is not supported by fstok.compile's "
+                             "WordPiece tokenizer (fstok.Tokenizer.from_file, the HF face, matches it as HF does)")
+        specials.append(c)
     src.special_tokens = specials
     dec = obj.get("decoder")
     if dec is not None and dec.get("type") == "WordPiece":
