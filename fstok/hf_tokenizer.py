@@ -1322,7 +1322,21 @@ class _PipelineCore(_Core):
 
     def model_encode(self, text):
         r = self._native_encode(text)
+        if r is None:
+            g = self._guarded()
+            r = g.row(text) if g is not None and isinstance(text, str) else None
         return r if r is not None else self.python_encode(text)
+
+    def _guarded(self):
+        """The rows of a guarded tokenizer from its compiled tables (`fstok.hf_align`), or None."""
+        g = self.__dict__.get("_guard_rows", False)
+        if g is False:
+            from .hf_align import GuardedRows
+
+            tok = self.tok
+            ok = tok._mode == "guarded" and tok._tables is not None and tok._tables._native
+            g = self._guard_rows = GuardedRows(tok) if ok else None
+        return g
 
     def python_encode(self, text):
         """model_encode with the word ids from the pre-tokenizer run in Python (the oracle of
