@@ -719,7 +719,8 @@ def _is_text(x) -> bool:
 class Tokenizer:
     """HF `tokenizers.Tokenizer` semantics over a compiled fstok tokenizer."""
 
-    def __init__(self, obj: dict, source: str = "<tokenizer.json>", _core=None, _raw: Optional[bytes] = None):
+    def __init__(self, obj: dict, source: str = "<tokenizer.json>", _core=None, _raw: Optional[bytes] = None,
+                 _layer: Optional[tuple] = None):
         if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
             raise ValueError(f"{source}: not a tokenizer.json (no 'model' object)")
         self._obj = obj
@@ -777,7 +778,12 @@ class Tokenizer:
                                 pad_id=pd.get("pad_id", 0), pad_type_id=pd.get("pad_type_id", 0),
                                 pad_token=pd.get("pad_token", "[PAD]"), length=length,
                                 pad_to_multiple_of=pd.get("pad_to_multiple_of"))
-        self._compiled, self._core = self._make_core(obj, _core, _raw, self._added)
+        if _layer is not None:  # (face core, {content: id}): the core of an earlier state, new tokens before it
+            from .hf_added_layer import AddedLayer
+
+            self._compiled, self._core = _core, AddedLayer(_layer[0], _layer[1], id_to_token)
+        else:
+            self._compiled, self._core = self._make_core(obj, _core, _raw, self._added)
         self._matching_core = self._core
         self._split_core: Optional[_Core] = None
         self._encode_special_tokens = False
@@ -865,8 +871,10 @@ class Tokenizer:
         return {int(a["id"]): AddedToken._from_json(a) for a in self._obj.get("added_tokens") or []}
 
     def add_tokens(self, tokens: Sequence) -> int:
-        """Add literals (str or AddedToken) matched before the model; returns how many were new. The compiled
-        core is rebuilt (from the artifact cache when this set was compiled before)."""
+        """Add literals (str or AddedToken) matched before the model; returns how many were new. New tokens
+        that cannot overlap the tokenizer's own added tokens are matched in front of its compiled core
+        (`fstok.hf_added_layer`); otherwise the core is compiled again (from the artifact cache when this set
+        was compiled before)."""
         return self._add(tokens, False)
 
     def add_special_tokens(self, tokens: Sequence) -> int:
@@ -886,6 +894,7 @@ class Tokenizer:
         # HF's next id: past the largest added id when that is beyond the model's vocabulary
         nxt = n_model if not ids else (max(ids) + 1 if max(ids) >= n_model or n_model == 0 else n_model)
         count = 0
+        fresh: list[dict] = []  # the entries of contents not added before
         for e in entries:
             if not e["content"]:
                 continue
@@ -902,15 +911,40 @@ class Tokenizer:
             e = {"id": tid, **e}
             if old is not None:
                 added[added.index(old)] = e
+                fresh = [f for f in fresh if f["content"] != e["content"]] + [None]  # a changed token: compiled
             else:
                 added.append(e)
+                fresh.append(e)
             by_content[e["content"]] = e
         if count:
             obj["added_tokens"] = added
             mode = self._encode_special_tokens
-            self.__init__(obj, self._source)
+            layer = None if mode else self._layer_after(added, fresh)
+            self.__init__(obj, self._source, _core=self._compiled if layer else None, _layer=layer)
             self.encode_special_tokens = mode
         return count
+
+    def _layer_after(self, added: list[dict], fresh: list[dict]) -> Optional[tuple]:
+        """(face core, {content: id}) when the new entries `fresh` can be matched in front of the current
+        core (`fstok.hf_added_layer`); None: the tokenizer is compiled again with them."""
+        from .hf_added_layer import AddedLayer, layerable
+
+        core = self._matching_core
+        tokens: dict[str, int] = {}
+        if isinstance(core, AddedLayer):
+            core, tokens = core.base, dict(core.tokens)
+        if not isinstance(core, (_PipelineCore, _BPECore, _WordPieceCore, _SpmCore)):
+            return None
+        if isinstance(core, _PipelineCore) and core.tok._standin_lo is not None:
+            return None  # a stretch may end in a word without tokens: its words could not be counted
+        if not fresh or None in fresh or any(e["content"] in tokens for e in fresh):
+            return None
+        fresh_contents = {e["content"] for e in fresh}
+        core_added = [a for a in added if a["content"] not in tokens and a["content"] not in fresh_contents]
+        if not layerable(self._obj, core_added, fresh):
+            return None
+        tokens.update((e["content"], int(e["id"])) for e in fresh)
+        return core, tokens
 
     def num_special_tokens_to_add(self, is_pair: bool) -> int:
         return num_special_tokens_to_add(self._processor, bool(is_pair))
