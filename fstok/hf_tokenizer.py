@@ -719,8 +719,7 @@ def _is_text(x) -> bool:
 class Tokenizer:
     """HF `tokenizers.Tokenizer` semantics over a compiled fstok tokenizer."""
 
-    def __init__(self, obj: dict, source: str = "<tokenizer.json>", _core=None, _raw: Optional[bytes] = None,
-                 _layer: Optional[tuple] = None):
+    def __init__(self, obj: dict, source: str = "<tokenizer.json>", _core=None, _raw: Optional[bytes] = None):
         if not isinstance(obj, dict) or not isinstance(obj.get("model"), dict):
             raise ValueError(f"{source}: not a tokenizer.json (no 'model' object)")
         self._obj = obj
@@ -778,12 +777,7 @@ class Tokenizer:
                                 pad_id=pd.get("pad_id", 0), pad_type_id=pd.get("pad_type_id", 0),
                                 pad_token=pd.get("pad_token", "[PAD]"), length=length,
                                 pad_to_multiple_of=pd.get("pad_to_multiple_of"))
-        if _layer is not None:  # (face core, {content: id}): the core of an earlier state, new tokens before it
-            from .hf_added_layer import AddedLayer
-
-            self._compiled, self._core = _core, AddedLayer(_layer[0], _layer[1], id_to_token)
-        else:
-            self._compiled, self._core = self._make_core(obj, _core, _raw, self._added)
+        self._compiled, self._core = self._make_core(obj, _core, _raw, self._added)
         self._matching_core = self._core
         self._split_core: Optional[_Core] = None
         self._encode_special_tokens = False
@@ -920,9 +914,41 @@ class Tokenizer:
             obj["added_tokens"] = added
             mode = self._encode_special_tokens
             layer = None if mode else self._layer_after(added, fresh)
-            self.__init__(obj, self._source, _core=self._compiled if layer else None, _layer=layer)
-            self.encode_special_tokens = mode
+            if layer is not None:
+                self._extend(obj, layer)
+            else:
+                self.__init__(obj, self._source)
+                self.encode_special_tokens = mode
         return count
+
+    def _extend(self, obj: dict, layer: tuple) -> None:
+        """The state `__init__(obj)` gives, for `obj` = this one plus new added tokens that `layer` (face
+        core, {content: id}) matches in front of the current core: only the added tokens' tables change."""
+        from .hf_added_layer import AddedLayer
+
+        self._obj = obj
+        vocab = obj["model"].get("vocab")
+        added_raw = obj.get("added_tokens") or []
+        hf_ids = hf_added_ids([a.get("content") for a in added_raw], vocab if isinstance(vocab, dict) else
+                              self._model_vocab)
+        core, tokens = layer
+        i2t = self._id_to_token
+        for a in added_raw:
+            c = a["content"]
+            if c not in tokens or c in self._added:
+                continue
+            i = tokens[c] = hf_ids.get(c, int(a["id"]))
+            self._added[c] = i
+            if a.get("special"):
+                self._special.add(c)
+                self._special_ids.add(i)
+            if i >= len(i2t):
+                i2t.extend([None] * (i + 1 - len(i2t)))
+            i2t[i] = c
+            self._vocab[c] = i
+        self._decode_forms = _normalized_added_forms(obj, self._source)
+        self._core = self._matching_core = AddedLayer(core, tokens, i2t)
+        self._split_core = None
 
     def _layer_after(self, added: list[dict], fresh: list[dict]) -> Optional[tuple]:
         """(face core, {content: id}) when the new entries `fresh` can be matched in front of the current
