@@ -1477,7 +1477,9 @@ class _PipelineCore(_Core):
         lo = tok._standin_lo
         if lo is not None and max(ids) >= lo:
             return None  # a byte the vocabulary lacks: HF drops it (the stages)
-        return self._words_plan().row(text, ids, np.frombuffer(starts, dtype=np.uint32).astype(np.int64))
+        plan = self._words_plan()
+        r = plan.row_native(text, ids, starts)
+        return r if r is not None else plan.row(text, ids, np.frombuffer(starts, dtype=np.uint32).astype(np.int64))
 
     trims = True  # model_batch(trim=...) gives each row its trimmed offsets (`fstok.hf_words.trim_offsets`)
 

@@ -17,6 +17,7 @@ other.  `fstok.hf_tokenizer._PipelineCore.python_encode` is the oracle (the pre-
 from __future__ import annotations
 
 import bisect
+from array import array
 from typing import Optional
 
 import numpy as np
@@ -200,6 +201,35 @@ class WordPlan:
         else:
             offs = list(zip(bs, be))
         return ids, offs, words, list(map(self.tok_of, ids))
+
+    def row_native(self, text: str, ids: list[int], starts: bytes) -> Optional[tuple]:
+        """`row` by one C call (`fstok.runtime._hfalign.rows`) from the tokens' first bytes as uint32
+        `starts`, for a text none of whose ids is an added token's (an added-token match spans its content,
+        not its id's bytes, and is a split of its own: `row` handles those); None otherwise."""
+        added = self.__dict__.get("_added_set")
+        if added is None:
+            added = self._added_set = frozenset(self.added)
+        if added and not added.isdisjoint(ids):
+            return None
+        pat = self.pattern
+        sp = pat.spanner if pat is not None else None
+        if pat is not None and sp is None:
+            return None
+        from .runtime import _hfalign
+
+        data = text.encode("utf-8")
+        if sp is None:
+            pieces, kind = np.array([0, len(data)], dtype=np.uint64).tobytes(), 1
+        else:
+            pieces, kind = sp.byte_spans(data), (1 if pat.mode == "find" else 2)
+        tl = self.__dict__.get("_tok_len64")
+        if tl is None:
+            tl = self._tok_len64 = np.ascontiguousarray(self.tok_len, dtype=np.int64)
+        align = np.arange(len(data), dtype=np.int32).tobytes() if len(data) == len(text) else _hfalign.chars(data)
+        got = _hfalign.rows(align, array("I", ids).tobytes(), tl, None, pieces, starts, -1, kind)
+        if got is None:
+            return None
+        return ids, got[0], got[1], list(map(self.tok_of, ids))
 
     def row(self, text: str, ids: list[int], bs: np.ndarray) -> tuple:
         """(ids, character offsets, word ids, token strings) of one text from its token ids and first bytes."""

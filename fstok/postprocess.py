@@ -26,8 +26,20 @@ _WHITE_SPACE = frozenset("\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\
 _SPACE_CHARS = _WHITE_SPACE | {"\u0120"}  # byte-level 'Ġ' is the byte 0x20
 
 
+_RUNS: dict[str, tuple[int, int]] = {}
+
+
 def space_run(tok: str) -> tuple[int, int]:
     """(leading, trailing) characters of `tok` that the byte-level offset trimming treats as spaces."""
+    r = _RUNS.get(tok)
+    if r is None:
+        r = _space_run(tok)
+        if len(_RUNS) < 1 << 18:  # token strings repeat: a bounded memo
+            _RUNS[tok] = r
+    return r
+
+
+def _space_run(tok: str) -> tuple[int, int]:
     lead = 0
     for c in tok:
         if c not in _SPACE_CHARS:

@@ -99,7 +99,8 @@ static PyObject *hfa_rows(PyObject *self, PyObject *args) {
     Py_buffer al, ib, lb, eb = {0}, pb, sb = {0};
     PyObject *ends_o, *starts_o;
     long long lo;
-    if (!PyArg_ParseTuple(args, "y*y*y*Oy*OL", &al, &ib, &lb, &ends_o, &pb, &starts_o, &lo)) return NULL;
+    int pk = 0;
+    if (!PyArg_ParseTuple(args, "y*y*y*Oy*OL|i", &al, &ib, &lb, &ends_o, &pb, &starts_o, &lo, &pk)) return NULL;
     int have_e = ends_o != Py_None, have_s = starts_o != Py_None;
     PyObject *res = NULL, *offs = NULL, *words = NULL;
     if (have_e && PyObject_GetBuffer(ends_o, &eb, PyBUF_SIMPLE) < 0) goto fail_args;
@@ -108,8 +109,27 @@ static PyObject *hfa_rows(PyObject *self, PyObject *args) {
     const uint32_t *ids = (const uint32_t *)ib.buf;
     const int64_t *lens = (const int64_t *)lb.buf;
     const uint8_t *ends = (const uint8_t *)eb.buf;
-    const uint32_t *pc = (const uint32_t *)pb.buf, *st = (const uint32_t *)sb.buf;
+    const uint32_t *st = (const uint32_t *)sb.buf;
     size_t nb = (size_t)al.len / 4, nt = (size_t)ib.len / 4, np_ = (size_t)pb.len / 12;
+    /* pieces as u32 (start, end, literal) triples (pk 0), or as a Spanner's byte_spans: uint64 (start, end)
+     * pairs (pk 1, find mode) or uint64 piece ends, each piece starting where the one before ends (pk 2) */
+    uint32_t *tmp = NULL;
+    const uint32_t *pc = (const uint32_t *)pb.buf;
+    if (pk == 1 || pk == 2) {
+        const uint64_t *q = (const uint64_t *)pb.buf;
+        np_ = (size_t)pb.len / (pk == 1 ? 16 : 8);
+        tmp = (uint32_t *)malloc(12 * (np_ ? np_ : 1));
+        if (!tmp) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (size_t i = 0; i < np_; i++) {
+            tmp[3 * i] = (uint32_t)(pk == 1 ? q[2 * i] : (i ? q[i - 1] : 0));
+            tmp[3 * i + 1] = (uint32_t)(pk == 1 ? q[2 * i + 1] : q[i]);
+            tmp[3 * i + 2] = 0xFFFFFFFFu;
+        }
+        pc = tmp;
+    }
     size_t nid = (size_t)lb.len / 8;
     if ((!have_e && !have_s) || (have_s && (size_t)sb.len / 4 != nt) || (have_e && (size_t)eb.len < nid)) {
         PyErr_SetString(PyExc_ValueError, "rows: ends or starts of the wrong shape");
@@ -162,6 +182,7 @@ none:
     res = Py_None;
     Py_INCREF(res);
 done:
+    free(tmp);
     Py_XDECREF(offs);
     Py_XDECREF(words);
 fail_args:
