@@ -1,6 +1,7 @@
-"""Short texts are numbered in plain Python (`WordPlan.row_small`): every field equals the numpy row
-(`WordPlan.row_numpy`, its reference) and HF tokenizers, on corpus lines, added tokens (HF's ids, not the
-file's, where a content is also a model token), non-ASCII text."""
+"""Short texts are numbered in plain Python (`WordPlan.row_small`), and texts without added tokens in one C
+call (`WordPlan.row_native`): every field equals the numpy row (`WordPlan.row_numpy`, their reference) and
+HF tokenizers, on corpus lines, added tokens (HF's ids, not the file's, where a content is also a model
+token), non-ASCII text."""
 import json
 import os
 import random
@@ -32,8 +33,9 @@ def _texts():
     return out + ["", " ", "<s>", "a<s>b</s>", "  hello  world  "]
 
 
+@pytest.mark.parametrize("native", [False, True], ids=["python", "native"])
 @pytest.mark.parametrize("name", sorted(FILES))
-def test_small_rows_equal_numpy_rows_and_hf(name, monkeypatch):
+def test_small_rows_equal_numpy_rows_and_hf(name, native, monkeypatch):
     tokenizers = pytest.importorskip("tokenizers")
     with open(FILES[name], encoding="utf-8") as f:
         raw = f.read()
@@ -47,8 +49,14 @@ def test_small_rows_equal_numpy_rows_and_hf(name, monkeypatch):
     text = json.dumps(obj)
     tok, hf = fstok.Tokenizer.from_str(text), tokenizers.Tokenizer.from_str(text)
     calls = []
-    small = W.WordPlan.row_small
-    monkeypatch.setattr(W.WordPlan, "row_small", lambda self, *a: calls.append(1) or small(self, *a))
+    if native:
+        nat = W.WordPlan.row_native
+        monkeypatch.setattr(W.WordPlan, "row_native",
+                            lambda self, *a: (lambda r: (r is not None and calls.append(1)) or r)(nat(self, *a)))
+    else:
+        small = W.WordPlan.row_small
+        monkeypatch.setattr(W.WordPlan, "row_native", lambda self, *a: None)
+        monkeypatch.setattr(W.WordPlan, "row_small", lambda self, *a: calls.append(1) or small(self, *a))
     texts = _texts()
     for t in texts:
         monkeypatch.setattr(W, "SMALL_ROW", 64)
@@ -60,4 +68,4 @@ def test_small_rows_equal_numpy_rows_and_hf(name, monkeypatch):
         assert (e.ids, e.offsets, e.word_ids, e.tokens) == want, t
         assert (g.ids, g.offsets, g.word_ids, g.tokens) == want, t
     if isinstance(tok._core, _PipelineCore):  # (a BPE core numbers its words without a WordPlan)
-        assert len(calls) > len(texts) // 2  # the plain-Python rows served the short texts
+        assert len(calls) > len(texts) // 2  # the plain-Python (or C) rows served the texts
