@@ -946,7 +946,9 @@ class Tokenizer:
                 i2t.extend([None] * (i + 1 - len(i2t)))
             i2t[i] = c
             self._vocab[c] = i
-        self._decode_forms = _normalized_added_forms(obj, self._source)
+        # keyed by HF's id of each token (the file's id differs only in crafted files)
+        file_ids = {int(a["id"]): self._added[a["content"]] for a in added_raw}
+        self._decode_forms = {file_ids.get(i, i): f for i, f in _normalized_added_forms(obj, self._source).items()}
         self._core = self._matching_core = AddedLayer(core, tokens, i2t)
         self._split_core = None
 
