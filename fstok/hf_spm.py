@@ -23,6 +23,7 @@ import numpy as np
 
 from . import artifact as _art
 from .hf_norm import WHITE_SPACE, GraphemeTable, NString, build_normalizer, build_pretokenizer
+from .literals import LiteralSet
 from .pipeline import decoders
 from .spm_layout import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, ArtifactIO, _native, decode_pieces, make_model
 from .spm_layout import check_layout, walk_sections, with_walk_tables
@@ -324,7 +325,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
     # -- added tokens ---------------------------------------------------------------------------
     @staticmethod
     def _added_regex(forms: list[str]):
-        return added_regex(forms)
+        return added_matcher(forms)
 
     def _find_added(self, s: str, rx) -> list[tuple[int | None, int, int]]:
         """AddedVocabulary::find_matches: (id or None, start, end) character spans covering s."""
@@ -736,23 +737,20 @@ class HFSentencePieceTokenizer(ArtifactIO):
 _U8LEN = (1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4)  # UTF-8 sequence length by the lead byte's high nibble
 
 
-def added_regex(forms) -> re.Pattern | None:
+def added_matcher(forms) -> LiteralSet | None:
     """Leftmost-longest matching over literal added-token forms (None: no forms)."""
-    if not forms:
-        return None
-    alts = sorted(set(forms), key=lambda s: (-len(s), s))
-    return re.compile("|".join(re.escape(x) for x in alts))
+    return LiteralSet(forms) if any(forms) else None
 
 
 def find_added(s: str, rx, forms: dict[str, int], entries: dict[int, dict]) -> list[tuple[int | None, int, int]]:
     """tokenizers' AddedVocabulary::find_matches: (id or None, start, end) character spans covering s, for
-    the matches of `rx` (an `added_regex` over `forms`, form -> id), with each token's single_word / lstrip /
+    the matches of `rx` (an `added_matcher` over `forms`, form -> id), with each token's single_word / lstrip /
     rstrip as its tokenizer.json entry (`entries`, id -> entry) says."""
     if rx is None or not s:
         return [(None, 0, len(s))]
     out = []
     start_offset = 0
-    for a, b in _leftmost_longest(rx, s):
+    for a, b in rx.finditer(s):
         tid = forms[s[a:b]]
         t = entries[tid]
         if t.get("single_word"):
@@ -791,13 +789,6 @@ def _is_word(c: str) -> bool:
     from .pipeline.added import is_word_char  # HF's single_word test is Rust regex's Unicode \w
 
     return is_word_char(c)
-
-
-def _leftmost_longest(rx, s: str):
-    """Leftmost-longest non-overlapping matches (the alternation lists longer literals first, so the
-    first alternative that matches at the leftmost position is the longest)."""
-    for m in rx.finditer(s):
-        yield m.start(), m.end()
 
 
 def _run_regex(pat: str):

@@ -14,6 +14,7 @@ their character offsets and their pre-tokenizer word indices.
 from __future__ import annotations
 
 import copy
+import functools
 import glob
 import hashlib
 import json
@@ -24,6 +25,7 @@ from typing import Any, Optional, Sequence, Union
 import numpy as np
 
 from .hf_encoding import Encoding, pad_encodings, untrack
+from .literals import LiteralSet
 from .pipeline.added import hf_added_ids
 from .postprocess import PostProcessor, finish, num_special_tokens_to_add
 
@@ -201,6 +203,8 @@ def _wordpiece_face_added(obj: dict, source: str) -> Optional[list[dict]]:
            and not a.get("lstrip") and not a.get("rstrip")
            and not (a.get("normalized", False) and obj.get("normalizer") is not None) for a in added):
         return None
+    hf_ids = hf_added_ids([a["content"] for a in added], vocab)
+    added = [dict(a, id=hf_ids.get(a["content"], int(a["id"]))) for a in added]  # HF ignores the file's ids
     ids = [int(a["id"]) for a in added]
     for a in added:
         i = vocab.get(a["content"])
@@ -222,7 +226,7 @@ class _WordPieceCore(_Core):
         self.literals = list(self.allowed)
         self.source = source
         if face_added:
-            from .hf_spm import added_regex
+            from .hf_spm import added_matcher
 
             entries = {int(a["id"]): a for a in face_added}
             forms: dict[str, int] = {}
@@ -241,9 +245,9 @@ class _WordPieceCore(_Core):
                         nforms.setdefault(form, i)
                 else:
                     forms.setdefault(a["content"], i)
-            self.face = (added_regex(list(forms)), forms, entries)
+            self.face = (added_matcher(list(forms)), forms, entries)
             if self.nface is not None:
-                self.nface = (added_regex(list(nforms)), nforms, entries)
+                self.nface = (added_matcher(list(nforms)), nforms, entries)
             self.allowed = []  # the core matches nothing itself
             self.literals = list(forms)
             self.i2t = id_to_token
@@ -599,19 +603,21 @@ def _rows(ids: np.ndarray, offs: np.ndarray, words: np.ndarray, lens: np.ndarray
 
 
 def _texts_holding(texts: list[str], literals) -> list[int]:
-    """Indices of the texts that contain one of `literals`: one regex pass over the joined batch."""
-    import re
-
+    """Indices of the texts that contain one of `literals`: one search over the joined batch."""
     sep = "\x00"
     if any(sep in lit for lit in literals):
         return [i for i, t in enumerate(texts) if any(lit in t for lit in literals)]
-    pat = re.compile("|".join(re.escape(lit) for lit in sorted(literals, key=len, reverse=True)))
     joined = sep.join(texts)
-    hits = [m.start() for m in pat.finditer(joined)]
+    hits = [a for a, _ in _literal_set(frozenset(literals)).finditer(joined)]
     if not hits:
         return []
     ends = np.cumsum(np.fromiter((len(t) + 1 for t in texts), dtype=np.int64, count=len(texts)))
     return sorted(set(np.searchsorted(ends, np.asarray(hits), side="right").tolist()))
+
+
+@functools.lru_cache(maxsize=16)
+def _literal_set(literals: frozenset) -> LiteralSet:
+    return LiteralSet(literals)
 
 
 def _map_inserted_spaces(used: str, text: str, cs: np.ndarray, ce: np.ndarray):

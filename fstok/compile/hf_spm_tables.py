@@ -106,6 +106,17 @@ def _check_stages(obj: dict, where: str, model: str) -> None:
             raise ValueError(f"{where}: an added token has no content")
 
 
+def _hf_added(obj: dict, tok_id: dict, n: int) -> list:
+    """The file's added tokens with the ids tokenizers gives them when it reads the file (it ignores the
+    written ids: a token in the model's vocabulary takes that id, any other the next one from the model's
+    vocabulary size on)."""
+    added = obj.get("added_tokens") or []
+    from ..pipeline.added import hf_added_ids
+
+    ids = hf_added_ids([a["content"] for a in added], tok_id, n)
+    return [dict(a, id=ids.get(a["content"], a.get("id"))) for a in added]
+
+
 def hf_tables(obj: dict, where: str) -> tuple[dict, dict]:
     m = obj["model"]
     t = m.get("type") or ("Unigram" if isinstance(m.get("vocab"), list) else "BPE")
@@ -234,7 +245,7 @@ def hf_tables(obj: dict, where: str) -> tuple[dict, dict]:
         "byte_fallback_complete": have_bytes,
         "bpe_word_split": "\u2581" if merges is not None and word_split else "",
         "bpe": {k: m.get(k) for k in ("continuing_subword_prefix", "end_of_word_suffix", "ignore_merges")} if merges is not None else None,
-        "pipeline": json.dumps({k: obj.get(k) for k in ("normalizer", "pre_tokenizer", "decoder", "added_tokens",
-                                                      "post_processor")}),
+        "pipeline": json.dumps(dict({k: obj.get(k) for k in ("normalizer", "pre_tokenizer", "decoder",
+                                                           "post_processor")}, added_tokens=_hf_added(obj, tok_id, n if t == "Unigram" else len(tok_id)))),
     }
     return meta, sections

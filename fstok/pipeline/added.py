@@ -8,11 +8,11 @@ marks what `decode(skip_special_tokens=True)` drops.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Optional
 
 from . import unicode as _u
+from ..literals import LiteralSet
 from .normalized import Piece
 
 
@@ -27,12 +27,13 @@ class AddedToken:
     single_word: bool = False
 
 
-def hf_added_ids(contents, vocab) -> dict[str, int]:
+def hf_added_ids(contents, vocab, size: Optional[int] = None) -> dict[str, int]:
     """The ids HF gives added tokens when it reads a tokenizer.json: it ignores the ids written in the file
     and adds the contents in file order, each getting its id in the model `vocab` (content -> id), else the
-    next id from len(vocab) on (TokenizerImpl::add_tokens).  A repeated content keeps its first id."""
+    next id from the model's vocabulary size on (`size`, default len(vocab); TokenizerImpl::add_tokens).
+    A repeated content keeps its first id."""
     ids: dict[str, int] = {}
-    nxt = len(vocab)
+    nxt = len(vocab) if size is None else size
     for c in contents:
         if not c or c in ids:
             continue
@@ -77,8 +78,7 @@ class _Trie:
         for s, tok in pairs:
             if s and s not in self.by:
                 self.by[s] = tok
-        # alternatives longest first: at the leftmost position the longest literal wins
-        self.re = re.compile("|".join(re.escape(s) for s in sorted(self.by, key=lambda s: (-len(s), s)))) if self.by else None
+        self.literals = LiteralSet(self.by) if self.by else None
 
 
 class AddedVocabulary:
@@ -111,13 +111,12 @@ class AddedVocabulary:
     def _find(self, s: str, trie: _Trie) -> list[tuple[Optional[AddedToken], int, int]]:
         if not s:
             return [(None, 0, 0)]
-        if trie.re is None:
+        if trie.literals is None:
             return [(None, 0, len(s))]
         out = []
         start_offset = 0
-        for m in trie.re.finditer(s):
-            start, stop = m.span()
-            tok = trie.by[m.group()]
+        for start, stop in trie.literals.finditer(s):
+            tok = trie.by[s[start:stop]]
             if tok.single_word:
                 iw = self._is_word
                 if not (start == 0 or not iw(s[start - 1])) or not (stop == len(s) or not iw(s[stop])):
