@@ -911,7 +911,7 @@ class Tokenizer:
             e = {"id": tid, **e}
             if old is not None:
                 added[added.index(old)] = e
-                fresh = [f for f in fresh if f["content"] != e["content"]] + [None]  # a changed token: compiled
+                fresh = [f for f in fresh if f is None or f["content"] != e["content"]] + [None]  # a changed token: compiled
             else:
                 added.append(e)
                 fresh.append(e)
