@@ -1,8 +1,9 @@
 """The artifact cache of SentencePiece-family sources: `fstok.compile` of a `.model` file or of a Unigram /
 SentencePiece-style tokenizer.json compiles once into the cache directory ($FSTOK_CACHE_DIR), then loads.
 
-Entries are keyed by the sha256 of the source bytes, the fstok version and the table layout
-(`spm_layout.TABLES`).  A small index file maps the source file's identity (path, device, inode, size,
+Entries are keyed by the sha256 of the source bytes, the fstok version, the table layout
+(`spm_layout.TABLES`) and the fingerprint of fstok's code (so that an artifact compiled by other code is
+never reused).  A small index file maps the source file's identity (path, device, inode, size,
 mtime and ctime, as make and git see a change) to that key, so that a second compile of an unchanged
 file reads neither the source nor its JSON: it maps the artifact.  A cache directory that cannot be
 written leaves compile working, uncached.
@@ -14,8 +15,13 @@ import os
 from typing import Any, Callable, Optional
 
 from ._cache import cache_dir
+from ._compile_cache import _code_fingerprint
 from ._version import __version__
 from .spm_layout import TABLES
+
+
+def _stamp() -> str:
+    return f"{__version__}\0{TABLES}\0{_code_fingerprint()}"
 
 
 def _stat_key(path: str) -> Optional[str]:
@@ -24,7 +30,7 @@ def _stat_key(path: str) -> Optional[str]:
     except OSError:
         return None
     ident = f"{os.path.realpath(path)}\0{st.st_dev}\0{st.st_ino}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}"
-    return hashlib.sha256(f"{ident}\0{__version__}\0{TABLES}".encode()).hexdigest()[:24]
+    return hashlib.sha256(f"{ident}\0{_stamp()}".encode()).hexdigest()[:24]
 
 
 def lookup(path: str) -> Any:
@@ -56,7 +62,7 @@ def compiled(path: str, tag: bytes, build: Callable[[bytes], Any]) -> Any:
         return tok
     with open(path, "rb") as f:
         data = f.read()
-    key = hashlib.sha256(tag + b"\0" + data + b"\0" + f"{__version__}\0{TABLES}".encode()).hexdigest()[:24]
+    key = hashlib.sha256(tag + b"\0" + data + b"\0" + _stamp().encode()).hexdigest()[:24]
     d = cache_dir()
     entry = os.path.join(d, f"spm-{key}.fst")
     from ._load import load
