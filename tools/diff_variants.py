@@ -313,6 +313,9 @@ def variants():
     for beh in ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"):
         out.append(V(f"minilm punctuation {beh}", "minilm",
                      put("pre_tokenizer", pl([{"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": beh}]))))
+        out.append(V(f"whisper punctuation {beh}", "whisper",
+                     put("pre_tokenizer", pl([{"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": beh},
+                                              dict(BL, use_regex=False)]))))
     return out
 
 
