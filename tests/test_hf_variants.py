@@ -26,7 +26,7 @@ pytestmark = needs_shared
 
 SAMPLE = ["phi3 added normalized", "roberta decoder none", "minilm added lstrip single_word", "minilm added non-special",
           "phi3 metaspace first split=False", "whisper split MergedWithNext invert=True",
-          "minilm wordlevel whitespace", "clip fuse_unk", "roberta bytelevel aps=True trim=False regex=False"]
+          "minilm wordlevel whitespace", "clip fuse_unk", "phi3 added words", "roberta bytelevel aps=True trim=False regex=False"]
 
 
 @pytest.fixture(scope="module")

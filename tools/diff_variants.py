@@ -83,6 +83,18 @@ def wordlevel_from_minilm(d):
     d["truncation"] = d["padding"] = None
 
 
+def add_words(d):
+    """Added tokens beside the file's: words of the vocabulary and not, with a space, non-special and special."""
+    vocab = d["model"]["vocab"]
+    n = (len(vocab) if isinstance(vocab, list) else max(vocab.values()) + 1)
+    n = max([n] + [a["id"] + 1 for a in d["added_tokens"]])
+    for k, (c, special, norm, sw) in enumerate([("the", False, True, False), ("hello world", False, True, False),
+                                                ("ing", False, False, True), ("<X>", True, False, False),
+                                                ("Qu", False, True, False)]):
+        d["added_tokens"].append({"id": n + k, "content": c, "single_word": sw, "lstrip": False, "rstrip": False,
+                                  "normalized": norm, "special": special})
+
+
 def ml(seq):  # a Sequence of normalizers
     return {"type": "Sequence", "normalizers": seq}
 
@@ -309,6 +321,20 @@ def variants():
         V("minilm bert+digits pretok", "minilm",
           put("pre_tokenizer", pl([{"type": "BertPreTokenizer"}, {"type": "Digits", "individual_digits": True}]))),
         V("minilm unicode scripts", "minilm", put("pre_tokenizer", pl([{"type": "WhitespaceSplit"}, {"type": "UnicodeScripts"}]))),
+    ]
+    for b in ("roberta", "whisper", "phi3", "e5", "clip", "minilm"):
+        out.append(V(f"{b} added words", b, add_words))
+    out += [
+        V("roberta empty sequences", "roberta", put("normalizer", ml([])),
+          put("pre_tokenizer", pl([dict(BL, use_regex=True)])), put("decoder", dl([BL]))),
+        V("phi3 replace deletes", "phi3", put("normalizer", ml([{"type": "Replace", "pattern": {"Regex": "[aeiou]+"},
+                                                                  "content": ""}, {"type": "Prepend", "prepend": "\u2581"},
+                                                                 {"type": "Replace", "pattern": {"String": " "},
+                                                                  "content": "\u2581"}]))),
+        V("e5 replace deletes", "e5", put("normalizer", ml([{"type": "Replace", "pattern": {"Regex": "[aeiou]+"}, "content": ""},
+                                                          {"type": "Replace", "pattern": {"String": "x"}, "content": "yz"}]))),
+        V("clip replace deletes", "clip", put("normalizer", ml([{"type": "Replace", "pattern": {"Regex": "[aeiou]+"},
+                                                                  "content": ""}, {"type": "Lowercase"}]))),
     ]
     for beh in ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"):
         out.append(V(f"minilm punctuation {beh}", "minilm",
