@@ -15,10 +15,11 @@ are compiled into a new core instead.  The oracle is that compiled core (tests/t
 from __future__ import annotations
 
 import json
-import re
 from typing import Optional
 
 import numpy as np
+
+from .literals import LiteralSet
 
 __all__ = ["AddedLayer", "layerable"]
 
@@ -60,8 +61,7 @@ class AddedLayer:
         self.base = base
         self.tokens = dict(tokens)
         self.id_to_token = id_to_token
-        # leftmost, then longest: at one position the alternatives are tried longest first
-        self.rx = re.compile("|".join(re.escape(c) for c in sorted(self.tokens, key=len, reverse=True)))
+        self.rx = LiteralSet(self.tokens)  # leftmost-longest, as HF's added-token matcher
 
     @property
     def trims(self) -> bool:
@@ -94,15 +94,15 @@ class AddedLayer:
             known = [x for x in r[2] if x is not None]
             w += max(known) + 1 if known else 0
 
-        for m in self.rx.finditer(text):
-            stretch(pos, m.start())
-            c = m.group()
+        for a, b in self.rx.finditer(text):
+            stretch(pos, a)
+            c = text[a:b]
             ids.append(self.tokens[c])
-            offs.append((m.start(), m.end()))
+            offs.append((a, b))
             words.append(w)
             toks.append(c)
             w += 1
-            pos = m.end()
+            pos = b
         stretch(pos, len(text))
         return ids, offs, words, toks
 
