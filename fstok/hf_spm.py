@@ -122,6 +122,9 @@ class HFSentencePieceTokenizer(ArtifactIO):
                 raise _art.ArtifactError(f"{where}: merge table out of range")
             self._merges = (ma, mb, mn)
         self._byte_fallback = bool(self._flags & SPF_BYTE_FALLBACK)
+        # a BPE without unk token and byte fallback drops the characters its vocabulary lacks, and tokenizers
+        # places the next symbols as if they were not there: the Python model's offsets do the same
+        self._drops_chars = self.model_type == "bpe" and self.unk_id < 0 and not self._byte_fallback
         self._hf = self._native_pipeline(a, charsmaps_raw, meta)
         from .postprocess import PostProcessor
 
@@ -575,7 +578,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         """`hf_lists` of every text, the whole pipeline with its alignments in one native call for the batch
         (`fstok.runtime._spm.hf_encode_offsets`); `hf_lists`, the reference, takes the texts that call
         leaves out (a stage without a native form, text on which tokenizers raises)."""
-        if self._hf is None:
+        if self._hf is None or self._drops_chars:
             return [self.hf_lists(t) for t in texts]
         cuts = None
         if self._raw_rx is not None:

@@ -26,7 +26,7 @@ pytestmark = needs_shared
 
 SAMPLE = ["phi3 added normalized", "roberta decoder none", "minilm added lstrip single_word", "minilm added non-special",
           "phi3 metaspace first split=False", "whisper split MergedWithNext invert=True",
-          "minilm wordlevel whitespace", "clip fuse_unk", "phi3 added words", "roberta bytelevel aps=True trim=False regex=False"]
+          "minilm wordlevel whitespace", "clip fuse_unk", "phi3 added words", "phi3 no unk no byte_fallback", "roberta bytelevel aps=True trim=False regex=False"]
 
 
 @pytest.fixture(scope="module")
@@ -90,3 +90,25 @@ def test_face_decodes_added_token_by_hf_id(tmpdir_mod):
         assert face.encode(s, add_special_tokens=False).ids == ids
         for skip in (True, False):
             assert face.decode(ids, skip_special_tokens=skip) == hf.decode(ids, skip_special_tokens=skip), (s, skip)
+
+
+def test_unigram_without_unk_id_raises_as_hf(tmpdir_mod):
+    # a Unigram model without unk_id: HF raises on a text with a character the vocabulary lacks; fstok
+    # raises too (never a silently different result) and otherwise gives HF's ids
+    d = DV.tiny_base("e5")
+    d["model"]["unk_id"] = None
+    p = _write(d, tmpdir_mod, "e5_no_unk")
+    hf = tokenizers.Tokenizer.from_file(p)
+    tok = fstok.compile(p)
+    face = fstok.Tokenizer.from_file(p)
+    for s in ["hello world", "the 日本語 😀 text", "\u01c5", "a\u0301"]:
+        try:
+            want = hf.encode(s, add_special_tokens=False).ids
+        except Exception:
+            with pytest.raises(Exception, match="unk"):
+                tok.encode(s)
+            with pytest.raises(Exception, match="unk"):
+                face.encode(s, add_special_tokens=False)
+            continue
+        assert tok.encode(s) == want
+        assert face.encode(s, add_special_tokens=False).ids == want

@@ -336,6 +336,21 @@ def variants():
         V("clip replace deletes", "clip", put("normalizer", ml([{"type": "Replace", "pattern": {"Regex": "[aeiou]+"},
                                                                   "content": ""}, {"type": "Lowercase"}]))),
     ]
+    out += [
+        V("e5 no unk", "e5", model(unk_id=None)),
+        V("phi3 no unk no byte_fallback", "phi3", model(unk_token=None, byte_fallback=False)),
+        V("e5 metaspace legacy add_prefix_space=false", "e5",
+          put("pre_tokenizer", {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": False}),
+          put("decoder", {"type": "Metaspace", "replacement": "\u2581", "add_prefix_space": False})),
+        V("whisper bytelevel then split", "whisper",
+          put("pre_tokenizer", pl([dict(BL, use_regex=False), {"type": "Split", "pattern": {"Regex": "\u0120"},
+                                                                "behavior": "MergedWithNext", "invert": False}]))),
+        V("roberta template multi-id special", "roberta",
+          put("post_processor", {"type": "TemplateProcessing",
+                                 "single": [{"SpecialToken": {"id": "<ss>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                                 "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                                 "special_tokens": {"<ss>": {"id": "<ss>", "ids": [0, 2], "tokens": ["<s>", "</s>"]}}})),
+    ]
     for beh in ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"):
         out.append(V(f"minilm punctuation {beh}", "minilm",
                      put("pre_tokenizer", pl([{"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": beh}]))))
