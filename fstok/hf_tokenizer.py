@@ -472,11 +472,36 @@ class _BPECore(_Core):
         B = np.asarray(b, dtype=np.int64)
         return A[np.clip(cs, 0, len(a) - 1)], B[np.clip(ce - 1, 0, len(a) - 1)]
 
+    def _native_row(self, text: str, ids: list, starts: bytes):
+        """(ids, offsets, word ids) by one C call (`fstok.runtime._hfalign.rows` over the compiled
+        pre-tokenizer's byte spans) for a text without a normalizer, inserted spaces or any added-token text
+        (each would need the splits of `_pieces`); None otherwise."""
+        tok = self.tok
+        pat = tok._pattern if tok._native else None
+        if self.norm is not None or pat is None or pat.spanner is None:
+            return None
+        lits = self.__dict__.get("_lits")
+        if lits is None:
+            lits = self._lits = LiteralSet(set(tok._added_raw) | set(tok._special_tokens) | set(tok._added_norm))
+        if lits and lits.search(text) is not None:
+            return None
+        from .runtime import _hfalign
+
+        data = text.encode("utf-8")
+        align = np.arange(len(data), dtype=np.int32).tobytes() if len(data) == len(text) else _hfalign.chars(data)
+        got = _hfalign.rows(align, np.asarray(ids, dtype=np.uint32).tobytes(), self.tok_len, None,
+                            pat.spanner.byte_spans(data), starts, -1, 1 if pat.mode == "find" else 2)
+        return None if got is None else (ids, got[0], got[1])
+
     def model_encode(self, text):
         tok = self.tok
         (ids, starts), used = tok._run(text, self.allowed, 3)
         if not ids:
             return [], [], []
+        if used == text:
+            r = self._native_row(text, ids, starts)
+            if r is not None:
+                return r
         bs = np.frombuffer(starts, dtype=np.uint32).astype(np.int64)
         be = bs + self.tok_len[np.asarray(ids, dtype=np.int64)]
         d = np.frombuffer(used.encode("utf-8"), dtype=np.uint8)
