@@ -28,6 +28,15 @@ def read_corpus(name: str) -> str:
         return f.read()
 
 
+def spread_sample(per_corpus: int = 15) -> list[str]:
+    """`per_corpus` non-blank lines from each shared corpus, spread evenly over the file."""
+    out = []
+    for name in CORPORA:
+        lines = [x for x in read_corpus(name).splitlines() if x.strip()]
+        out += lines[:: max(1, len(lines) // per_corpus)][:per_corpus]
+    return out
+
+
 needs_shared = pytest.mark.skipif(not os.path.isdir(CORPUS), reason="../shared/data not present")
 
 

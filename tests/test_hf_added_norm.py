@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import CORPORA, VOCAB, needs_shared, read_corpus
+from conftest import VOCAB, needs_shared, spread_sample
 
 tokenizers = pytest.importorskip("tokenizers")
 import fstok  # noqa: E402
@@ -62,18 +62,10 @@ def _fields(e):
             e.sequence_ids)
 
 
-def _sample():
-    out = []
-    for name in CORPORA:
-        lines = [x for x in read_corpus(name).splitlines() if x.strip()]
-        out += lines[:: max(1, len(lines) // 15)][:15]
-    return out
-
-
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_against_hf(name):
     ours, hf = _pair(name)
-    texts = TEXTS + _sample()
+    texts = TEXTS + spread_sample()
     for t in texts:
         assert _fields(ours.encode(t)) == _fields(hf.encode(t)), t
         ids = hf.encode(t).ids

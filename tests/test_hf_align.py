@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import CORPORA, VOCAB, needs_shared, read_corpus
+from conftest import VOCAB, needs_shared, spread_sample
 
 tokenizers = pytest.importorskip("tokenizers")
 
@@ -113,17 +113,9 @@ def _check(name: str, texts: list[str]) -> int:
     return served
 
 
-def _sample() -> list[str]:
-    out = []
-    for name in CORPORA:
-        lines = [x for x in read_corpus(name).splitlines() if x.strip()]
-        out += lines[:: max(1, len(lines) // 15)][:15]
-    return out
-
-
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_corpus_and_edges(name):
-    texts = _sample() + EDGE
+    texts = spread_sample() + EDGE
     served = _check(name, texts)
     # the native rows serve the texts (the stages only where a step cannot keep one character per byte)
     assert served >= 0.8 * len(texts), (name, served, len(texts))
