@@ -147,7 +147,7 @@ class BPETokenizer(Inspectable):
         self._special_tokens: dict[str, int] = {str(k): int(v) for k, v in meta["special_tokens"].items()}
         self._added = [AddedToken(a["content"], int(a["id"]), False, bool(a["normalized"])) for a in meta["added_tokens"]]
         self._normalizer = meta.get("normalizer")
-        self._opaque_re = None  # the characters whose facts HF and Python disagree on (_hf_opaque)
+        self._opaque_check = None  # the characters whose facts HF and Python disagree on (_hf_opaque)
         self._add_prefix_space = bool(meta.get("add_prefix_space"))
         self._stages = [PreTokStage(s["pattern"], bool(s["keep_gaps"]), s.get("dialect", "rust-regex")) for s in meta["stages"]]
         self.max_token_value: int = int(meta["max_token_value"])
@@ -488,14 +488,14 @@ class BPETokenizer(Inspectable):
     def _hf_opaque(self):
         """text -> whether it holds one of those characters: one C scan over the code points against a
         bitmap (a regex character class of them costs ~0.5 us a character)."""
-        if self._opaque_re is None:
+        if self._opaque_check is None:
             from .pipeline import unicode as hf_unicode
             from .pipeline.fastnorm import _bitmap, _native as _norm_native, _sorted_cps
 
             chars = hf_unicode.opaque_compat() if "K" in self._normalizer else hf_unicode.opaque()
             bm, any_in = _bitmap(_sorted_cps(chars)).tobytes(), _norm_native().any_in
-            self._opaque_re = lambda t: any_in(t, bm)
-        return self._opaque_re
+            self._opaque_check = lambda t: any_in(t, bm)
+        return self._opaque_check
 
     def _hf_normalize(self, piece: str) -> str:
         """HF's NFC / NFKC of a piece: `unicodedata` where the two agree, else HF's own tables."""

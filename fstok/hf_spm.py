@@ -88,7 +88,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         self._added_by_content = {t["content"]: i for i, t in sorted(self._added.items())}
         raw = [t for t in self._added.values() if not t.get("normalized", not t.get("special"))]
         self._raw_forms = {t["content"]: self._added_by_content[t["content"]] for t in raw}
-        self._raw_rx = self._added_regex(list(self._raw_forms))
+        self._raw_added = added_matcher(list(self._raw_forms))
         # tokenizers matches a normalized added token by its content passed through the normalizer (a
         # Prepend normalizer makes "</s>" match as "▁</s>"); special tokens first, then by id
         self._norm_forms: dict[str, int] = {}
@@ -105,7 +105,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
                 if form != t["content"] and t["content"]:
                     self._decode_forms[i] = form
         self._special_contents = {t["content"] for t in self._added.values() if t.get("special")}
-        self._norm_rx = self._added_regex(list(self._norm_forms))
+        self._norm_added = added_matcher(list(self._norm_forms))
         self._h = None
         if self.model_type == "unigram" or self.model_type == "bpe":
             self._h = make_model(
@@ -156,7 +156,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         """The native handle of the whole string path (normalizer steps, pre-tokenizer, model), or None
         where a stage has no native form (the Python string path then runs it)."""
         ops = _native_norm_ops(self._pipe["normalizer"], list(charsmaps))
-        if ops is None or self._norm_rx is not None:
+        if ops is None or self._norm_added is not None:
             return None
         pre = self._pipe["pre_tokenizer"]
         while pre is not None and pre.get("type") == "Sequence" and len(pre.get("pretokenizers") or []) == 1:
@@ -326,13 +326,9 @@ class HFSentencePieceTokenizer(ArtifactIO):
         return f"<HFSentencePieceTokenizer {self.model_type} vocab={self._n}>"
 
     # -- added tokens ---------------------------------------------------------------------------
-    @staticmethod
-    def _added_regex(forms: list[str]):
-        return added_matcher(forms)
-
     def _find_added(self, s: str, rx) -> list[tuple[int | None, int, int]]:
         """AddedVocabulary::find_matches: (id or None, start, end) character spans covering s."""
-        return find_added(s, rx, self._raw_forms if rx is self._raw_rx else self._norm_forms, self._added)
+        return find_added(s, rx, self._raw_forms if rx is self._raw_added else self._norm_forms, self._added)
 
     # -- encoding -----------------------------------------------------------------------------
     def _model(self, piece: str) -> list[tuple[int, int, int]]:
@@ -487,7 +483,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         start, char end) in the piece) per pre-tokenizer piece.  Words are numbered as HF does: one per added
         token and per pre-tokenizer piece, in order."""
         w = 0
-        for tid, a, b in self._find_added(text, self._raw_rx):
+        for tid, a, b in self._find_added(text, self._raw_added):
             if tid is not None:
                 yield tid, (a, b), w, text[a:b], None
                 w += 1
@@ -495,7 +491,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
             ns = NString.from_text(text[a:b], a)
             for step in self._norm:
                 step(ns)
-            for tid2, c, d in self._find_added(ns.get(), self._norm_rx):
+            for tid2, c, d in self._find_added(ns.get(), self._norm_added):
                 sub = ns.slice(c, d)
                 if tid2 is not None:
                     yield tid2, ((sub.align[0][0], sub.align[-1][1]) if sub.align else (0, 0)), w, sub.get(), None
@@ -581,10 +577,10 @@ class HFSentencePieceTokenizer(ArtifactIO):
         if self._hf is None or self._drops_chars:
             return [self.hf_lists(t) for t in texts]
         cuts = None
-        if self._raw_rx is not None:
-            search = self._raw_rx.search
+        if self._raw_added is not None:
+            search = self._raw_added.search
             cuts = [None if search(t) is None else [(-1 if i is None else i, a, b) for i, a, b in
-                                                    self._find_added(t, self._raw_rx)] for t in texts]
+                                                    self._find_added(t, self._raw_added)] for t in texts]
             if not any(c is not None for c in cuts):
                 cuts = None
         call = self.__dict__.get("_hfo_call")
@@ -626,14 +622,14 @@ class HFSentencePieceTokenizer(ArtifactIO):
         """The ids alone: the same stages on plain strings (no alignments), the model in C."""
         native = _native()
         ids: list[int] = []
-        for tid, a, b in self._find_added(text, self._raw_rx):
+        for tid, a, b in self._find_added(text, self._raw_added):
             if tid is not None:
                 ids.append(tid)
                 continue
             s = text[a:b]
             for step in self._norm:
                 s = step.apply_str(s)
-            for tid2, c, d in self._find_added(s, self._norm_rx):
+            for tid2, c, d in self._find_added(s, self._norm_added):
                 if tid2 is not None:
                     ids.append(tid2)
                     continue
@@ -669,7 +665,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
     def _ids_native(self, text: str) -> list[int]:
         """The ids alone, each segment between added tokens in one native call."""
         hf_encode = _native().hf_encode
-        segs = self._find_added(text, self._raw_rx)
+        segs = self._find_added(text, self._raw_added)
         if len(segs) == 1 and segs[0][0] is None:  # no added token: the native list is the answer
             got = hf_encode(self._hf, text.encode("utf-8"), True)
             return got if got is not None else self._ids_fast(text)
