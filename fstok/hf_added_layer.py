@@ -1,5 +1,6 @@
 """Tokens added to a loaded `fstok.Tokenizer` (`add_tokens` / `add_special_tokens`) matched by the face in
-front of its compiled core, so that adding one costs a regex build and not a compile of the whole tokenizer.
+front of its compiled core, so that adding one costs building a literal set (`fstok.literals`), not a
+compile of the whole tokenizer.
 
 HF splits a text on its added tokens before anything else runs: each match becomes one token (and one
 word), and the normalizer, pre-tokenizer and model run on each stretch between matches on its own.  The
@@ -61,7 +62,7 @@ class AddedLayer:
         self.base = base
         self.tokens = dict(tokens)
         self.id_to_token = id_to_token
-        self.rx = LiteralSet(self.tokens)  # leftmost-longest, as HF's added-token matcher
+        self.matcher = LiteralSet(self.tokens)  # leftmost-longest, as HF's added-token matcher
 
     @property
     def trims(self) -> bool:
@@ -74,7 +75,7 @@ class AddedLayer:
         return [i2t[i] for i in r[0]]
 
     def model_encode(self, text):
-        if not isinstance(text, str) or self.rx.search(text) is None:
+        if not isinstance(text, str) or self.matcher.search(text) is None:
             return self.base.model_encode(text)
         ids: list[int] = []
         offs: list = []
@@ -94,7 +95,7 @@ class AddedLayer:
             known = [x for x in r[2] if x is not None]
             w += max(known) + 1 if known else 0
 
-        for a, b in self.rx.finditer(text):
+        for a, b in self.matcher.finditer(text):
             stretch(pos, a)
             c = text[a:b]
             ids.append(self.tokens[c])
@@ -107,8 +108,8 @@ class AddedLayer:
         return ids, offs, words, toks
 
     def _holding(self, texts) -> list[int]:
-        rx = self.rx
-        return [k for k, t in enumerate(texts) if not isinstance(t, str) or rx.search(t) is not None]
+        m = self.matcher
+        return [k for k, t in enumerate(texts) if not isinstance(t, str) or m.search(t) is not None]
 
     def model_batch(self, texts, num_threads, **kw):
         hold = set(self._holding(texts))
