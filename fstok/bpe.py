@@ -475,9 +475,21 @@ class BPETokenizer(Inspectable):
     def _in_normal_form(self, text: str) -> bool:
         """Whether HF's normalizer leaves this text unchanged.  Python's `unicodedata` decides it, except
         for texts holding a character whose facts differ in HF's older Unicode tables."""
-        if text.isascii():
+        if text.isascii() or not self._nf_touched()(text):
             return True
         return not self._hf_opaque()(text) and unicodedata.is_normalized(self._normalizer, text)
+
+    def _nf_touched(self):
+        """text -> whether it holds a character the normal-form check must look at (fstok.pipeline.unicode
+        `touched`): one C scan; a text without any is in the form."""
+        f = self.__dict__.get("_nf_touched_check")
+        if f is None:
+            from .pipeline import unicode as hf_unicode
+            from .pipeline.fastnorm import _bitmap, _native as _norm_native, _sorted_cps
+
+            bm, any_in = _bitmap(_sorted_cps(hf_unicode.touched(self._normalizer))).tobytes(), _norm_native().any_in
+            f = self.__dict__["_nf_touched_check"] = lambda t: any_in(t, bm)
+        return f
 
     def _batch_in_normal_form(self, texts: list) -> bool:
         """Whether every text is in the normalizer's form, by one look at them all joined with U+0000 (a

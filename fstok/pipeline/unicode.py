@@ -102,6 +102,36 @@ def _opaque() -> set:
     return d
 
 
+@functools.lru_cache(maxsize=2)
+def touched(form: str) -> frozenset:
+    """The code points a normalization check must look at for `form` ("NFC" or "NFKC"): those with a nonzero
+    combining class, those the form maps to something else, those that can compose with the character
+    before them (second halves of canonical decompositions, Hangul jamo), and those whose facts differ
+    between HF and Python (`opaque` / `opaque_compat`).  A text with none of them is in the form by HF's
+    tables and by `unicodedata` alike: every character is a starter that stays itself and combines with
+    nothing."""
+    if form not in ("NFC", "NFKC"):
+        raise ValueError(f"normalization form {form!r}")
+    return disk_cached(f"touched-v2-{form}", lambda: _touched(form))
+
+
+def _touched(form: str) -> set:
+    f = facts()
+    d = set(opaque_compat() if form == "NFKC" else opaque())
+    d.update(map(chr, range(0x1100, 0x1200)))  # Hangul jamo: vowels and trailing consonants compose algorithmically
+    for cp in range(0x80, 0x110000):
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        c = chr(cp)
+        if unicodedata.combining(c) or f.ccc_list[cp] or unicodedata.normalize(form, c) != c:
+            d.add(c)
+        dec = unicodedata.decomposition(c)
+        if dec and not dec.startswith("<") and len(dec.split()) == 2:
+            d.add(chr(int(dec.split()[1], 16)))  # composes with the character before it
+        d.update(f.nfd.get(cp, "")[1:])  # (HF's full decomposition: its later characters compose)
+    return d
+
+
 def is_punc(c: str) -> bool:
     return c in facts().punct
 

@@ -61,11 +61,33 @@ static PyObject *norm_any_in(PyObject *mod, PyObject *args) {
         Py_ssize_t len = PyUnicode_GET_LENGTH(text);
         int kind = PyUnicode_KIND(text);
         const void *d = PyUnicode_DATA(text);
-        if (kind != PyUnicode_1BYTE_KIND || !PyUnicode_IS_ASCII(text))
-            for (Py_ssize_t i = 0; i < len && !hit; i++) {
-                Py_UCS4 c = PyUnicode_READ(kind, d, i);
-                hit = c >= 0x80 && bit(bm, c);
+        /* one loop per string kind; 8 bytes of code units below 0x80 (ASCII) are skipped at once */
+        if (kind == PyUnicode_1BYTE_KIND) {
+            if (!PyUnicode_IS_ASCII(text)) {
+                const Py_UCS1 *u = (const Py_UCS1 *)d;
+                for (Py_ssize_t i = 0; i < len && !hit; i++) {
+                    uint64_t w;
+                    if (i + 8 <= len && (memcpy(&w, u + i, 8), !(w & 0x8080808080808080ull))) {
+                        i += 7;
+                        continue;
+                    }
+                    hit = u[i] >= 0x80 && bit(bm, u[i]);
+                }
             }
+        } else if (kind == PyUnicode_2BYTE_KIND) {
+            const Py_UCS2 *u = (const Py_UCS2 *)d;
+            for (Py_ssize_t i = 0; i < len && !hit; i++) {
+                uint64_t w;
+                if (i + 4 <= len && (memcpy(&w, u + i, 8), !(w & 0xFF80FF80FF80FF80ull))) {
+                    i += 3;
+                    continue;
+                }
+                hit = u[i] >= 0x80 && bit(bm, u[i]);
+            }
+        } else {
+            const Py_UCS4 *u = (const Py_UCS4 *)d;
+            for (Py_ssize_t i = 0; i < len && !hit; i++) hit = u[i] >= 0x80 && bit(bm, u[i]);
+        }
     } else {
         Py_buffer v;
         if (PyObject_GetBuffer(text, &v, PyBUF_SIMPLE) < 0) {

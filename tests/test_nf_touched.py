@@ -1,0 +1,81 @@
+"""The characters a normal-form check must look at (fstok.pipeline.unicode.touched): a text without any of them
+is taken to be in NFC / NFKC without a closer look, so the set must hold every character that HF's tables (or
+Python's) would change, reorder or compose with the character before it."""
+import json
+import os
+import random
+import unicodedata
+
+import pytest
+from conftest import VOCAB, needs_shared, spread_sample
+
+tokenizers = pytest.importorskip("tokenizers")
+
+import fstok  # noqa: E402
+from fstok.pipeline import unicode as hf_unicode  # noqa: E402
+from fstok.pipeline.normalizers import Unicode  # noqa: E402
+
+FORMS = ["NFC", "NFKC"]
+
+
+def _untouched(form):
+    t = hf_unicode.touched(form)
+    return [chr(cp) for cp in range(0x80, 0x110000) if not 0xD800 <= cp <= 0xDFFF and chr(cp) not in t]
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_untouched_characters_that_decompose_recompose_to_themselves(form):
+    """(Combining classes and Python's own mappings go into the set directly.)  Every precomposed character left
+    out -- e-acute, Hangul syllables ... -- normalizes to itself by HF's tables and by HF itself."""
+    f = hf_unicode.facts()
+    t = hf_unicode.touched(form)
+    ref = getattr(tokenizers.normalizers, form)()
+    ours = Unicode(form)
+    keys = set(f.nfd) | (set(hf_unicode.compat_table()) if form == "NFKC" else set())
+    decomposing = [chr(cp) for cp in sorted(keys) if cp >= 0x80 and chr(cp) not in t]
+    assert len(decomposing) > 500
+    for c in decomposing:
+        assert f.ccc_list[ord(c)] == 0 and unicodedata.combining(c) == 0, hex(ord(c))
+        assert ours.normalize_str(c) == c and ref.normalize_str(c) == c, hex(ord(c))
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_second_half_of_a_composition_is_touched(form):
+    t = hf_unicode.touched(form)
+    for (a, b), c in hf_unicode._compositions().items():
+        assert b in t, (hex(ord(a)), hex(ord(b)), hex(ord(c)))
+    for cp in list(range(0x1161, 0x1176)) + list(range(0x11A8, 0x11C3)):  # Hangul vowels, trailing consonants
+        assert chr(cp) in t
+    assert {"\u0301", "\u0b3e", "\u0cc2", "\u1161"} <= t
+    assert not {"\u00e9", "\u201c", "\u2014", "\u4e2d", "\U0001f600"} & t
+    if form == "NFKC":
+        assert {"\u00a0", "\u2167", "\ufb01"} <= t
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_texts_of_untouched_characters_equal_hf_normalized(form):
+    ref = getattr(tokenizers.normalizers, form)()
+    pool = _untouched(form)
+    rng = random.Random(7)
+    for _ in range(400):
+        t = "".join(rng.choice(pool) if rng.random() < 0.7 else rng.choice("ab c.") for _ in range(24))
+        assert ref.normalize_str(t) == t and unicodedata.is_normalized(form, t), t.encode("unicode_escape")
+
+
+@needs_shared
+def test_nfc_bpe_ids_equal_hf_on_composing_texts(tmp_path):
+    """A byte-level BPE behind NFC: texts that compose (a mark, an Oriya vowel sign, Hangul jamo) take the
+    normalizer, those that do not skip it; ids as HF's either way."""
+    with open(os.path.join(VOCAB, "hf", "anthropic_tokenizer.json"), encoding="utf-8") as fh:
+        obj = json.load(fh)
+    obj["normalizer"] = {"type": "NFC"}
+    path = tmp_path / "nfc.json"
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    tok, ref = fstok.compile(str(path)), tokenizers.Tokenizer.from_file(str(path))
+    texts = ["cafe\u0301 \u201cx\u201d", "\u0b47\u0b3e \u0b4b", "\u1100\u1161\u11a8 \uac01", "\u00e9\u0323",
+             "\u212b and \u00c5", "\u0cc6\u0cc2", "a\u0345\u0301", "\u2014 \u4e2d\u6587 \U0001f600"]
+    texts += spread_sample(10)
+    want = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    got = [tok.encode(t, allowed_special="all") for t in texts]
+    assert [t for t, g, w in zip(texts, got, want) if g != w] == []
+    assert tok.encode_batch(texts, allowed_special="all") == want
