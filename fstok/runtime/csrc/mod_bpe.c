@@ -552,7 +552,11 @@ static int Specials_init(SpecialsObject *self, PyObject *args, PyObject *kw) {
     Py_DECREF(fast);
     self->s.n_first = 0;
     for (int c = 0; c < 256; c++)
-        if (self->s.first[c]) self->s.n_first++, self->s.only_first = (uint8_t)c;
+        if (self->s.first[c]) {
+            if (self->s.n_first < 4) self->s.few[self->s.n_first] = (uint8_t)c;
+            self->s.n_first++, self->s.only_first = (uint8_t)c;
+        }
+    for (int k = self->s.n_first; k < 4; k++) self->s.few[k] = self->s.few[0];
     return 0;
 }
 
