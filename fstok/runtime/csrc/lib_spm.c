@@ -4,6 +4,7 @@
 #endif
 #include "spm.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1046,6 +1047,20 @@ static path_node *lattice_new(size_t size, size_t score_size, void **scores) {
     return p;
 }
 
+/* the best path to `size` as (id, begin + at, end + at) triples in order */
+static int path_emit(const path_node *p, size_t size, int32_t at, spm_ints *out) {
+    const size_t base = out->n;
+    for (size_t e = size; e > 0; e = (size_t)p[e].start)
+        if (ints_put3(out, p[e].id, p[e].start + at, (int32_t)e + at)) return -1;
+    for (size_t a = base, b = out->n - 3; a < b; a += 3, b -= 3) {
+        int32_t tmp[3];
+        memcpy(tmp, out->p + a, 12);
+        memcpy(out->p + a, out->p + b, 12);
+        memcpy(out->p + b, tmp, 12);
+    }
+    return 0;
+}
+
 /* the best path to `size` as (id, begin, end) triples in order; frees the lattice */
 static int lattice_emit(path_node *p, size_t size, spm_ints *out) {
     const size_t base = out->n;
@@ -1093,11 +1108,14 @@ HOT float score_sp(const spm_ftrie *f, walk_at w) { return (float)f->nodes[w.nod
 
 HOT double score_hf(const spm_ftrie *f, walk_at w) { return f->nodes[w.node].score; }
 
-static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
-    const spm_ftrie *f = spm_ftrie_get(m);
-    float *score;
-    path_node *best = lattice_new(size, sizeof(float), (void **)&score);
-    if (!best) return -1;
+/* Model::EncodeOptimized over s[0, size) from a path score `start` at position 0 (0 for a whole text; the
+ * score the text before reaches for a word of it, see unigram_words): the best path in best[0, size] (score
+ * beside it, both size + 1 entries, written here); returns the path score at `size` */
+static float sp_lattice(const spm_model *m, const spm_ftrie *f, const uint8_t *s, size_t size, float start,
+                        path_node *best, float *score) {
+    for (size_t k = 0; k <= size; k++) best[k].start = best[k].id = -1;
+    memset(score, 0, (size + 1) * sizeof *score);
+    score[0] = start;
     const float unk_score = m->min_score - 10.0f;
     size_t st = 0, frontier = 0;
     while (st < size) {
@@ -1142,6 +1160,14 @@ static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_int
         }
         st += mblen;
     }
+    return score[size];
+}
+
+static int unigram_sp(const spm_model *m, const uint8_t *s, size_t size, spm_ints *out) {
+    float *score;
+    path_node *best = lattice_new(size, sizeof(float), (void **)&score);
+    if (!best) return -1;
+    sp_lattice(m, spm_ftrie_get(m), s, size, 0.0f, best, score);
     return lattice_emit(best, size, out);
 }
 
@@ -1740,8 +1766,303 @@ fail:
     return -1;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Unigram (.model) by words.  When no piece holds the separator after its first character, no piece
+ * crosses the point before a separator: every path of the lattice passes there, and the best path is the
+ * best path of each word from the score the text before it reaches (P).  The lattice of a word depends on
+ * P only through float rounding (and the rebase at +-SCORE_RESET), so a word's path found once holds for
+ * another P when each of its decisions wins by more than the rounding of paths from that P can move it:
+ * a word's best path is found in double arithmetic from 0 with the least margin of its decisions
+ * (uw_exact), and cached with it; it is taken when that margin exceeds the bound at the current P, else
+ * the word's lattice is walked in float from P (sp_lattice), as the library walks it. */
+
+#define UW_MAXB 24
+#define UW_MAXT 5
+#define UW_PROBE 64 /* words after which a text that takes fewer than half of them from the cache stops using it */
+
+/* one 64-byte line per slot (spm_line_read / spm_line_write), in the model's word cache */
+typedef struct {
+    uint32_t seq;
+    uint32_t hash;
+    float margin;       /* the least margin of the path's decisions (> 0) */
+    int32_t id[UW_MAXT];
+    uint8_t len, nt;
+    uint8_t unk;        /* bit k: piece k is the unknown piece of one character (scored unk_score) */
+    uint8_t e[UW_MAXT]; /* each piece's end in the word */
+    uint8_t key[UW_MAXB];
+} __attribute__((aligned(64))) uw_slot;
+
+_Static_assert(sizeof(uw_slot) == 64, "a Unigram word-cache slot is one cache line");
+
+/* a word's best path: nt pieces (id, end, unk bit), the least margin of its decisions (0: a tie) */
+typedef struct {
+    int32_t id[UW_MAXB];
+    uint8_t e[UW_MAXB];
+    uint32_t unk;
+    int nt;
+    double margin;
+} uw_path;
+
+/* the score a piece adds to a path, as sp_lattice adds it */
+HOT float uw_piece_score(const spm_model *m, int32_t id, size_t length, int unk) {
+    if (unk) return m->min_score - 10.0f;
+    return m->ptype[id] == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : m->score[id];
+}
+
+/* the best path of the word s[0, n) (n <= UW_MAXB) from 0 in double arithmetic, with the least margin by
+ * which its decision at each of its ends beats every other candidate there */
+static void uw_exact(const spm_model *m, const spm_ftrie *f, const uint8_t *s, size_t n, uw_path *p) {
+    double sc[UW_MAXB + 1], second[UW_MAXB + 1];
+    int32_t from[UW_MAXB + 1], id[UW_MAXB + 1];
+    uint8_t unk[UW_MAXB + 1];
+    for (size_t k = 0; k <= n; k++) {
+        from[k] = -1;
+        second[k] = -1e300;
+        sc[k] = 0.0;
+    }
+    const double unk_score = (double)(m->min_score - 10.0f);
+#define UW_CAND(K, V, ST, ID, U)                                                                                        \
+    do {                                                                                                               \
+        const double v_ = (V);                                                                                         \
+        if (from[K] == -1 || v_ > sc[K]) {                                                                             \
+            if (from[K] != -1) second[K] = sc[K];                                                                      \
+            sc[K] = v_;                                                                                                \
+            from[K] = (int32_t)(ST);                                                                                   \
+            id[K] = (ID);                                                                                              \
+            unk[K] = (U);                                                                                              \
+        } else if (v_ > second[K]) {                                                                                   \
+            second[K] = v_;                                                                                            \
+        }                                                                                                              \
+    } while (0)
+    /* the walks from every character start first, side by side: each round takes one step of every walk still
+     * going, so that the reads of the trie records of different walks overlap (a word's rare pieces are
+     * records the caches do not hold).  cand[st] has bit len - 1 when a piece of len bytes starts at st. */
+    uint32_t cand[UW_MAXB], node[UW_MAXB];
+    uint8_t at[UW_MAXB], go[UW_MAXB], mbl[UW_MAXB];
+    int32_t cid[UW_MAXB][UW_MAXB];
+    float csc[UW_MAXB][UW_MAXB];
+    size_t ng = 0;
+    for (size_t st = 0; st < n;) {
+        size_t mblen = one_char_len(s[st]);
+        if (mblen > n - st) mblen = n - st;
+        cand[st] = 0;
+        node[st] = 0;
+        at[st] = (uint8_t)st;
+        mbl[st] = (uint8_t)mblen;
+        go[ng++] = (uint8_t)st;
+        st += mblen;
+    }
+    while (ng) {
+        size_t keep = 0;
+        for (size_t g = 0; g < ng; g++) {
+            const size_t st = go[g], kp = at[st];
+            const walk_at w = walk_step(f, node[st], s[kp]);
+            if (w.node == SPM_NONE) continue;
+            node[st] = w.node;
+            at[st] = (uint8_t)(kp + 1);
+            if (w.type && w.type != SPT_UNUSED) {
+                const size_t length = kp + 1 - st;
+                cand[st] |= 1u << (length - 1);
+                cid[st][length - 1] = w.id;
+                csc[st][length - 1] = w.type == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : score_sp(f, w);
+            }
+            if (kp + 1 < n) go[keep++] = (uint8_t)st;
+        }
+        ng = keep;
+    }
+    for (size_t st = 0; st < n; st += mbl[st]) {
+        const double here = sc[st];
+        for (uint32_t c = cand[st]; c; c &= c - 1) {
+            const size_t l = (size_t)__builtin_ctz(c);
+            UW_CAND(st + l + 1, (double)csc[st][l] + here, st, cid[st][l], 0);
+        }
+        if (!((cand[st] >> (mbl[st] - 1)) & 1)) UW_CAND(st + mbl[st], unk_score + here, st, m->unk_id, 1);
+    }
+#undef UW_CAND
+    int nt = 0;
+    double margin = 1e300;
+    for (size_t e = n; e > 0; e = (size_t)from[e]) {
+        const double d = sc[e] - second[e];
+        if (d < margin) margin = d;
+        nt++;
+    }
+    p->nt = nt;
+    p->margin = margin;
+    p->unk = 0;
+    int k = nt;
+    for (size_t e = n; e > 0; e = (size_t)from[e]) {
+        k--;
+        p->id[k] = id[e];
+        p->e[k] = (uint8_t)e;
+        if (unk[e]) p->unk |= 1u << k;
+    }
+}
+
+/* 1 when a path of a word of n bytes whose decisions win by `margin` (from 0, exactly) is the library's path from
+ * P: no rebase within the word (every score stays inside +-SCORE_RESET), and each path's float sum from P is
+ * within n * 2^-24 * (|P| + n * smax) of its exact value (n additions at most, each rounding by 2^-24 of a
+ * partial sum), so a margin of more than twice that (four times: room for the double sums) decides alike */
+HOT int uw_holds(const spm_model *m, float P, size_t n, double margin) {
+    const double a = fabs((double)P) + (double)n * m->uw_smax;
+    return a + 1.0 < (double)SCORE_RESET && margin > 4.0 * (double)n * a * 0x1p-24 + 1e-6;
+}
+
+/* P after the pieces of a path (float additions in the library's order) */
+HOT float uw_fold(const spm_model *m, float P, const int32_t *id, const uint8_t *e, uint32_t unk, int nt) {
+    uint8_t b = 0;
+    for (int k = 0; k < nt; k++) {
+        P = uw_piece_score(m, id[k], (size_t)(e[k] - b), (unk >> k) & 1) + P;
+        b = e[k];
+    }
+    return P;
+}
+
+static int unigram_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
+    const spm_ftrie *f = spm_ftrie_get(m);
+    uw_slot *cache = (uw_slot *)(void *)m->cache->slot;
+    spm_ints words = {0};
+    int rc = -1;
+    float *score = NULL;
+    path_node *best = NULL;
+    /* the words: cut before each separator that follows another character (characters as the lattice steps) */
+    for (size_t i = 0; i < n;) {
+        size_t l = one_char_len(s[i]);
+        if (l > n - i) l = n - i;
+        if (i && l == 3 && s[i] == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81 && ints_put(&words, (int32_t)i))
+            goto done;
+        i += l;
+    }
+    if (ints_put(&words, (int32_t)n)) goto done;
+    /* each word's hash once, beside its end: the slots of the word 8 ahead are fetched from it */
+    const size_t nw = words.n;
+    if (grow((void **)&words.p, &words.cap, 2 * nw, 4)) goto done;
+    uint32_t *hs = (uint32_t *)words.p + nw;
+    for (size_t w = 0, a0 = 0; w < nw; w++) {
+        const size_t b0 = (size_t)words.p[w];
+        hs[w] = b0 - a0 <= UW_MAXB ? word_hash(s + a0, b0 - a0) : 0;
+        a0 = b0;
+    }
+    float P = 0.0f;
+    size_t hits = 0, a = 0;
+    for (size_t w = 0; w < nw; w++) {
+        const size_t b = (size_t)words.p[w], len = b - a;
+        if (w == UW_PROBE && hits * 2 < w) {
+            /* a text whose words are mostly new (or long): the rest in one lattice from P, as the library walks
+             * it, without the cache's work per word */
+            if (P < -SCORE_RESET || P > SCORE_RESET) P = 0.0f;
+            break;
+        }
+        if (w + 8 < nw && hs[w + 8]) {
+            __builtin_prefetch(&cache[hs[w + 8] & (CW_SLOTS - 1)]);
+            __builtin_prefetch(&cache[slot2(hs[w + 8])]);
+        }
+        if (P < -SCORE_RESET || P > SCORE_RESET) P = 0.0f; /* the library's rebase at the word's start */
+        uw_slot *sl = NULL;
+        if (len <= UW_MAXB) {
+            const uint32_t h = hs[w];
+            uw_slot *s1 = &cache[h & (CW_SLOTS - 1)], *s2 = &cache[slot2(h)];
+            uw_slot v = {0};
+            const uw_slot *hit = NULL;
+            const uint32_t h1 = __atomic_load_n(&s1->hash, __ATOMIC_RELAXED);
+            if (h1 == h && spm_line_read(s1, &v) && v.hash == h && v.len == len && !memcmp(v.key, s + a, len))
+                hit = &v;
+            else if (__atomic_load_n(&s2->hash, __ATOMIC_RELAXED) == h && spm_line_read(s2, &v) && v.hash == h &&
+                     v.len == len && !memcmp(v.key, s + a, len))
+                hit = &v;
+            if (hit && uw_holds(m, P, len, hit->margin)) {
+                uint8_t pb = 0;
+                for (int k = 0; k < hit->nt; k++) {
+                    if (ints_put3(out, hit->id[k], (int32_t)(a + pb), (int32_t)(a + hit->e[k]))) goto done;
+                    pb = hit->e[k];
+                }
+                P = uw_fold(m, P, hit->id, hit->e, hit->unk, hit->nt);
+                hits++;
+                a = b;
+                continue;
+            }
+            if (!hit) sl = h1 == 0 ? s1 : s2;
+            uw_path p;
+            uw_exact(m, f, s + a, len, &p);
+            if (p.margin > 0 && uw_holds(m, P, len, p.margin)) {
+                uint8_t pb = 0;
+                for (int k = 0; k < p.nt; k++) {
+                    if (ints_put3(out, p.id[k], (int32_t)(a + pb), (int32_t)(a + p.e[k]))) goto done;
+                    pb = p.e[k];
+                }
+                P = uw_fold(m, P, p.id, p.e, p.unk, p.nt);
+                if (sl && p.nt <= UW_MAXT) {
+                    uw_slot v;
+                    memset(&v, 0, sizeof v);
+                    v.hash = h;
+                    v.len = (uint8_t)len;
+                    v.nt = (uint8_t)p.nt;
+                    v.unk = (uint8_t)p.unk;
+                    v.margin = (float)(p.margin * (1.0 - 0x1p-20)); /* rounded down */
+                    memcpy(v.key, s + a, len);
+                    for (int k = 0; k < p.nt; k++) {
+                        v.id[k] = p.id[k];
+                        v.e[k] = p.e[k];
+                    }
+                    spm_line_write(sl, &v);
+                }
+                a = b;
+                continue;
+            }
+        }
+        /* the word's lattice in float from P, as the library walks it */
+        if (!best) {
+            best = (path_node *)malloc((n + 1) * sizeof *best);
+            score = (float *)malloc((n + 1) * sizeof *score);
+            if (!best || !score) goto done;
+        }
+        P = sp_lattice(m, f, s + a, len, P, best, score);
+        if (path_emit(best, len, (int32_t)a, out)) goto done;
+        a = b;
+    }
+    if (a < n) {
+        if (!best) {
+            best = (path_node *)malloc((n + 1) * sizeof *best);
+            score = (float *)malloc((n + 1) * sizeof *score);
+            if (!best || !score) goto done;
+        }
+        sp_lattice(m, f, s + a, n - a, P, best, score);
+        if (path_emit(best, n - a, (int32_t)a, out)) goto done;
+    }
+    rc = 0;
+done:
+    free(best);
+    free(score);
+    spm_ints_free(&words);
+    return rc;
+}
+
+/* Unigram words (above) for a .model whose pieces never hold the escaped space after their first character:
+ * smax bounds the size of every score a piece adds to a path.  0, or -1 out of memory */
+int spm_unigram_prepare(spm_model *m) {
+    m->uw_smax = 0.0;
+    if ((m->flags & (SPF_BPE | SPF_HF | SPF_WS_SUFFIX)) || !(m->flags & SPF_ESCAPE_WS) || !m->blob || !m->off ||
+        !m->score)
+        return 0;
+    for (uint32_t i = 0; i < m->n_pieces; i++) {
+        const uint8_t *p = m->blob + m->off[i];
+        const size_t l = m->off[i + 1] - m->off[i];
+        for (size_t k = 1; k + 3 <= l; k++)
+            if (p[k] == 0xE2 && p[k + 1] == 0x96 && p[k + 2] == 0x81) return 0;
+        const double a = fabs((double)m->score[i]);
+        if (a > m->uw_smax || a != a) m->uw_smax = a;
+    }
+    const double u = fabs((double)(m->min_score - 10.0f));
+    if (u > m->uw_smax || u != u) m->uw_smax = u;
+    if (m->uw_smax != m->uw_smax || m->uw_smax > 1e30) return 0; /* NaN or huge scores: no bound holds */
+    m->uw_smax += 0.1 * UW_MAXB; /* a user-defined piece's bonus */
+    if (!m->cache && !(m->cache = spm_cache_new())) return -1;
+    m->uw = 1;
+    return 0;
+}
+
 int spm_model_run(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
     if (m->flags & SPF_BPE) return (m->flags & (SPF_WORDS | SPF_CUTS)) ? bpe_words(m, s, n, out) : spm_bpe(m, s, n, out);
+    if (m->uw && n) return unigram_words(m, s, n, out);
     return spm_unigram(m, s, n, out);
 }
 

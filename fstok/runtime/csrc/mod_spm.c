@@ -204,6 +204,10 @@ static PyObject *py_make(PyObject *self, PyObject *args) {
         PyErr_NoMemory();
         goto fail;
     }
+    if (spm_unigram_prepare(m)) {
+        PyErr_NoMemory();
+        goto fail;
+    }
     return PyCapsule_New(h, "fstok.spm", handle_free);
 fail:
     spm_ftrie_free(&h->m);

@@ -275,6 +275,10 @@ typedef struct {
     const uint32_t *off;
     int32_t *reserved;
     uint32_t n_reserved;
+    /* Unigram (.model) by words through the word cache (spm_unigram_prepare): uw 1 when no piece holds the
+     * escaped space after its first character; uw_smax bounds every score a piece adds to a path */
+    int uw;
+    double uw_smax;
 } spm_model;
 
 typedef struct {
@@ -332,6 +336,10 @@ void spm_ints_free(spm_ints *v);
 /* what the normalizer and PieceToId derive from the tables at load (after spm_trie_init of `user`).  0, or
  * -1 out of memory */
 int spm_model_prepare(spm_model *m);
+
+/* after the scores, flags and piece strings are set: the Unigram word path (spm_model.uw) and its cache.  0, or
+ * -1 out of memory */
+int spm_unigram_prepare(spm_model *m);
 
 /* SentencePiece's Normalizer::Normalize: `out` the normalized bytes; `n2o` (may be NULL) one
  * original byte offset per output byte plus one.  0 or -1 (out of memory). */
