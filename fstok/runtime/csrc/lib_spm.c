@@ -1804,9 +1804,8 @@ typedef struct {
 } uw_path;
 
 /* the score a piece adds to a path, as sp_lattice adds it */
-HOT float uw_piece_score(const spm_model *m, int32_t id, size_t length, int unk) {
-    if (unk) return m->min_score - 10.0f;
-    return m->ptype[id] == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : m->score[id];
+HOT float uw_piece_score(const spm_model *m, int32_t id, int unk) {
+    return unk ? m->min_score - 10.0f : m->uw_eff[id];
 }
 
 /* the best path of the word s[0, n) (n <= UW_MAXB) from 0 in double arithmetic, with the least margin by
@@ -1908,11 +1907,9 @@ HOT int uw_holds(const spm_model *m, float P, size_t n, double margin) {
 }
 
 /* P after the pieces of a path (float additions in the library's order) */
-HOT float uw_fold(const spm_model *m, float P, const int32_t *id, const uint8_t *e, uint32_t unk, int nt) {
-    uint8_t b = 0;
+HOT float uw_fold(const spm_model *m, float P, const int32_t *id, uint32_t unk, int nt) {
     for (int k = 0; k < nt; k++) {
-        P = uw_piece_score(m, id[k], (size_t)(e[k] - b), (unk >> k) & 1) + P;
-        b = e[k];
+        P = uw_piece_score(m, id[k], (unk >> k) & 1) + P;
     }
     return P;
 }
@@ -1926,6 +1923,11 @@ static int unigram_words(const spm_model *m, const uint8_t *s, size_t n, spm_int
     path_node *best = NULL;
     /* the words: cut before each separator that follows another character (characters as the lattice steps) */
     for (size_t i = 0; i < n;) {
+#ifdef __SSE2__
+        /* 16 ASCII bytes at once: no separator among them, and each is a character */
+        while (i + 16 <= n && !_mm_movemask_epi8(_mm_loadu_si128((const __m128i *)(const void *)(s + i)))) i += 16;
+        if (i >= n) break;
+#endif
         size_t l = one_char_len(s[i]);
         if (l > n - i) l = n - i;
         if (i && l == 3 && s[i] == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81 && ints_put(&words, (int32_t)i))
@@ -1975,7 +1977,7 @@ static int unigram_words(const spm_model *m, const uint8_t *s, size_t n, spm_int
                     if (ints_put3(out, hit->id[k], (int32_t)(a + pb), (int32_t)(a + hit->e[k]))) goto done;
                     pb = hit->e[k];
                 }
-                P = uw_fold(m, P, hit->id, hit->e, hit->unk, hit->nt);
+                P = uw_fold(m, P, hit->id, hit->unk, hit->nt);
                 hits++;
                 a = b;
                 continue;
@@ -1989,7 +1991,7 @@ static int unigram_words(const spm_model *m, const uint8_t *s, size_t n, spm_int
                     if (ints_put3(out, p.id[k], (int32_t)(a + pb), (int32_t)(a + p.e[k]))) goto done;
                     pb = p.e[k];
                 }
-                P = uw_fold(m, P, p.id, p.e, p.unk, p.nt);
+                P = uw_fold(m, P, p.id, p.unk, p.nt);
                 if (sl && p.nt <= UW_MAXT) {
                     uw_slot v;
                     memset(&v, 0, sizeof v);
@@ -2044,6 +2046,7 @@ int spm_unigram_prepare(spm_model *m) {
         !m->score)
         return 0;
     for (uint32_t i = 0; i < m->n_pieces; i++) {
+        if (m->off[i + 1] < m->off[i]) return 0; /* (the loader refuses such offsets first) */
         const uint8_t *p = m->blob + m->off[i];
         const size_t l = m->off[i + 1] - m->off[i];
         for (size_t k = 1; k + 3 <= l; k++)
@@ -2055,6 +2058,11 @@ int spm_unigram_prepare(spm_model *m) {
     if (u > m->uw_smax || u != u) m->uw_smax = u;
     if (m->uw_smax != m->uw_smax || m->uw_smax > 1e30) return 0; /* NaN or huge scores: no bound holds */
     m->uw_smax += 0.1 * UW_MAXB; /* a user-defined piece's bonus */
+    /* the score each piece adds to a path as sp_lattice adds it, in one array (uw_fold) */
+    if (!(m->uw_eff = (float *)malloc((size_t)m->n_pieces * sizeof(float) + 1))) return -1;
+    for (uint32_t i = 0; i < m->n_pieces; i++)
+        m->uw_eff[i] = m->ptype[i] == SPT_USER ? (float)(0.1 * (double)((int)(m->off[i + 1] - m->off[i]) - 1))
+                                               : m->score[i];
     if (!m->cache && !(m->cache = spm_cache_new())) return -1;
     m->uw = 1;
     return 0;

@@ -39,6 +39,7 @@ static void handle_free(PyObject *cap) {
     spm_zfree(h->m.pair_memo, SPM_PAIR_MEMO_BYTES);
     spm_trie_free(&h->m.user);
     free(h->m.reserved);
+    free(h->m.uw_eff);
     pthread_mutex_destroy(&h->m.ft_mu);
     free(h);
 }
@@ -217,6 +218,7 @@ fail:
     spm_cache_free(h->m.cache);
     spm_zfree(h->m.pair_memo, SPM_PAIR_MEMO_BYTES);
     free(h->m.reserved);
+    free(h->m.uw_eff);
     pthread_mutex_destroy(&h->m.ft_mu);
     free(h);
     return NULL;

@@ -279,6 +279,7 @@ typedef struct {
      * escaped space after its first character; uw_smax bounds every score a piece adds to a path */
     int uw;
     double uw_smax;
+    float *uw_eff; /* the score each piece adds to a path (its own, or a user-defined piece's length bonus) */
 } spm_model;
 
 typedef struct {
