@@ -41,13 +41,20 @@ import fstok.bpe as fb  # noqa: E402
 
 def load_build(spec: str):
     d, _, env = spec.partition("@")
+    k, _, v = env.partition("=")
+    old = os.environ.get(k) if env else None
     if env:
-        k, _, v = env.partition("=")
         os.environ[k] = v
-    so = glob.glob(os.path.join(d, "_bpe*.so"))[0]
-    ld = importlib.machinery.ExtensionFileLoader("fstok.runtime._bpe", so)
-    m = importlib.util.module_from_spec(importlib.util.spec_from_file_location("fstok.runtime._bpe", so, loader=ld))
-    ld.exec_module(m)
+    try:
+        so = glob.glob(os.path.join(d, "_bpe*.so"))[0]
+        ld = importlib.machinery.ExtensionFileLoader("fstok.runtime._bpe", so)
+        m = importlib.util.module_from_spec(importlib.util.spec_from_file_location("fstok.runtime._bpe", so, loader=ld))
+        ld.exec_module(m)
+    finally:  # only this build's initialisation sees the setting (a variable left set reached every later build)
+        if env and old is None:
+            del os.environ[k]
+        elif env:
+            os.environ[k] = old
     return m
 
 
