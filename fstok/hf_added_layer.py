@@ -74,9 +74,9 @@ class AddedLayer:
         i2t = self.id_to_token
         return [i2t[i] for i in r[0]]
 
-    def model_encode(self, text):
+    def model_encode(self, text, **kw):
         if not isinstance(text, str) or self.matcher.search(text) is None:
-            return self.base.model_encode(text)
+            return self.base.model_encode(text, **kw)
         ids: list[int] = []
         offs: list = []
         words: list = []

@@ -14,12 +14,15 @@ their character offsets and their pre-tokenizer word indices.
 from __future__ import annotations
 
 import copy
+import bisect
 import functools
 import glob
 import hashlib
 import json
 import os
+import re
 import tempfile
+import unicodedata
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
@@ -27,7 +30,9 @@ import numpy as np
 from .hf_encoding import Encoding, pad_encodings, untrack
 from .literals import LiteralSet
 from .pipeline.added import hf_added_ids
-from .postprocess import PostProcessor, finish, num_special_tokens_to_add
+from . import hf_batch as _hf_batch
+from .hf_batch import Assembler, batch_threads, gc_paused
+from .postprocess import PostProcessor, _trim_offsets, finish, num_special_tokens_to_add, trim_spec
 
 __all__ = ["Tokenizer", "AddedToken"]
 
@@ -452,7 +457,7 @@ class _BPECore(_Core):
                 a.extend(range(pos, pos + len(seg)))
                 b.extend(range(pos + 1, pos + len(seg) + 1))
             else:
-                p = self.norm.normalize(Piece.original(text, pos, pos + len(seg)))
+                p = self._normalize_piece(text, pos, pos + len(seg))
                 k = 0
                 for sub, tid2 in tok._split_literals(p.text, tok._added_norm):
                     if tid2 is None and tok._add_prefix_space and not sub.startswith(" "):
@@ -472,34 +477,169 @@ class _BPECore(_Core):
         B = np.asarray(b, dtype=np.int64)
         return A[np.clip(cs, 0, len(a) - 1)], B[np.clip(ce - 1, 0, len(a) - 1)]
 
-    def _native_row(self, text: str, ids: list, starts: bytes):
+    def _normalize_piece(self, text: str, a: int, b: int):
+        """self.norm of text[a:b] with HF's alignments, the Python normalizer run only on the stretches that
+        can change: NFC / NFKC act on each stretch between two inert starters on its own (an ASCII character
+        or a CJK unified ideograph: unchanged, never composed with what precedes it, and a stop to canonical
+        reordering), so the stretches of other characters (each with the inert character before it, which
+        may compose with them) are normalized alone and the rest keeps every character in place."""
+        from .pipeline.normalized import Piece
+
+        whole = Piece.original(text, a, b)
+        if getattr(self.norm, "form", None) not in ("NFC", "NFKC"):
+            return self.norm.normalize(whole)
+        form = self.norm.form
+        opaque = self.tok._hf_opaque()
+        out: list[str] = []
+        st: list[int] = []
+        en: list[int] = []
+        pos = a
+        for m in _LIVE.finditer(text, a, b):
+            s0 = m.start() - 1 if m.start() > a else a
+            seg = text[s0:m.end()]
+            if unicodedata.is_normalized(form, seg) and not opaque(seg):
+                continue  # HF's normalizer yields each character with change 0 (`Unicode.normalize`)
+            t2 = self._one_to_one(seg, form, opaque)
+            if t2 is not None:
+                out.append(text[pos:s0])
+                out.append(t2)
+                st.extend(range(pos, m.end()))
+                en.extend(range(pos + 1, m.end() + 1))
+                pos = m.end()
+                continue
+            q = self.norm.normalize(Piece.original(text, s0, m.end()))
+            if q.text == text[s0:m.end()] and list(q.starts) == list(range(s0, m.end())) and \
+                    list(q.ends) == list(range(s0 + 1, m.end() + 1)):
+                continue  # unchanged: stays in the identity stretch
+            out.append(text[pos:s0])
+            st.extend(range(pos, s0))
+            en.extend(range(pos + 1, s0 + 1))
+            out.append(q.text)
+            st.extend(q.starts)
+            en.extend(q.ends)
+            pos = m.end()
+        if pos == a:
+            return whole
+        out.append(text[pos:b])
+        st.extend(range(pos, b))
+        en.extend(range(pos + 1, b + 1))
+        return Piece("".join(out), st, en, a)
+
+    def _one_to_one(self, seg: str, form: str, opaque) -> Optional[str]:
+        """The normalized form of `seg` where each character becomes one character in its place (a
+        compatibility singleton such as a fullwidth comma, and no composition), else None.  A character whose
+        full decomposition is one character d reads as d; if the text so read is in the normal form, it is
+        the normalized text (both decompose alike), and HF's normalizer yields each character with change 0."""
+        rep = self.__dict__.get("_rep")
+        if rep is None:
+            rep = self._rep = {}
+        dform = "NFKD" if form == "NFKC" else "NFD"
+        out = []
+        for c in seg:
+            d = rep.get(c)
+            if d is None:
+                d = unicodedata.normalize(dform, c)
+                if len(d) != 1 or opaque(c) or opaque(d):
+                    d = ""
+                rep[c] = d
+            if not d:
+                return None
+            out.append(d)
+        t = "".join(out)
+        return t if unicodedata.is_normalized(form, t) else None
+
+    def _native_row(self, text: str, ids: list, starts: bytes, trim=None, align: Optional[bytes] = None):
         """(ids, offsets, word ids) by one C call (`fstok.runtime._hfalign.rows` over the compiled
-        pre-tokenizer's byte spans) for a text without a normalizer, inserted spaces or any added-token text
+        pre-tokenizer's byte spans) for a text that was encoded as it is (`text` is the text the core encoded:
+        one the normalizer leaves unchanged keeps each character in its place) and holds no added-token text
         (each would need the splits of `_pieces`); None otherwise."""
         tok = self.tok
         pat = tok._pattern if tok._native else None
-        if self.norm is not None or pat is None or pat.spanner is None:
+        if pat is None or pat.spanner is None:
             return None
-        lits = self.__dict__.get("_lits")
-        if lits is None:
-            lits = self._lits = LiteralSet(set(tok._added_raw) | set(tok._special_tokens) | set(tok._added_norm))
+        lits = self._literals()
         if lits and lits.search(text) is not None:
             return None
         from .runtime import _hfalign
 
         data = text.encode("utf-8")
-        align = np.arange(len(data), dtype=np.int32).tobytes() if len(data) == len(text) else _hfalign.chars(data)
-        got = _hfalign.rows(align, np.asarray(ids, dtype=np.uint32).tobytes(), self.tok_len, None,
-                            pat.spanner.byte_spans(data), starts, -1, 1 if pat.mode == "find" else 2)
-        return None if got is None else (ids, got[0], got[1])
+        if align is None:
+            align = np.arange(len(data), dtype=np.int32).tobytes() if len(data) == len(text) else _hfalign.chars(data)
+        tt = None if trim is None else self._trim_table()
+        args = (align, np.asarray(ids, dtype=np.uint32).tobytes(), self.tok_len, None,
+                pat.spanner.byte_spans(data), starts, -1, 1 if pat.mode == "find" else 2)
+        got = _hfalign.rows(*args) if tt is None else _hfalign.rows(*args, tt, trim)
+        if got is None:
+            return None
+        if tt is None:
+            return ids, got[0], got[1]
+        i2t = self.i2t
+        return ids, got[0], got[1], [i2t[i] for i in ids], got[2]
 
-    def model_encode(self, text):
+    def _trim_table(self) -> Optional[bytes]:
+        """`_space_counts` as interleaved uint8 (leading, trailing) pairs by id, for `_hfalign.rows`; None
+        where a token has more spaces than a byte counts (the face then trims in Python)."""
+        tt = self.__dict__.get("_trim_tab", False)
+        if tt is False:
+            lead, trail = self._space_counts()
+            n = len(self.tok_len)
+            lead, trail = lead[:n], trail[:n]
+            ok = not n or max(int(lead.max()), int(trail.max())) < 256
+            tt = self._trim_tab = np.stack([lead, trail], axis=1).astype(np.uint8).tobytes() if ok else None
+        return tt
+
+    def _normalized_row(self, text: str):
+        """(ids, offsets, word ids) of a text the normalizer changes, holding no added-token text, without a
+        prefix space: the normalized text (with HF's alignment, `_normalize_piece`) is encoded by the C path
+        and numbered by `_native_row`, whose offsets in it are mapped back through the alignment.  None where
+        that does not apply."""
         tok = self.tok
+        if self.norm is None or tok._add_prefix_space or not tok._native or not isinstance(text, str):
+            return None
+        lits = self._literals()
+        if lits and lits.search(text) is not None:
+            return None
+        p = self._normalize_piece(text, 0, len(text))
+        used = p.text
+        if (lits and lits.search(used) is not None) or used != tok._hf_normalize(text):
+            return None
+        sp1, sp2 = tok._matchers(self.allowed)
+        try:
+            ids, starts = tok._model.encode(used, sp1, 3, sp2, 1)
+        except UnicodeEncodeError:
+            return None
+        if not ids:
+            return [], [], []
+        st = np.asarray(p.starts, dtype=np.int32)
+        if not np.array_equal(np.asarray(p.ends, dtype=np.int32), st + 1):
+            r = self._native_row(used, ids, starts)
+            return None if r is None else (ids, [(p.starts[a], p.ends[b - 1]) for a, b in r[1]], r[2])
+        # each normalized character came from one original character: the alignment of each byte of the
+        # normalized text is that character's offset
+        from .runtime import _hfalign
+
+        data = used.encode("utf-8")
+        ci = np.frombuffer(_hfalign.chars(data), dtype=np.int32) if len(data) != len(used) else slice(None)
+        return self._native_row(used, ids, starts, align=st[ci].tobytes())
+
+    def _literals(self) -> LiteralSet:
+        lits = self.__dict__.get("_lits")
+        if lits is None:
+            tok = self.tok
+            lits = self._lits = LiteralSet(set(tok._added_raw) | set(tok._special_tokens) | set(tok._added_norm))
+        return lits
+
+    def model_encode(self, text, trim=None):
+        tok = self.tok
+        if self.norm is not None and tok._text_needs_python(text):
+            r = self._normalized_row(text)
+            if r is not None:
+                return r
         (ids, starts), used = tok._run(text, self.allowed, 3)
         if not ids:
             return [], [], []
         if used == text:
-            r = self._native_row(text, ids, starts)
+            r = self._native_row(text, ids, starts, trim)
             if r is not None:
                 return r
         bs = np.frombuffer(starts, dtype=np.uint32).astype(np.int64)
@@ -613,6 +753,10 @@ class _BPECore(_Core):
                self.tok.encode_batch(texts, num_threads=num_threads, allowed_special="all", disallowed_special=())]
         lens = np.fromiter((len(r) for r in res), dtype=np.int64, count=len(res))
         return (np.concatenate(res) if res else np.zeros(0, np.uint32)), lens
+
+
+#: runs of characters an NFC / NFKC can change or compose (all but ASCII and CJK unified ideographs)
+_LIVE = re.compile("[^\x00-\x7f\u3400-\u4dbf\u4e00-\u9fff]+")
 
 
 def _rows(ids: np.ndarray, offs: np.ndarray, words: np.ndarray, lens: np.ndarray) -> list[tuple]:
@@ -1149,9 +1293,22 @@ class Tokenizer:
         if not isinstance(is_pretokenized, bool) or not isinstance(add_special_tokens, bool):
             raise TypeError("encode(sequence, pair=None, is_pretokenized=False, add_special_tokens=True): "
                             "is_pretokenized and add_special_tokens must be bool")
-        enc = self._model_encoding(sequence, is_pretokenized, 0, "sequence")
-        penc = None if pair is None else self._model_encoding(pair, is_pretokenized, 1, "pair")
-        out = finish(self._processor, enc, penc, add_special_tokens, self._truncation, self._padding)
+        if not is_pretokenized and type(sequence) is str and (pair is None or type(pair) is str):
+            # the batch path's per-text steps for one text: its trimmed offsets from the core, the template
+            trim, trimming, kw = self._trim_plan()
+            core = self._core
+            ra = core.model_encode(sequence, **kw)
+            rb = None if pair is None else core.model_encode(pair, **kw)
+            out = self._lay([(sequence, pair)], [ra], iter(()) if rb is None else iter((rb,)), add_special_tokens,
+                            trim, trimming)[0]
+            p = self._padding
+            if p is not None:
+                pad_encodings([out], p["length"], p["pad_to_multiple_of"], p["direction"], p["pad_id"],
+                              p["pad_type_id"], p["pad_token"])
+        else:
+            enc = self._model_encoding(sequence, is_pretokenized, 0, "sequence")
+            penc = None if pair is None else self._model_encoding(pair, is_pretokenized, 1, "pair")
+            out = finish(self._processor, enc, penc, add_special_tokens, self._truncation, self._padding)
         untrack((out,))
         return out
 
@@ -1174,8 +1331,6 @@ class Tokenizer:
         if isinstance(input, str):
             raise TypeError("encode_batch expects a list of inputs, not a str")
         items = [self._split_input(x, is_pretokenized) for x in input]
-        from .hf_batch import gc_paused
-
         # a batch allocates a few lists per text and one tuple per offset, none of them in a cycle: the
         # cyclic collector would otherwise rescan the growing result many times over
         with gc_paused():
@@ -1195,31 +1350,45 @@ class Tokenizer:
 
     def _encode_texts(self, items: list[tuple[str, Optional[str]]], add_special_tokens: bool) -> list[Encoding]:
         """encode() of many (text, pair) items, the model step of all texts in one native batch."""
-        from .hf_batch import batch_threads
-
         nt = batch_threads()
-        proc, trunc, pad = self._processor, self._truncation, self._padding
-        from .postprocess import _trim_offsets, trim_spec
-
-        # a byte-level offset trimming of the processor: the cores that can trim the offsets of the whole
-        # batch at once (`trims`) give each row its trimmed offsets too, which the template then takes
-        trim = trim_spec(proc)
-        if trim == "many":
-            trim = None
-            kw: dict = {}
-            trimming = False
-        else:
-            trimming = trim is not None
-            kw = {"trim": trim} if trimming and getattr(self._core, "trims", False) else {}
+        trim, trimming, kw = self._trim_plan()
         firsts = self._core.model_batch([a for a, _ in items], nt, **kw)
         pairs = [b for _, b in items if b is not None]
         seconds = iter(self._core.model_batch(pairs, nt, **kw)) if pairs else iter(())
+        return self._lay(items, firsts, seconds, add_special_tokens, trim, trimming)
+
+    def _trim_plan(self) -> tuple:
+        """(add_prefix_space of the processor's one byte-level offset trimming or None, whether the rows
+        get trimmed offsets, the core's keyword for them).  The cores that trim (`trims`) give each row its
+        trimmed offsets too, which the template then takes."""
+        trim = trim_spec(self._processor)
+        if trim == "many":
+            return None, False, {}
+        trimming = trim is not None
+        return trim, trimming, ({"trim": trim} if trimming and getattr(self._core, "trims", False) else {})
+
+    def _assembler(self, pair: bool, add_special_tokens: bool, trimming: bool):
+        """The Assembler of the current processor and truncation (kept until either changes)."""
+        proc, trunc = self._processor, self._truncation
+        c = self.__dict__.get("_asm_cache")
+        if c is None or c[0] is not proc or c[1] != trunc:
+            c = self._asm_cache = (proc, None if trunc is None else dict(trunc), {})
+        key = (pair, add_special_tokens, trimming)
+        a = c[2].get(key)
+        if a is None:
+            a = c[2][key] = Assembler(proc, pair, add_special_tokens, trunc, trimming)
+        return a
+
+    def _lay(self, items, firsts, seconds, add_special_tokens: bool, trim, trimming: bool) -> list[Encoding]:
+        """The encodings of (text, pair) items from their model rows (`seconds` iterates the rows of the
+        pairs): the processor's template, truncation and overflowing windows, as `finish` gives them."""
+        proc, trunc, pad = self._processor, self._truncation, self._padding
         i2t = self._id_to_token
 
         def model(r, type_id):
             ids, offs, words = r[0], r[1], r[2]
             n = len(ids)
-            toks = r[3] if len(r) > 3 else [i2t[i] for i in ids]
+            toks = r[3] if len(r) > 3 else list(map(i2t.__getitem__, ids))
             return Encoding._raw(ids, [type_id] * n, toks, words, offs, [0] * n, [1] * n, [], {})
 
         def trimmed(r, e):
@@ -1237,11 +1406,9 @@ class Tokenizer:
             """(ids, offsets, word ids, tokens[, trimmed offsets]) of a model row and its encoding."""
             return (e._ids, e._offsets, e._words, e._tokens) + tuple(r[4:5])
 
-        from .hf_batch import Assembler, overflowing
-
         # texts that truncation leaves whole are laid into the processor's template; the batch is padded
         # by the caller (padding each first changes nothing: HF pads each to the same or a shorter length)
-        asm = {False: Assembler(proc, False, add_special_tokens, trunc, trimming), True: None}
+        asm = {False: None, True: None}
         out = []
         for (_, b), r in zip(items, firsts):
             ea = model(r, 0)
@@ -1249,7 +1416,7 @@ class Tokenizer:
             eb = None if b is None else model(rb, 1)
             k = eb is not None
             if asm[k] is None:
-                asm[k] = Assembler(proc, k, add_special_tokens, trunc, trimming)
+                asm[k] = self._assembler(k, add_special_tokens, trimming)
             n = len(ea._ids) + (len(eb._ids) if k else 0)
             if asm[k].fits(n):
                 if trimming:
@@ -1260,7 +1427,7 @@ class Tokenizer:
                 e = None
                 if trunc is not None and (not trimming or (len(r) > 4 and (rb is None or len(rb) > 4))):
                     # the windows laid into the template at once (per window in `finish`, the oracle)
-                    e = overflowing(asm[k], rows(r, ea), None if rb is None else rows(rb, eb), trunc,
+                    e = _hf_batch.overflowing(asm[k], rows(r, ea), None if rb is None else rows(rb, eb), trunc,
                                     trim if trimming else None)
                     if e is not None and pad is not None:
                         pad_encodings([e], pad["length"], pad["pad_to_multiple_of"], pad["direction"],
@@ -1413,8 +1580,8 @@ class _PipelineCore(_Core):
             t = t[len(self.prefix):]
         return t
 
-    def model_encode(self, text):
-        r = self._native_encode(text)
+    def model_encode(self, text, trim=None):
+        r = self._native_encode(text, trim)
         if r is None:
             g = self._guarded()
             r = g.row(text) if g is not None and isinstance(text, str) else None
@@ -1496,9 +1663,10 @@ class _PipelineCore(_Core):
                                       tok._lens, tok._token_strings())
         return w
 
-    def _native_encode(self, text):
-        """(ids, offsets, word ids, tokens) from one C pass of the tables plus one C pass of the compiled
-        pre-tokenizer for the piece boundaries; None where the tables do not take the text as it is."""
+    def _native_encode(self, text, trim=None):
+        """(ids, offsets, word ids, tokens[, trimmed offsets]) from one C pass of the tables plus one C pass
+        of the compiled pre-tokenizer for the piece boundaries; None where the tables do not take the text as
+        it is."""
         tok = self.tok
         if not self._direct() or not isinstance(text, str) or tok._native_text(text) is None:
             return None
@@ -1509,10 +1677,106 @@ class _PipelineCore(_Core):
             return [], [], [], []
         lo = tok._standin_lo
         if lo is not None and max(ids) >= lo:
-            return None  # a byte the vocabulary lacks: HF drops it (the stages)
+            return self._standin_row(text, ids, starts)  # a byte the vocabulary lacks: HF drops it
         plan = self._words_plan()
-        r = plan.row_native(text, ids, starts)
+        r = plan.row_native(text, ids, starts, trim)
         return r if r is not None else plan.row(text, ids, np.frombuffer(starts, dtype=np.uint32).astype(np.int64))
+
+    def _pieces_of(self, data: bytes) -> Optional[list[tuple[int, int]]]:
+        """The compiled pre-tokenizer's non-empty pieces of `data` as (start, end) bytes, or None."""
+        pat = self._words_plan().pattern
+        if pat is None:
+            return [(0, len(data))] if data else []
+        sp = pat.spanner
+        if sp is None:
+            return None
+        raw = memoryview(sp.byte_spans(data)).cast("Q").tolist()
+        pairs = zip(raw[0::2], raw[1::2]) if pat.mode == "find" else zip([0] + raw[:-1], raw)
+        return [(a, b) for a, b in pairs if b > a]
+
+    def _standin_ids(self, data: bytes, ids: list, starts: list, pieces: list) -> Optional[tuple[list, list, list]]:
+        """(ids, first bytes, last bytes + 1) of a tables pass over `data` whose ids hold stand-ins of bytes
+        the vocabulary lacks: HF's BPE drops such a byte from its word before merging, so each piece holding
+        one is encoded again, those bytes left out, by the tables' model (`encode_spans`: each span one word).
+        HF's word places its symbols by their lengths from the piece's start, the dropped bytes not counted:
+        a new token at byte k of the shortened piece spans the piece's bytes from k on, as in HF.  None where
+        the tokens do not fall inside the pieces."""
+        tok = self.tok
+        lo = tok._standin_lo
+        lens = tok._lens
+        n = len(ids)
+        # the tokens of each piece (tokens never cross a piece: the tables encode piece by piece)
+        owner, k = [], 0
+        for i in range(n):
+            b = starts[i]
+            while k < len(pieces) and pieces[k][1] <= b:
+                k += 1
+            if k == len(pieces) or b < pieces[k][0]:
+                return None
+            owner.append(k)
+        bad = sorted({owner[i] for i in range(n) if ids[i] >= lo})
+        drop = {starts[i] for i in range(n) if ids[i] >= lo}
+        buf = bytearray()
+        shift: list[int] = []  # each byte of buf: its piece's first byte in data less its piece's first in buf
+        spans: list[int] = []
+        for k in bad:
+            a, b = pieces[k]
+            s0 = len(buf)
+            buf += bytes(data[j] for j in range(a, b) if j not in drop)
+            shift += [a - s0] * (len(buf) - s0)
+            if len(buf) > s0:
+                spans += (s0, len(buf), 0xFFFFFFFF)
+        new_ids, new_st = [], []
+        if spans:
+            got, st_b = tok._tables._model.encode_spans(bytes(buf), np.asarray(spans, dtype=np.uint32).tobytes(), 3)
+            new_ids, new_st = list(got), np.frombuffer(st_b, dtype=np.uint32).tolist()
+        # the new tokens in order, each piece's in place of its old ones
+        out_i, out_s, out_e = [], [], []
+        q = 0
+        bad_set = set(bad)
+        for i in range(n):
+            if owner[i] not in bad_set:
+                out_i.append(ids[i])
+                out_s.append(starts[i])
+                out_e.append(starts[i] + int(lens[ids[i]]))
+                continue
+            if i + 1 < n and owner[i + 1] == owner[i]:
+                continue  # the piece's new tokens go in at its last old token
+            end = pieces[owner[i]][1]
+            while q < len(new_ids) and new_st[q] + shift[new_st[q]] < end:
+                b0 = new_st[q] + shift[new_st[q]]
+                out_i.append(new_ids[q])
+                out_s.append(b0)
+                out_e.append(b0 + int(lens[new_ids[q]]))
+                q += 1
+        return out_i, out_s, out_e
+
+    def _standin_row(self, text: str, ids: list, starts: bytes):
+        """(ids, offsets, word ids, tokens) of a text whose tables pass holds stand-ins (`_standin_ids`);
+        None where the stages must run (an added token in the text)."""
+        plan = self._words_plan()
+        if plan.added and not frozenset(plan.added).isdisjoint(ids):
+            return None
+        data = text.encode("utf-8")
+        pieces = self._pieces_of(data)
+        if pieces is None:
+            return None
+        got = self._standin_ids(data, ids, np.frombuffer(starts, dtype=np.uint32).tolist(), pieces)
+        if got is None:
+            return None
+        new_ids, bs, be = got
+        pstarts = [a for a, _ in pieces]
+        words = [bisect.bisect_right(pstarts, b) - 1 for b in bs]
+        if len(data) != len(text):
+            ci, c = [], -1  # the character holding each byte
+            for byte in data:
+                if byte & 0xC0 != 0x80:
+                    c += 1
+                ci.append(c)
+            offs = [(ci[a], ci[e - 1] + 1) for a, e in zip(bs, be)]
+        else:
+            offs = list(zip(bs, be))
+        return new_ids, offs, words, list(map(plan.tok_of, new_ids))
 
     trims = True  # model_batch(trim=...) gives each row its trimmed offsets (`fstok.hf_words.trim_offsets`)
 
@@ -1567,7 +1831,8 @@ class _PipelineCore(_Core):
             return flat, lens
         parts = [flat[starts[i]:starts[i + 1]] for i in range(len(texts))]
         for i in redo:
-            parts[i] = np.asarray(tok._ids(texts[i]), dtype=np.uint32)
+            r = self._native_encode(texts[i]) if i not in missing else None
+            parts[i] = np.asarray(r[0] if r is not None else tok._ids(texts[i]), dtype=np.uint32)
         lens = np.fromiter((len(p) for p in parts), dtype=np.int64, count=len(parts))
         return np.concatenate(parts), lens
 

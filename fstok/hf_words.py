@@ -56,6 +56,26 @@ def batch_ids(model, texts: list[str], num_threads: int) -> tuple[np.ndarray, np
     return flat, lens, keep
 
 
+_IDENT = [memoryview(b"")]
+_HFALIGN: list = []
+
+
+def _identity(n: int) -> memoryview:
+    """int32 0..n-1 as a buffer (the alignment of an ASCII text: each byte its own character)."""
+    m = _IDENT[0]
+    if len(m) < 4 * n:
+        m = _IDENT[0] = memoryview(np.arange(max(n, 2 * len(m) // 4, 4096), dtype=np.int32).tobytes())
+    return m[:4 * n]
+
+
+def _hfalign_mod():
+    if not _HFALIGN:
+        from .runtime import _hfalign
+
+        _HFALIGN.append(_hfalign)
+    return _HFALIGN[0]
+
+
 #: texts of up to this many tokens are numbered in plain Python (`WordPlan.row_small`)
 SMALL_ROW = 64
 
@@ -202,10 +222,22 @@ class WordPlan:
             offs = list(zip(bs, be))
         return ids, offs, words, list(map(self.tok_of, ids))
 
-    def row_native(self, text: str, ids: list[int], starts: bytes) -> Optional[tuple]:
+    def trim_table(self) -> Optional[bytes]:
+        """`space_counts` as interleaved uint8 (leading, trailing) pairs by id, for `_hfalign.rows`; None
+        where a token has more spaces than a byte counts (the face then trims in Python)."""
+        tt = self.__dict__.get("_trim_table", False)
+        if tt is False:
+            lead, trail = self.space_counts()
+            ok = not len(lead) or max(int(lead.max()), int(trail.max())) < 256
+            tt = self._trim_table = np.stack([lead, trail], axis=1).astype(np.uint8).tobytes() if ok else None
+        return tt
+
+    def row_native(self, text: str, ids: list[int], starts: bytes, trim: Optional[bool] = None) -> Optional[tuple]:
         """`row` by one C call (`fstok.runtime._hfalign.rows`) from the tokens' first bytes as uint32
         `starts`, for a text none of whose ids is an added token's (an added-token match spans its content,
-        not its id's bytes, and is a split of its own: `row` handles those); None otherwise."""
+        not its id's bytes, and is a split of its own: `row` handles those); None otherwise.  With `trim`
+        (the add_prefix_space of the post-processor's byte-level offset trimming) the row also carries its
+        trimmed offsets (a fifth item), as `batch` gives them."""
         added = self.__dict__.get("_added_set")
         if added is None:
             added = self._added_set = frozenset(self.added)
@@ -215,8 +247,7 @@ class WordPlan:
         sp = pat.spanner if pat is not None else None
         if pat is not None and sp is None:
             return None
-        from .runtime import _hfalign
-
+        _hfalign = _hfalign_mod()
         data = text.encode("utf-8")
         if sp is None:
             pieces, kind = np.array([0, len(data)], dtype=np.uint64).tobytes(), 1
@@ -225,11 +256,19 @@ class WordPlan:
         tl = self.__dict__.get("_tok_len64")
         if tl is None:
             tl = self._tok_len64 = np.ascontiguousarray(self.tok_len, dtype=np.int64)
-        align = np.arange(len(data), dtype=np.int32).tobytes() if len(data) == len(text) else _hfalign.chars(data)
-        got = _hfalign.rows(align, array("I", ids).tobytes(), tl, None, pieces, starts, -1, kind)
+        align = _identity(len(data)) if len(data) == len(text) else _hfalign.chars(data)
+        tt = None if trim is None else self.trim_table()
+        if tt is None:
+            trim = None
+            got = _hfalign.rows(align, array("I", ids).tobytes(), tl, None, pieces, starts, -1, kind)
+        else:
+            got = _hfalign.rows(align, array("I", ids).tobytes(), tl, None, pieces, starts, -1, kind,
+                                tt, trim)
         if got is None:
             return None
-        return ids, got[0], got[1], list(map(self.tok_of, ids))
+        if trim is None:
+            return ids, got[0], got[1], list(map(self.tok_of, ids))
+        return ids, got[0], got[1], list(map(self.tok_of, ids)), got[2]
 
     def row(self, text: str, ids: list[int], bs: np.ndarray) -> tuple:
         """(ids, character offsets, word ids, token strings) of one text from its token ids and first bytes."""

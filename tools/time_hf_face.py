@@ -3,6 +3,7 @@
 
     python tools/time_hf_face.py FILE [FILE ...] [--lines 1500] [--rounds 3] [--stride 64:16] [--pair]
                                                 [--modes encoding single numpy]
+    python tools/time_hf_face.py --all [--rounds 3]     # every tokenizer.json under ../shared/data/vocab/
 
 Contenders, each in a fresh process (TOKENIZERS_PARALLELISM=false, one thread), warmed up on 300 other lines,
 then timed (process CPU time, which a shared host disturbs less than wall time) on one pass over `--lines`
@@ -19,6 +20,7 @@ Rounds alternate the contenders; the median of the rounds is printed in ms per l
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import statistics
 import subprocess
@@ -42,6 +44,12 @@ def lines(n: int) -> tuple[list[str], list[str]]:
         out += [ls[k] for ls in per if k < len(ls)]
         k += 1
     return warm, out[:n]
+
+
+def every_tokenizer_json() -> list[str]:
+    """The HF tokenizer.json files of the shared data (tools/diff_hf.py checks the same set)."""
+    every = sorted(set(glob.glob(os.path.join(DATA, "vocab", "**", "*.json"), recursive=True)))
+    return [f for f in every if os.path.basename(f) != "vocab.json" and "tekken" not in f]
 
 
 def child(path: str, who: str, mode: str, n: int, stride: str, pair: bool) -> None:
@@ -98,8 +106,14 @@ def main() -> int:
                     help="truncation with a stride (encoding path only), e.g. 64:16")
     ap.add_argument("--pair", action="store_true", help="encode pairs of lines")
     ap.add_argument("--modes", nargs="+", choices=("encoding", "single", "numpy"), default=["encoding", "single", "numpy"])
+    ap.add_argument("--all", action="store_true",
+                    help="every tokenizer.json under ../shared/data/vocab/ (models/ and hf/ included)")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.all:
+        a.files += every_tokenizer_json()
+    if not a.files and not a.child:
+        ap.error("give tokenizer.json files or --all")
     if a.child:
         child(a.child[0], a.child[1], a.child[2], a.lines, a.stride, a.pair)
         return 0

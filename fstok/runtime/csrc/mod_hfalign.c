@@ -94,17 +94,24 @@ done:
  * the tokens of each piece spell it and its last token is the only one that ends with the sentinel: a token's
  * first byte and piece follow from the running sums.  With `starts` (uint32 first byte of each token), a
  * token's word is the last piece that starts at or before it.  None where the tokens do not fit the pieces
- * that way, or an id is standin_lo or above (-1: none is). */
+ * that way, or an id is standin_lo or above (-1: none is).  With `trim`, also the offsets trimmed as the
+ * byte-level post-processors trim them. */
 static PyObject *hfa_rows(PyObject *self, PyObject *args) {
-    Py_buffer al, ib, lb, eb = {0}, pb, sb = {0};
-    PyObject *ends_o, *starts_o;
+    Py_buffer al, ib, lb, eb = {0}, pb, sb = {0}, tb = {0};
+    PyObject *ends_o, *starts_o, *trim_o = Py_None;
     long long lo;
-    int pk = 0;
-    if (!PyArg_ParseTuple(args, "y*y*y*Oy*OL|i", &al, &ib, &lb, &ends_o, &pb, &starts_o, &lo, &pk)) return NULL;
-    int have_e = ends_o != Py_None, have_s = starts_o != Py_None;
-    PyObject *res = NULL, *offs = NULL, *words = NULL;
+    int pk = 0, aps = 0;
+    if (!PyArg_ParseTuple(args, "y*y*y*Oy*OL|iOp", &al, &ib, &lb, &ends_o, &pb, &starts_o, &lo, &pk, &trim_o, &aps))
+        return NULL;
+    int have_e = ends_o != Py_None, have_s = starts_o != Py_None, have_t = trim_o != Py_None;
+    PyObject *res = NULL, *offs = NULL, *words = NULL, *toffs = NULL;
     if (have_e && PyObject_GetBuffer(ends_o, &eb, PyBUF_SIMPLE) < 0) goto fail_args;
     if (have_s && PyObject_GetBuffer(starts_o, &sb, PyBUF_SIMPLE) < 0) goto fail_args;
+    if (have_t && PyObject_GetBuffer(trim_o, &tb, PyBUF_SIMPLE) < 0) goto fail_args;
+    /* trim: uint8 (leading, trailing) space characters of each id's token string, the byte-level offset
+     * trimming of HF's post-processors (fstok.postprocess._trim_offsets is the oracle); aps: its
+     * add_prefix_space (the one leading space of the first token, or of a token at 0, is kept) */
+    const uint8_t *trim = (const uint8_t *)tb.buf;
     const int32_t *o = (const int32_t *)al.buf;
     const uint32_t *ids = (const uint32_t *)ib.buf;
     const int64_t *lens = (const int64_t *)lb.buf;
@@ -131,13 +138,15 @@ static PyObject *hfa_rows(PyObject *self, PyObject *args) {
         pc = tmp;
     }
     size_t nid = (size_t)lb.len / 8;
-    if ((!have_e && !have_s) || (have_s && (size_t)sb.len / 4 != nt) || (have_e && (size_t)eb.len < nid)) {
+    if ((!have_e && !have_s) || (have_s && (size_t)sb.len / 4 != nt) || (have_e && (size_t)eb.len < nid) ||
+        (have_t && (size_t)tb.len < 2 * nid)) {
         PyErr_SetString(PyExc_ValueError, "rows: ends or starts of the wrong shape");
         goto done;
     }
     offs = PyList_New((Py_ssize_t)nt);
     words = PyList_New((Py_ssize_t)nt);
     if (!offs || !words) goto done;
+    if (have_t && !(toffs = PyList_New((Py_ssize_t)nt))) goto done;
     size_t p = 0;     /* the piece of the current token */
     size_t wd = 0;    /* its word: the non-empty pieces before it (HF drops empty splits) */
     size_t pos = np_ ? pc[0] : 0; /* the current token's first byte (sentinel mode) */
@@ -170,13 +179,27 @@ static PyObject *hfa_rows(PyObject *self, PyObject *args) {
         }
         PyList_SET_ITEM(words, (Py_ssize_t)i, w);
         PyList_SET_ITEM(offs, (Py_ssize_t)i, t);
+        if (have_t) {
+            long cs = o[b], ce = o[e - 1] + 1, ld = trim[2 * id], tr = trim[2 * id + 1];
+            if (aps && ld == 1 && (i == 0 || cs == 0)) ld = 0;
+            long ta = ld ? (cs + ld < ce ? cs + ld : ce) : cs;
+            long tz = (tr && ce >= tr) ? (ce - tr > ta ? ce - tr : ta) : ce;
+            PyObject *u;
+            if (ta == cs && tz == ce) {
+                Py_INCREF(t);
+                u = t;
+            } else if (!(u = Py_BuildValue("(ll)", ta, tz))) {
+                goto done;
+            }
+            PyList_SET_ITEM(toffs, (Py_ssize_t)i, u);
+        }
         if (!have_s && ends[id]) {
             p++;
             if (p < np_) pos = pc[3 * p];
         }
     }
     if (!have_s && p != np_) goto none;
-    res = PyTuple_Pack(2, offs, words);
+    res = have_t ? PyTuple_Pack(3, offs, words, toffs) : PyTuple_Pack(2, offs, words);
     goto done;
 none:
     res = Py_None;
@@ -185,7 +208,9 @@ done:
     free(tmp);
     Py_XDECREF(offs);
     Py_XDECREF(words);
+    Py_XDECREF(toffs);
 fail_args:
+    if (have_t && tb.obj) PyBuffer_Release(&tb);
     if (have_e && eb.obj) PyBuffer_Release(&eb);
     if (have_s && sb.obj) PyBuffer_Release(&sb);
     PyBuffer_Release(&al);
@@ -201,7 +226,8 @@ static PyMethodDef methods[] = {
     {"replace", hfa_replace, METH_VARARGS,
      "replace(align, n, spans, n_content) -> the alignment after replacing each span (or None)"},
     {"rows", hfa_rows, METH_VARARGS,
-     "rows(align, ids, lens, ends, pieces, starts, standin_lo) -> (offsets, word ids) of a tables pass, or None"},
+     "rows(align, ids, lens, ends, pieces, starts, standin_lo[, kind, trim, aps]) -> (offsets, word ids[, trimmed "
+     "offsets]) of a tables pass, or None"},
     {NULL, NULL, 0, NULL},
 };
 
