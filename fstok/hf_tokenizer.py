@@ -806,6 +806,28 @@ def _map_inserted_spaces(used: str, text: str, cs: np.ndarray, ce: np.ndarray):
     return a[np.clip(cs, 0, len(used) - 1)], b[np.clip(ce - 1, 0, len(used) - 1)]
 
 
+def _core_obj(obj: dict) -> dict:
+    """The parts of a tokenizer.json that the compiled core is made of (what `_compile_core` compiles)."""
+    core_obj = {k: obj.get(k) for k in _CORE_KEYS}
+    core_obj.update({"version": obj.get("version", "1.0"), "truncation": None, "padding": None,
+                     "post_processor": None, "decoder": obj.get("decoder")})
+    return core_obj
+
+
+def _hand_parsed(tok, obj: dict) -> None:
+    """A stage-by-stage pipeline loaded from its artifact parses its tokenizer.json section on first need
+    (the added tokens, the token strings): it gets the face's parsed object of the same parts instead, so
+    that the file is parsed once.  The lists the face edits in place are copied."""
+    if type(tok).__name__ != "PipelineTokenizer":
+        return
+    own = tok.__dict__.get("_obj")
+    if own is None or isinstance(own, dict):
+        return
+    core = _core_obj(obj)
+    core["added_tokens"] = [dict(a) for a in obj.get("added_tokens") or []]
+    tok.__dict__["_obj"] = core
+
+
 def _compile_core(obj: dict, source: str, raw: Optional[bytes] = None):
     """The compiled fstok tokenizer for the core parts of `obj`, from the artifact cache when present.
 
@@ -826,13 +848,13 @@ def _compile_core(obj: dict, source: str, raw: Optional[bytes] = None):
                 known = f.read().strip()
             hit = os.path.join(_cache_dir(), f"hf-{known}.fst")
             if len(known) == 24 and os.path.exists(hit):
-                return _api.load(hit)
+                tok = _api.load(hit)
+                _hand_parsed(tok, obj)
+                return tok
         except Exception:  # no index yet, or a damaged one: the key is computed below
             pass
 
-    core_obj = {k: obj.get(k) for k in _CORE_KEYS}
-    core_obj.update({"version": obj.get("version", "1.0"), "truncation": None, "padding": None,
-                     "post_processor": None, "decoder": obj.get("decoder")})
+    core_obj = _core_obj(obj)
     data = json.dumps(core_obj, ensure_ascii=False, sort_keys=True).encode("utf-8")
     key = hashlib.sha256(data + stamp).hexdigest()[:24]
     path = os.path.join(_cache_dir(), f"hf-{key}.fst")
@@ -850,6 +872,7 @@ def _compile_core(obj: dict, source: str, raw: Optional[bytes] = None):
     if os.path.exists(path):
         try:
             tok = _api.load(path)
+            _hand_parsed(tok, obj)
             remember()
             return tok
         except Exception:  # a damaged or stale cache entry is rebuilt below
@@ -871,7 +894,9 @@ def _compile_core(obj: dict, source: str, raw: Optional[bytes] = None):
         return tok  # a kind without an artifact form (a stage-by-stage pipeline): compiled in each process
     os.replace(tmp, path)
     remember()
-    return _api.load(path)
+    tok = _api.load(path)
+    _hand_parsed(tok, obj)
+    return tok
 
 
 def _hides(special: str, other: str) -> bool:
