@@ -80,32 +80,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         self._po = po
         self._vocab_list: list[str] | None = None
         self._tok_id: dict[str, int] | None = None
-        # added tokens
-        self._added: dict[int, dict] = {}
-        for t in self._pipe["added_tokens"] or []:
-            self._added[int(t["id"])] = t
-        self._special_ids = {i for i, t in self._added.items() if t.get("special")}
-        self._added_by_content = {t["content"]: i for i, t in sorted(self._added.items())}
-        raw = [t for t in self._added.values() if not t.get("normalized", not t.get("special"))]
-        self._raw_forms = {t["content"]: self._added_by_content[t["content"]] for t in raw}
-        self._raw_added = added_matcher(list(self._raw_forms))
-        # tokenizers matches a normalized added token by its content passed through the normalizer (a
-        # Prepend normalizer makes "</s>" match as "▁</s>"); special tokens first, then by id
-        self._norm_forms: dict[str, int] = {}
-        # and decodes such a token by that normalized form, skipping it as special only when the form is the
-        # content of a special token
-        self._decode_forms: dict[int, str] = {}
-        for i, t in sorted(self._added.items(), key=lambda kv: (not kv[1].get("special"), kv[0])):
-            if t.get("normalized", not t.get("special")):
-                form = t["content"]
-                for step in self._norm:
-                    form = step.apply_str(form)
-                if form:
-                    self._norm_forms.setdefault(form, i)
-                if form != t["content"] and t["content"]:
-                    self._decode_forms[i] = form
-        self._special_contents = {t["content"] for t in self._added.values() if t.get("special")}
-        self._norm_added = added_matcher(list(self._norm_forms))
+        self._set_added()
         self._h = None
         if self.model_type == "unigram" or self.model_type == "bpe":
             self._h = make_model(
@@ -132,6 +107,53 @@ class HFSentencePieceTokenizer(ArtifactIO):
         # the string path needs every pre-tokenizer but the first to see whole pieces only (Metaspace's
         # "first" scheme reads the piece's original start): one pre-tokenizer at most
         self._fast_ok = len(self._pre) <= 1
+
+    def _set_added(self) -> None:
+        """The added-token tables of `_pipe["added_tokens"]`."""
+        self._added: dict[int, dict] = {}
+        for t in self._pipe["added_tokens"] or []:
+            self._added[int(t["id"])] = t
+        self._special_ids = {i for i, t in self._added.items() if t.get("special")}
+        self._added_by_content = {t["content"]: i for i, t in sorted(self._added.items())}
+        raw = [t for t in self._added.values() if not t.get("normalized", not t.get("special"))]
+        self._raw_forms = {t["content"]: self._added_by_content[t["content"]] for t in raw}
+        self._raw_added = added_matcher(list(self._raw_forms))
+        # tokenizers matches a normalized added token by its content passed through the normalizer (a
+        # Prepend normalizer makes "</s>" match as "▁</s>"); special tokens first, then by id
+        self._norm_forms: dict[str, int] = {}
+        # and decodes such a token by that normalized form, skipping it as special only when the form is the
+        # content of a special token
+        self._decode_forms: dict[int, str] = {}
+        for i, t in sorted(self._added.items(), key=lambda kv: (not kv[1].get("special"), kv[0])):
+            if t.get("normalized", not t.get("special")):
+                form = t["content"]
+                for step in self._norm:
+                    form = step.apply_str(form)
+                if form:
+                    self._norm_forms.setdefault(form, i)
+                if form != t["content"] and t["content"]:
+                    self._decode_forms[i] = form
+        self._special_contents = {t["content"] for t in self._added.values() if t.get("special")}
+        self._norm_added = added_matcher(list(self._norm_forms))
+
+    def with_added_tokens(self, added: list[dict], vocab: dict | None = None) -> "HFSentencePieceTokenizer":
+        """This tokenizer with `added` (tokenizer.json added_tokens entries) as its added tokens, the model
+        and its tables shared: what compiling the file with them gives (HF's ids, as `compile` assigns them),
+        without compiling.  A normalized added token is matched in the normalized text, which the native
+        pipeline does not do: the copy then takes the Python string path.  `vocab`: the model's pieces ->
+        ids, where the caller has it (building it from the artifact costs a pass over every piece)."""
+        import copy
+
+        from .pipeline.added import hf_added_ids
+
+        tok_id = self._token_ids_model() if vocab is None else vocab
+        ids = hf_added_ids([a["content"] for a in added], tok_id, self._n if self.model_type == "unigram" else len(tok_id))
+        new = copy.copy(self)
+        new._pipe = dict(self._pipe, added_tokens=[dict(a, id=ids.get(a["content"], a.get("id"))) for a in added])
+        new._set_added()
+        if new._norm_added is not None:
+            new._hf = None
+        return new
 
     @property
     def _bpe(self):

@@ -1114,16 +1114,28 @@ class Tokenizer:
             obj["added_tokens"] = added
             mode = self._encode_special_tokens
             layer = None if mode else self._layer_after(added, fresh)
+            spm = None if mode or layer is not None else self._spm_with(added)
             if layer is not None:
                 self._extend(obj, layer)
+            elif spm is not None:
+                self._extend(obj, (spm, {e["content"]: 0 for e in added}), replace=True)
             else:
                 self.__init__(obj, self._source)
                 self.encode_special_tokens = mode
         return count
 
-    def _extend(self, obj: dict, layer: tuple) -> None:
+    def _spm_with(self, added: list[dict]):
+        """The compiled SentencePiece-family core with `added` as its added tokens, without compiling
+        (`HFSentencePieceTokenizer.with_added_tokens`), or None where the core is of another kind."""
+        c = self._compiled
+        if type(c).__name__ != "HFSentencePieceTokenizer" or not isinstance(self._matching_core, _SpmCore):
+            return None
+        return c.with_added_tokens(added, self._model_vocab)
+
+    def _extend(self, obj: dict, layer: tuple, replace: bool = False) -> None:
         """The state `__init__(obj)` gives, for `obj` = this one plus new added tokens that `layer` (face
-        core, {content: id}) matches in front of the current core: only the added tokens' tables change."""
+        core, {content: id}) matches in front of the current core: only the added tokens' tables change.
+        With `replace`, `layer` is (compiled tokenizer, the contents it matches) that replaces the core."""
         from .hf_added_layer import AddedLayer
 
         self._obj = obj
@@ -1149,7 +1161,11 @@ class Tokenizer:
         # keyed by HF's id of each token (the file's id differs only in crafted files)
         file_ids = {int(a["id"]): self._added[a["content"]] for a in added_raw}
         self._decode_forms = {file_ids.get(i, i): f for i, f in _normalized_added_forms(obj, self._source).items()}
-        self._core = self._matching_core = AddedLayer(core, tokens, i2t)
+        if replace:
+            self._compiled = core
+            self._core = self._matching_core = _SpmCore(core)
+        else:
+            self._core = self._matching_core = AddedLayer(core, tokens, i2t)
         self._split_core = None
 
     def _layer_after(self, added: list[dict], fresh: list[dict]) -> Optional[tuple]:

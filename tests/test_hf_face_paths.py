@@ -113,3 +113,34 @@ def test_falcon_missing_bytes_without_stages(monkeypatch):
     arr = tok.encode_batch_numpy(texts)["input_ids"]
     assert arr.tolist() == [e.ids for e in hf.encode_batch(texts)]
     assert not staged  # no text needed the Python stages
+
+
+def test_spm_add_normalized_tokens_without_compiling(monkeypatch):
+    """add_tokens / add_special_tokens on a Unigram file (a Precompiled normalizer): tokens HF matches in the
+    normalized text (normalized=True), raw ones, single_word: the compiled core is kept, its added-token tables
+    replaced (`HFSentencePieceTokenizer.with_added_tokens`); every field equals HF's."""
+    import fstok.hf_tokenizer as ht
+
+    path = os.path.join(VOCAB, "models", "unigram", "multilingual-e5-small", "tokenizer.json")
+    tok, hf = fstok.Tokenizer.from_file(path), tokenizers.Tokenizer.from_file(path)
+
+    def refuse(*a, **k):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(ht, "_compile_core", refuse)
+    ours = ["Hello World", "\uff46\uff55\uff4c\uff4c", " spaced tok", "zzqx", fstok.AddedToken("new", single_word=True)]
+    theirs = ours[:4] + [tokenizers.AddedToken("new", single_word=True)]
+    assert tok.add_tokens(ours) == hf.add_tokens(theirs)
+    assert tok.add_special_tokens([fstok.AddedToken("[X]", normalized=True), "<raw>"]) == \
+        hf.add_special_tokens([tokenizers.AddedToken("[X]", normalized=True), "<raw>"])
+    texts = spread_sample(4) + ["hello world Hello World HELLO WORLD", "\uff46\uff55\uff4c\uff4c full FULL",
+                                "a spaced tok b", "zzqxzzqx", "news new renew new.", "[X] [x] a<raw>b"]
+    for t in texts:
+        _same(tok.encode(t), hf.encode(t), t)
+    for t, a, b in zip(texts, tok.encode_batch(texts), hf.encode_batch(texts)):
+        _same(a, b, t)
+    ids = tok.encode("hello zzqx [X] <raw>").ids
+    assert ids == hf.encode("hello zzqx [X] <raw>").ids
+    assert tok.decode(ids) == hf.decode(ids) and tok.decode(ids, False) == hf.decode(ids, False)
+    assert [tok.id_to_token(i) for i in ids] == [hf.id_to_token(i) for i in ids]
+    assert tok.get_vocab_size() == hf.get_vocab_size()
