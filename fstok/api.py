@@ -126,11 +126,17 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
         if spm_json is not None:
             from .hf_spm import HFSentencePieceTokenizer
 
-            return HFSentencePieceTokenizer.compile_tokenizer_json(path, spm_json, **options)
+            try:
+                return HFSentencePieceTokenizer.compile_tokenizer_json(path, spm_json, **options)
+            except ValueError as e:  # a stage the compiled tables do not express: the stage-by-stage pipeline
+                return _pipeline_instead(path, options, e)
         if model == "WordPiece":
             from .wordpiece import WordPieceTokenizer
 
-            return WordPieceTokenizer.compile_tokenizer_json(path, **options)
+            try:
+                return WordPieceTokenizer.compile_tokenizer_json(path, **options)
+            except ValueError as e:
+                return _pipeline_instead(path, options, e)
         if model == "BPE":
             from .bpe import BPETokenizer
 
@@ -158,6 +164,25 @@ def compile(src: str | os.PathLike, **options: Any):  # noqa: A001 - public name
     from .wordpiece import WordPieceTokenizer
 
     return WordPieceTokenizer.compile_vocab(path, **options)
+
+
+def _pipeline_instead(path: str, options: dict, refusal: ValueError):
+    """The stage-by-stage tokenizer.json pipeline (fstok.pipeline) for a file the compiled WordPiece /
+    SentencePiece-style tables refuse (a normalizer, pre-tokenizer, decoder or added-token flag they do not
+    express); where the pipeline refuses it too, both reasons are named."""
+    from .pipeline import UnsupportedComponent
+    from .pipeline.tokenizer import PipelineTokenizer
+
+    if set(options) - {"name"}:
+        raise refusal
+    # as the compiled WordPiece and SentencePiece-style tokenizers, encode never truncates or pads (the
+    # file's settings apply in fstok.Tokenizer, HF's face)
+    obj = dict(_read_json(path), truncation=None, padding=None)
+    _JSON_MEMO.clear()
+    try:
+        return PipelineTokenizer(obj, path, options.get("name"))
+    except UnsupportedComponent as e:
+        raise ValueError(f"{refusal}; the stage-by-stage pipeline refuses it too: {e}") from None
 
 
 def list_encodings() -> list[str]:

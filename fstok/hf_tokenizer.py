@@ -998,6 +998,9 @@ class Tokenizer:
         else:
             compiled = _compile_core(obj, source, _raw)
         kind = type(compiled).__name__
+        if kind == "PipelineTokenizer" and face_added is not None and _core is None:
+            # the stage-by-stage pipeline matches every added token as HF does: it gets them all
+            compiled = _compile_core(obj, source, _raw)
         if kind == "WordPieceTokenizer":
             return compiled, _WordPieceCore(compiled, added, id_to_token, face_added, obj.get("normalizer"), source)
         if kind == "BPETokenizer":

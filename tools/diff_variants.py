@@ -3,7 +3,9 @@
 options the tokenizer.json format defines that the shared files do not use (Metaspace prepend_scheme and
 split, ByteLevel add_prefix_space / trim_offsets / use_regex, Split behaviors and invert, normalizers,
 WordLevel, BPE continuing_subword_prefix / byte_fallback / fuse_unk / ignore_merges, decoders, post-processors,
-added-token flags). Each variant is one of the shared files with its JSON edited.
+added-token flags, WordPiece and Unigram after other pre-tokenizers and normalizers, the older serializations
+without "type" and with merges as pairs). Each variant is one of the shared files with its JSON edited. Where
+HF raises on an input (a Unigram model without unk_id), both faces of fstok must raise too.
 
     python tools/diff_variants.py                     # every variant, a sample of the corpus and generated strings
     python tools/diff_variants.py --list              # the variants
@@ -357,6 +359,111 @@ def variants():
         out.append(V(f"whisper punctuation {beh}", "whisper",
                      put("pre_tokenizer", pl([{"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": beh},
                                               dict(BL, use_regex=False)]))))
+    # ---- combinations the compiled WordPiece / SentencePiece-style tables do not take (the stage-by-stage
+    # pipeline runs them), and the older serializations
+    WS = {"type": "Whitespace"}
+    BERTN = {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True, "strip_accents": None,
+             "lowercase": True}
+    PAIR_TEMPLATE = {"type": "TemplateProcessing",
+                     "single": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                {"SpecialToken": {"id": "[SEP]", "type_id": 0}}],
+                     "pair": [{"SpecialToken": {"id": "[CLS]", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                              {"SpecialToken": {"id": "[SEP]", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}},
+                              {"SpecialToken": {"id": "[SEP]", "type_id": 1}}],
+                     "special_tokens": {"[CLS]": {"id": "[CLS]", "ids": [101], "tokens": ["[CLS]"]},
+                                        "[SEP]": {"id": "[SEP]", "ids": [102], "tokens": ["[SEP]"]}}}
+
+    def no_type(d):
+        d["model"].pop("type", None)
+
+    def merges_as_pairs(d):
+        d["model"]["merges"] = [m.split(" ") if isinstance(m, str) else m for m in d["model"]["merges"]]
+
+    def merges_as_strings(d):
+        d["model"]["merges"] = [" ".join(m) if isinstance(m, list) else m for m in d["model"]["merges"]]
+
+    out += [
+        V("minilm NFD+lowercase+stripaccents whitespace", "minilm",
+          put("normalizer", ml([{"type": "NFD"}, {"type": "Lowercase"}, {"type": "StripAccents"}])),
+          put("pre_tokenizer", WS)),
+        V("minilm bertnorm metaspace", "minilm", put("pre_tokenizer", META), put("decoder", None)),
+        V("minilm bertnorm whitespace added words", "minilm", put("pre_tokenizer", WS), add_words),
+        V("minilm bertnorm whitespace added lstrip", "minilm", put("pre_tokenizer", WS), added(lstrip=True, rstrip=True)),
+        V("minilm bert strip_accents=false whitespacesplit", "minilm", at(["normalizer"], strip_accents=False),
+          put("pre_tokenizer", {"type": "WhitespaceSplit"})),
+        V("minilm bert no chinese bytelevel-free split", "minilm", at(["normalizer"], handle_chinese_chars=False),
+          put("pre_tokenizer", pl([{"type": "Split", "pattern": {"Regex": r"\s+"}, "behavior": "Removed",
+                                    "invert": False}, {"type": "Punctuation", "behavior": "Isolated"}]))),
+        V("minilm wordpiece digits max_input_chars 8", "minilm", model(max_input_chars_per_word=8),
+          put("pre_tokenizer", pl([WS, {"type": "Digits", "individual_digits": True}]))),
+        V("minilm NFKC+lowercase bertpretok", "minilm", put("normalizer", ml([{"type": "NFKC"}, {"type": "Lowercase"}]))),
+        V("minilm replace normalizer bert pretok", "minilm",
+          put("normalizer", ml([BERTN, {"type": "Replace", "pattern": {"Regex": r"\d"}, "content": "#"}]))),
+        V("minilm pair template whitespace", "minilm", put("post_processor", PAIR_TEMPLATE), put("pre_tokenizer", WS)),
+        V("minilm bert processing", "minilm", put("post_processor", {"type": "BertProcessing", "sep": ["[SEP]", 102],
+                                                                      "cls": ["[CLS]", 101]})),
+        V("minilm no model type", "minilm", no_type),
+        V("minilm no model type whitespace", "minilm", no_type, put("pre_tokenizer", WS)),
+        V("minilm wordlevel bert lowercase false", "minilm", wordlevel_from_minilm,
+          at(["normalizer"], lowercase=False, strip_accents=True)),
+        V("minilm wordlevel metaspace", "minilm", wordlevel_from_minilm, put("normalizer", None),
+          put("pre_tokenizer", META), put("decoder", dict(META))),
+        V("e5 precompiled+digits", "e5", put("pre_tokenizer", pl([{"type": "Digits", "individual_digits": False}, META]))),
+        V("e5 precompiled+punctuation", "e5",
+          put("pre_tokenizer", pl([{"type": "Punctuation", "behavior": "Isolated"}, dict(META, prepend_scheme="first")]))),
+        V("e5 nfkc+strip+metaspace never", "e5", put("normalizer", ml([{"type": "NFKC"}, {"type": "Strip", "strip_left": True,
+                                                                                        "strip_right": True}])),
+          put("pre_tokenizer", dict(META, prepend_scheme="never")), put("decoder", dict(META, prepend_scheme="never"))),
+        V("e5 bertnorm metaspace", "e5", put("normalizer", dict(BERTN, lowercase=False))),
+        V("e5 whitespace pretok", "e5", put("pre_tokenizer", WS), put("decoder", None)),
+        V("e5 byte_fallback digits", "e5", model(byte_fallback=True),
+          put("pre_tokenizer", pl([{"type": "Digits", "individual_digits": True}, META])),
+          put("decoder", dl([{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+                             {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]))),
+        V("e5 ctc decoder split", "e5", put("pre_tokenizer", pl([{"type": "Split", "pattern": {"String": " "},
+                                                                  "behavior": "MergedWithNext", "invert": False}, META])),
+          put("decoder", {"type": "CTC", "pad_token": "<pad>", "word_delimiter_token": "\u2581", "cleanup": False})),
+        V("e5 no model type", "e5", no_type),
+        V("e5 added words digits", "e5", add_words, put("pre_tokenizer", pl([{"type": "Digits", "individual_digits": True},
+                                                                          META]))),
+        V("phi3 NFKC strip split digits", "phi3",
+          put("normalizer", ml([{"type": "NFKC"}, {"type": "Strip", "strip_left": False, "strip_right": True},
+                                {"type": "Prepend", "prepend": "\u2581"},
+                                {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}])),
+          put("pre_tokenizer", {"type": "Digits", "individual_digits": True})),
+        V("phi3 metaspace split punctuation", "phi3", put("normalizer", None),
+          put("pre_tokenizer", pl([{"type": "Split", "pattern": {"Regex": r"[.,!?]"}, "behavior": "Isolated",
+                                    "invert": False}, dict(META, prepend_scheme="first", split=False)])),
+          put("decoder", dl([{"type": "ByteFallback"}, {"type": "Fuse"}, dict(META, prepend_scheme="first")]))),
+        V("phi3 CTC decoder", "phi3", put("decoder", {"type": "CTC", "pad_token": "<unk>", "word_delimiter_token": "\u2581",
+                                                      "cleanup": True})),
+        V("phi3 no model type merges as pairs", "phi3", no_type, merges_as_pairs),
+        V("phi3 added words NFKC", "phi3", add_words,
+          put("normalizer", ml([{"type": "NFKC"}, {"type": "Prepend", "prepend": "\u2581"},
+                                {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]))),
+        V("roberta no model type merges as pairs", "roberta", no_type, merges_as_pairs),
+        V("roberta merges as strings", "roberta", merges_as_strings),
+        V("clip no model type merges as pairs", "clip", no_type, merges_as_pairs),
+        V("whisper no model type", "whisper", no_type),
+        V("roberta bytelevel all off pair template", "roberta",
+          put("pre_tokenizer", dict(BL, add_prefix_space=False, trim_offsets=False, use_regex=False)),
+          put("post_processor", {"type": "TemplateProcessing",
+                                 "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                            {"SpecialToken": {"id": "</s>", "type_id": 0}}],
+                                 "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                          {"SpecialToken": {"id": "</s>", "type_id": 0}}, {"SpecialToken": {"id": "</s>", "type_id": 1}},
+                                          {"Sequence": {"id": "B", "type_id": 1}}, {"SpecialToken": {"id": "</s>", "type_id": 1}}],
+                                 "special_tokens": {"<s>": {"id": "<s>", "ids": [0], "tokens": ["<s>"]},
+                                                    "</s>": {"id": "</s>", "ids": [2], "tokens": ["</s>"]}}})),
+        V("clip byte_fallback no suffix", "clip", model(byte_fallback=True, end_of_word_suffix=None),
+          put("decoder", dl([{"type": "ByteFallback"}, {"type": "Fuse"}]))),
+        V("clip unk dropped multibyte", "clip", model(unk_token=None), put("pre_tokenizer", {"type": "WhitespaceSplit"})),
+    ]
+    for beh in ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"):
+        for inv in (False, True):
+            out.append(V(f"e5 split {beh} invert={inv}", "e5",
+                         put("pre_tokenizer", pl([{"type": "Split", "pattern": {"Regex": r"\s+|\p{P}"}, "behavior": beh,
+                                                   "invert": inv}, META]))))
     return out
 
 
@@ -471,6 +578,7 @@ def run_variant(name, base, edits, items, tmpdir, tiny: bool = False) -> tuple[s
     if any(os.path.basename(path) not in m for m in refusals):
         return "unclear", None, " / ".join(refusals)[:300]
     r = DM.Report(path, "tokenizers")
+    items = hf_raises_alike(path, items, r)
     try:
         if not refusals:
             DM.diff_tokenizers(path, items, r)
@@ -492,6 +600,44 @@ def run_variant(name, base, edits, items, tmpdir, tiny: bool = False) -> tuple[s
     if len(refusals) == 2:
         return "refused", None, refusals[0][:300]
     return ("ok" if r.n_bad == 0 else "mismatch"), r, ("compile refuses: " + refusals[0][:200]) if refusals else ""
+
+
+def hf_raises_alike(path, items, r) -> list:
+    """The inputs HF encodes; on each input HF raises on (a Unigram model without unk_id meeting an unknown
+    character, ...) both faces of fstok must raise too (checked here, never a silently different result)."""
+    import tokenizers
+
+    import fstok
+
+    hf = tokenizers.Tokenizer.from_file(path)
+    try:
+        hf.encode_batch([s for _, s in items], add_special_tokens=True)
+        hf.encode_batch([s for _, s in items], add_special_tokens=False)
+        return items
+    except Exception:
+        pass
+    ok, bad = [], []
+    for it in items:
+        try:
+            hf.encode(it[1], add_special_tokens=False)
+            hf.encode(it[1], add_special_tokens=True)
+            ok.append(it)
+        except Exception:
+            bad.append(it)
+    makers = []
+    for make in (fstok.compile, fstok.Tokenizer.from_file):
+        try:
+            makers.append((make.__qualname__, make(path)))
+        except (ValueError, NotImplementedError):
+            pass
+    for label, s in bad:
+        for what, tok in makers:
+            try:
+                got = tok.encode(s) if what == "compile" else tok.encode(s, add_special_tokens=False).ids
+            except Exception:
+                got = "raised"
+            r.check(got == "raised", f"{what} raises where HF raises", label, s, "an exception", got)
+    return ok
 
 
 def face_only(path, items, r) -> None:

@@ -179,6 +179,18 @@ def read_tokenizer_json(path: str) -> WordPieceSource:
             src.cls_token, src.sep_token = pieces
         else:
             raise ValueError(f"{path}: unsupported post_processor {post.get('type')!r}")
+        # the compiled tokenizer adds the vocabulary's ids of the two tokens: a processor that names other ids
+        # (HF adds the processor's own) is left to the stage-by-stage pipeline
+        if post.get("type") == "BertProcessing":
+            given = {post["cls"][0]: [post["cls"][1]], post["sep"][0]: [post["sep"][1]]}
+        else:
+            st = post.get("special_tokens") or {}
+            given = {k: (st.get(k) or {}).get("ids") if (st.get(k) or {}).get("tokens") == [k] else None
+                     for k in (src.cls_token, src.sep_token)}
+        for tok, ids in given.items():
+            if ids != [src.token_to_id.get(tok)]:
+                raise ValueError(f"{path}: post_processor gives {tok!r} the ids {ids}, not its vocabulary id "
+                                 f"{src.token_to_id.get(tok)} (fstok.compile's WordPiece tokenizer adds the vocabulary's)")
     added = obj.get("added_tokens") or []
     specials = []
     for a in added:

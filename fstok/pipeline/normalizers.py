@@ -14,8 +14,13 @@ Components (HF `tokenizers` 0.23.3 semantics, `normalizers/*.rs` and `Normalized
                          the last replaced character
   Prepend                prepends to a non-empty text; the prefix takes the first character's span
   ByteLevel              each UTF-8 byte -> GPT-2's byte character
+  BertNormalizer         clean_text (controls removed, whitespace -> " "), spaces around CJK characters,
+                         NFD and nonspacing marks removed (strip_accents, default: lowercase), lowercase; HF's
+                         per-code-point facts (fstok/data/bert_unicode.npz, probed from HF itself)
+  Precompiled            SentencePiece's charsmap over grapheme clusters (HF `spm_precompiled`, run by
+                         fstok.hf_norm's oracle; clusters from fstok/data/hf_graphemes.npz)
   Sequence               in order
-Anything else (BertNormalizer, Precompiled, ...) raises UnsupportedComponent naming it.
+Anything else raises UnsupportedComponent naming it.
 """
 from __future__ import annotations
 
@@ -203,6 +208,113 @@ class ByteLevel(Normalizer):
         return byte_level_transform(p) if p.text else p
 
 
+class BertNormalizer(Normalizer):
+    """HF `normalizers/bert.rs`: the same NormalizedString steps in the same order, so offsets match."""
+
+    def __init__(self, clean_text: bool, chinese: bool, strip_accents: Optional[bool], lowercase: bool):
+        self.clean_text, self.chinese, self.lowercase = clean_text, chinese, lowercase
+        self.strip = lowercase if strip_accents is None else strip_accents
+        self._nfd = Unicode("NFD")
+        self._lower = Lowercase() if lowercase else None
+
+    def normalize(self, p: Piece) -> Piece:
+        f = _u.facts()
+        t = p.text
+        if self.clean_text:
+            clean = f.clean
+            kinds = {c: int(clean[ord(c)]) for c in set(t)}
+            if any(k == 1 for k in kinds.values()):
+                p = filter_chars(p, lambda c: kinds[c] != 1)  # NUL, U+FFFD and control characters
+            spaces = {ord(c): " " for c, k in kinds.items() if k == 2 and c != " "}
+            if spaces:
+                p = Piece(p.text.translate(spaces), p.starts, p.ends, p.base)
+        if self.chinese and not p.text.isascii():
+            cjk = f.cjk
+            if any(cjk[ord(c)] for c in p.text):
+                dest: list[tuple[str, int]] = []
+                for c in p.text:
+                    if cjk[ord(c)]:
+                        dest += [(" ", 0), (c, 1), (" ", 1)]
+                    else:
+                        dest.append((c, 0))
+                p = p.transform(dest, 0)
+        if self.strip and not p.text.isascii():
+            p = self._nfd.normalize(p)
+            mn = f.mn
+            if any(mn[ord(c)] for c in p.text):
+                p = filter_chars(p, lambda c: not mn[ord(c)])
+        if self._lower is not None:
+            p = self._lower.normalize(p)
+        return p
+
+
+class _Recorder:
+    """What fstok.hf_norm.Precompiled reads and writes of HF's NormalizedString: the text, and the transform
+    it asks for (applied to the Piece with its alignment bookkeeping)."""
+
+    __slots__ = ("text", "dest")
+
+    def __init__(self, text: str):
+        self.text, self.dest = text, None
+
+    def get(self) -> str:
+        return self.text
+
+    def transform(self, dest) -> None:
+        self.dest = dest
+
+
+def _graphemes():
+    g = _GRAPHEMES.get("t")
+    if g is None:
+        import os
+
+        import numpy as np
+
+        from ..hf_norm import GraphemeTable
+
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data", "hf_graphemes.npz")
+        with np.load(path) as z:
+            g = _GRAPHEMES["t"] = GraphemeTable(z["starts"].copy(), z["ends"].copy(), z["bits"].copy())
+    return g
+
+
+_GRAPHEMES: dict = {}
+
+
+class Precompiled(Normalizer):
+    def __init__(self, charsmap: str, where: str):
+        import base64
+        import struct
+
+        import numpy as np
+
+        try:
+            blob = base64.b64decode(charsmap, validate=True)
+        except (ValueError, TypeError):
+            raise UnsupportedComponent(f"{where}: Precompiled precompiled_charsmap is not base64") from None
+        self._p = None
+        if not blob:
+            return
+        (tsize,) = struct.unpack_from("<I", blob, 0) if len(blob) > 4 else (0,)
+        if tsize == 0 or tsize % 4 or 4 + tsize > len(blob):
+            raise UnsupportedComponent(f"{where}: Precompiled charsmap is broken (trie size {tsize}, {len(blob)} bytes)")
+        units = np.frombuffer(blob, dtype="<u4", count=tsize // 4, offset=4).astype(np.uint32)
+        norm = blob[4 + tsize:]
+        if not norm.endswith(b"\0"):
+            norm += b"\0"
+        from ..hf_norm import Precompiled as _Oracle
+
+        self._p = _Oracle(units, norm, _graphemes())
+
+    def normalize(self, p: Piece) -> Piece:
+        if self._p is None or not p.text:
+            return p
+        rec = _Recorder(p.text)
+        self._p(rec)
+        return p if rec.dest is None else p.transform(rec.dest, 0)
+
+
 class Sequence(Normalizer):
     def __init__(self, items: list[Normalizer]):
         self.items = items
@@ -246,6 +358,15 @@ def from_config(cfg: Any, where: str = "tokenizer.json") -> Optional[Normalizer]
         return Prepend(pre)
     if t == "ByteLevel":
         return ByteLevel()
+    if t == "Precompiled":
+        cm = cfg.get("precompiled_charsmap")
+        if not isinstance(cm, str):
+            raise UnsupportedComponent(f"{where}: Precompiled normalizer without a precompiled_charsmap string")
+        return Precompiled(cm, where)
+    if t == "BertNormalizer":
+        sa = cfg.get("strip_accents")
+        return BertNormalizer(bool(cfg.get("clean_text", True)), bool(cfg.get("handle_chinese_chars", True)),
+                              None if sa is None else bool(sa), bool(cfg.get("lowercase", True)))
     raise UnsupportedComponent(f"{where}: normalizer {t!r} is not supported by fstok's tokenizer.json pipeline "
                                "(supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, StripAccents, Replace, Prepend, "
-                               "ByteLevel, Sequence)")
+                               "ByteLevel, BertNormalizer, Precompiled, Sequence)")

@@ -56,8 +56,9 @@ def _post_processor(cfg: Any, where: str):
         raise UnsupportedComponent(f"{where}: {e}") from None
 
 
-def _added_vocabulary(obj: dict, vocab: dict, normalizer, where: str):
-    """(AddedVocabulary, special token contents -> ids) of the file's added_tokens, `vocab` the model's."""
+def _added_vocabulary(obj: dict, vocab: dict, normalizer, where: str, n_ids: Optional[int] = None):
+    """(AddedVocabulary, special token contents -> ids) of the file's added_tokens, `vocab` the model's
+    (`n_ids` its size as HF counts it, where that is not len(vocab): a Unigram list with duplicates)."""
     from .added import AddedToken, AddedVocabulary
 
     # HF ignores the ids written in added_tokens: it adds the tokens in file order, each getting its id
@@ -65,7 +66,7 @@ def _added_vocabulary(obj: dict, vocab: dict, normalizer, where: str):
     by_content: dict[str, int] = {}
     by_id: dict[int, AddedToken] = {}
     specials: set[str] = set()
-    next_id = len(vocab)
+    next_id = len(vocab) if n_ids is None else n_ids
     for a in obj.get("added_tokens") or []:
         c = a.get("content") if isinstance(a, dict) else None
         if not isinstance(c, str):
@@ -153,7 +154,8 @@ class PipelineTokenizer:
         pp_mod, post_processor = _post_processor(obj.get("post_processor"), where)
         self.normalizer, self.pre_tokenizer, self.model, self.decoder = normalizer, pre_tokenizer, model, decoder
         self._pp_mod, self.post_processor = pp_mod, post_processor
-        self.added, self.special_tokens = _added_vocabulary(obj, model.vocab, normalizer, where)
+        self.added, self.special_tokens = _added_vocabulary(obj, model.vocab, normalizer, where,
+                                                            getattr(model, "n_ids", None))
 
     def _parsed_obj(self) -> dict:
         obj = self._obj
@@ -201,7 +203,7 @@ class PipelineTokenizer:
 
         self._raw_guards: tuple[str, ...] = ()
         self._norm_guards: tuple[str, ...] = ()
-        if not isinstance(self.model, _models.BPE) or self.model.prefix:
+        if not isinstance(self.model, _models.BPE) or self.model.prefix or self.model.byte_fallback:
             return None
         m = self.model
         if self.normalizer is not None:
@@ -473,7 +475,6 @@ class PipelineTokenizer:
         toks: list[str] = []
         offs: list[tuple[int, int]] = []
         words: list[int] = []
-        vr = self.model.vocab_r
         w = 0
         for piece, tok in self.added.extract_and_normalize(text):
             if tok is not None:
@@ -484,10 +485,11 @@ class PipelineTokenizer:
                 w += 1
                 continue
             pieces = self.pre_tokenizer.split([piece]) if self.pre_tokenizer is not None else [piece]
+            text_of = self.model.token_text
             for p in pieces:
                 for i, a, b in self.model.tokenize(p.text):
                     ids.append(i)
-                    toks.append(vr[i])
+                    toks.append(text_of(i, p.text, a, b))
                     offs.append(p.offsets(a, b))
                     words.append(w)
                 w += 1

@@ -37,6 +37,8 @@ class _Facts:
             self.pretok = z["pretok"].copy()
             self.ccc = z["ccc"].copy()
             self.mn = z["mn"].copy()
+            self.clean = z["clean"].copy()
+            self.cjk = z["cjk"].copy()
             self.lower = _unpack(z, "lower")
             self.nfd = _unpack(z, "nfd")
         self.ccc_list = self.ccc.tolist()
