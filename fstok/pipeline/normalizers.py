@@ -293,9 +293,8 @@ class Precompiled(Normalizer):
             blob = base64.b64decode(charsmap, validate=True)
         except (ValueError, TypeError):
             raise UnsupportedComponent(f"{where}: Precompiled precompiled_charsmap is not base64") from None
-        self._p = None
-        if not blob:
-            return
+        if not blob:  # HF cannot parse it and refuses the file
+            raise UnsupportedComponent(f"{where}: normalizer 'Precompiled' with an empty precompiled_charsmap")
         (tsize,) = struct.unpack_from("<I", blob, 0) if len(blob) > 4 else (0,)
         if tsize == 0 or tsize % 4 or 4 + tsize > len(blob):
             raise UnsupportedComponent(f"{where}: Precompiled charsmap is broken (trie size {tsize}, {len(blob)} bytes)")
@@ -308,7 +307,7 @@ class Precompiled(Normalizer):
         self._p = _Oracle(units, norm, _graphemes())
 
     def normalize(self, p: Piece) -> Piece:
-        if self._p is None or not p.text:
+        if not p.text:
             return p
         rec = _Recorder(p.text)
         self._p(rec)
