@@ -372,9 +372,13 @@ def _vocab(model: dict, where: str) -> dict[str, int]:
     v = model.get("vocab")
     if not isinstance(v, dict):
         raise UnsupportedComponent(f"{where}: model.vocab is not an object")
+    hi = 2 * len(v) + (1 << 20)  # fstok's bound on sparse ids (fstok.loaders.bpe_source.ID_GAP_ALLOWANCE)
     for s, i in v.items():
         if not isinstance(i, int) or isinstance(i, bool) or i < 0:
             raise UnsupportedComponent(f"{where}: vocab entry {s!r} has invalid id {i!r}")
+        if i > hi:
+            raise UnsupportedComponent(f"{where}: token {s!r} has id {i}, outside [0, {hi}]: ids more than "
+                                       f"{1 << 20} past twice the vocabulary's {len(v)} tokens are refused")
     return v
 
 
