@@ -1666,10 +1666,35 @@ void spm_cache_free(struct spm_cache *c) {
     free(c);
 }
 
-HOT uint32_t word_hash(const uint8_t *s, size_t n) {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 16777619u;
-    return h | 1u;
+/* the cache key of a word of at most CW_MAXB bytes s[0, n): its bytes as three little-endian words, zero past n.
+ * `room`: the bytes readable from s (the words are read whole when there are CW_MAXB of them) */
+HOT void word_key(const uint8_t *s, size_t n, size_t room, uint64_t k[3]) {
+    if (room >= CW_MAXB) {
+        memcpy(k, s, CW_MAXB);
+    } else {
+        uint8_t b[CW_MAXB] = {0};
+        memcpy(b, s, n);
+        memcpy(k, b, CW_MAXB);
+    }
+    for (size_t i = 0; i < 3; i++) {
+        const size_t keep = n > 8 * i ? n - 8 * i : 0;
+        k[i] &= keep >= 8 ? ~0ull : (1ull << (8 * keep)) - 1;
+    }
+}
+
+/* a few multiplies per word (not one per byte): the hash of the key and length, never 0 (0: a free slot) */
+HOT uint32_t word_hash(const uint64_t k[3], size_t n) {
+    uint64_t h = (k[0] * 0x9E3779B97F4A7C15ull) ^ (k[1] * 0xC2B2AE3D27D4EB4Full) ^ ((k[2] ^ n) * 0x165667B19E3779F9ull);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return (uint32_t)(h >> 32) | 1u;
+}
+
+/* the slot's copy holds the word (its key was stored zero-padded) */
+HOT int word_is(const cw_slot *v, uint32_t h, size_t n, const uint64_t k[3]) {
+    uint64_t x[3];
+    memcpy(x, v->key, CW_MAXB);
+    return v->hash == h && v->len == n && !((x[0] ^ k[0]) | (x[1] ^ k[1]) | (x[2] ^ k[2]));
 }
 
 HOT uint32_t slot2(uint32_t h) { return (h >> 15 ^ h >> 3) & (CW_SLOTS - 1); }
@@ -1703,7 +1728,9 @@ static int bpe_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *o
     uint32_t *hs = (uint32_t *)words.p + nw;
     for (size_t w = 0, a0 = 0; w < nw; w++) {
         const size_t b0 = (size_t)words.p[w];
-        hs[w] = b0 - a0 <= CW_MAXB ? word_hash(s + a0, b0 - a0) : 0;
+        uint64_t k[3];
+        if (b0 - a0 <= CW_MAXB) word_key(s + a0, b0 - a0, n - a0, k);
+        hs[w] = b0 - a0 <= CW_MAXB ? word_hash(k, b0 - a0) : 0;
         a0 = b0;
     }
     size_t a = 0;
@@ -1716,17 +1743,18 @@ static int bpe_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *o
         const size_t len = b - a;
         const uint32_t h = hs[w];
         cw_slot *sl = NULL;
+        uint64_t key[3];
         if (c && len <= CW_MAXB) {
             /* two candidate slots; a word is stored in the first when it is free, else in the second */
             cw_slot *s1 = &c->slot[h & (CW_SLOTS - 1)], *s2 = &c->slot[slot2(h)];
             /* a slot is copied (and its copy checked) only when its hash, read first on its own, is the word's */
             cw_slot v;
             const cw_slot *hit = NULL;
+            word_key(s + a, len, n - a, key);
             const uint32_t h1 = __atomic_load_n(&s1->hash, __ATOMIC_RELAXED);
-            if (h1 == h && cw_read(s1, &v) && v.hash == h && v.len == len && memcmp(v.key, s + a, len) == 0)
+            if (h1 == h && cw_read(s1, &v) && word_is(&v, h, len, key))
                 hit = &v;
-            else if (__atomic_load_n(&s2->hash, __ATOMIC_RELAXED) == h && cw_read(s2, &v) && v.hash == h &&
-                     v.len == len && memcmp(v.key, s + a, len) == 0)
+            else if (__atomic_load_n(&s2->hash, __ATOMIC_RELAXED) == h && cw_read(s2, &v) && word_is(&v, h, len, key))
                 hit = &v;
             if (hit) {
                 const int nt = hit->nt;
@@ -1747,7 +1775,7 @@ static int bpe_words(const spm_model *m, const uint8_t *s, size_t n, spm_ints *o
             v.hash = h;
             v.len = (uint8_t)len;
             v.nt = (uint8_t)(tmp.n / 3);
-            memcpy(v.key, s + a, len);
+            memcpy(v.key, key, CW_MAXB);
             for (size_t k = 0; k < tmp.n / 3; k++) {
                 v.id[k] = tmp.p[3 * k];
                 v.b[k] = (uint8_t)tmp.p[3 * k + 1];
