@@ -681,10 +681,36 @@ struct spm_hf_cache_slot {
 
 _Static_assert(sizeof(struct spm_hf_cache_slot) == 64, "a piece-cache slot is one cache line");
 
-HOT uint32_t fnv(const uint8_t *s, size_t n) {
-    uint32_t x = 2166136261u;
-    for (size_t i = 0; i < n; i++) x = (x ^ s[i]) * 16777619u;
-    return x | 1u;
+/* the cache key of a piece of at most PC_MAXB bytes s[0, n): its bytes as four little-endian words, zero past n.
+ * `room`: the bytes readable from s (the words are read whole when there are 32 of them) */
+HOT void piece_key(const uint8_t *s, size_t n, size_t room, uint64_t k[4]) {
+    if (room >= 32) {
+        memcpy(k, s, 32);
+    } else {
+        uint8_t b[32] = {0};
+        memcpy(b, s, n);
+        memcpy(k, b, 32);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        const size_t keep = n > 8 * i ? n - 8 * i : 0;
+        k[i] &= keep >= 8 ? ~0ull : (1ull << (8 * keep)) - 1;
+    }
+}
+
+/* a few multiplies per piece (not one per byte): the hash of the key and length, never 0 (0: a free slot) */
+HOT uint32_t piece_hash(const uint64_t k[4], size_t n) {
+    uint64_t h = (k[0] * 0x9E3779B97F4A7C15ull) ^ (k[1] * 0xC2B2AE3D27D4EB4Full) ^ (k[2] * 0x165667B19E3779F9ull) ^
+                 ((k[3] ^ n) * 0x94D049BB133111EBull);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ull;
+    return (uint32_t)(h >> 32) | 1u;
+}
+
+/* the slot's copy holds the piece (its key was stored zero-padded) */
+HOT int piece_is(const struct spm_hf_cache_slot *v, uint32_t h, size_t n, const uint64_t k[4]) {
+    uint64_t x[4] = {0};
+    memcpy(x, v->key, PC_MAXB);
+    return v->hash == h && v->len == n && !((x[0] ^ k[0]) | (x[1] ^ k[1]) | (x[2] ^ k[2]) | (x[3] ^ k[3]));
 }
 
 typedef struct {
@@ -695,22 +721,24 @@ typedef struct {
 /* (inlined into two callers, gcc no longer sees that spm_line_read fills the slot copy it reads) */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_t *s, size_t n, spm_ints *ids) {
+static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_t *s, size_t n, size_t room,
+                     spm_ints *ids) {
     if (!n) return 0;
     struct spm_hf_cache_slot *sl = NULL;
     uint32_t hs = 0;
+    uint64_t key[4];
     if (n <= PC_MAXB && h->cache) {
-        hs = fnv(s, n);
+        piece_key(s, n, room, key);
+        hs = piece_hash(key, n);
         struct spm_hf_cache_slot *s1 = &h->cache[hs & (PC_SLOTS - 1)];
         struct spm_hf_cache_slot *s2 = &h->cache[(hs >> 16 ^ hs >> 5) & (PC_SLOTS - 1)];
         /* a slot is copied (and its copy checked) only when its hash, read first on its own, is the piece's */
         struct spm_hf_cache_slot v;
         const struct spm_hf_cache_slot *hit = NULL;
         const uint32_t h1 = __atomic_load_n(&s1->hash, __ATOMIC_RELAXED);
-        if (h1 == hs && spm_line_read(s1, &v) && v.hash == hs && v.len == n && memcmp(v.key, s, n) == 0)
+        if (h1 == hs && spm_line_read(s1, &v) && piece_is(&v, hs, n, key))
             hit = &v;
-        else if (__atomic_load_n(&s2->hash, __ATOMIC_RELAXED) == hs && spm_line_read(s2, &v) && v.hash == hs &&
-                 v.len == n && memcmp(v.key, s, n) == 0)
+        else if (__atomic_load_n(&s2->hash, __ATOMIC_RELAXED) == hs && spm_line_read(s2, &v) && piece_is(&v, hs, n, key))
             hit = &v;
         if (hit) {
             for (int k = 0; k < hit->nt; k++)
@@ -729,7 +757,7 @@ static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_
         v.hash = hs;
         v.len = (uint8_t)n;
         v.nt = (uint8_t)nt;
-        memcpy(v.key, s, n);
+        memcpy(v.key, key, PC_MAXB);
         memcpy(v.id, ids->p + base, nt * 4);
         spm_line_write(sl, &v);
     }
@@ -749,7 +777,7 @@ void spm_hf_scratch_free(spm_hf_scratch *x) {
 }
 
 int spm_hf_piece_ids(const spm_model *m, spm_hf *h, spm_hf_scratch *x, const uint8_t *s, size_t n, spm_ints *ids) {
-    return run_piece(m, h, (hf_scratch *)x, s, n, ids);
+    return run_piece(m, h, (hf_scratch *)x, s, n, n, ids);
 }
 
 int spm_hf_piece_spans(const spm_model *m, spm_hf *h, spm_hf_scratch *x, const uint8_t *s, size_t n, spm_ints *ids,
@@ -959,12 +987,14 @@ run:
         if (h->cache && k + 16 < segs.n) {
             const size_t ln = (size_t)segs.p[k + 17];
             if (ln <= PC_MAXB) {
-                const uint32_t hs = fnv(cur + segs.p[k + 16], ln);
+                uint64_t key[4];
+                piece_key(cur + segs.p[k + 16], ln, cn - (size_t)segs.p[k + 16], key);
+                const uint32_t hs = piece_hash(key, ln);
                 __builtin_prefetch(&h->cache[hs & (PC_SLOTS - 1)]);
                 __builtin_prefetch(&h->cache[(hs >> 16 ^ hs >> 5) & (PC_SLOTS - 1)]);
             }
         }
-        rc = run_piece(m, h, &sc, cur + segs.p[k], (size_t)segs.p[k + 1], ids);
+        rc = run_piece(m, h, &sc, cur + segs.p[k], (size_t)segs.p[k + 1], cn - (size_t)segs.p[k], ids);
     }
 done:
     spm_bytes_free(&a);
