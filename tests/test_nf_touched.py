@@ -79,3 +79,27 @@ def test_nfc_bpe_ids_equal_hf_on_composing_texts(tmp_path):
     got = [tok.encode(t, allowed_special="all") for t in texts]
     assert [t for t, g, w in zip(texts, got, want) if g != w] == []
     assert tok.encode_batch(texts, allowed_special="all") == want
+
+
+def test_any_in_finds_a_character_at_every_position():
+    """fstok.runtime._norm.any_in (the scan behind the check) against `any(c in set)`, on str of each kind
+    (Latin-1, UCS-2, UCS-4) and on UTF-8 bytes, the character at every offset of runs of ASCII that the scan
+    skips 4, 8 or 16 code units at a time."""
+    from fstok.pipeline.fastnorm import _bitmap, _native, _sorted_cps
+
+    chars = ["\u00a0", "\u0301", "\u1161", "\U0001d15e"]
+    bm = _bitmap(_sorted_cps(chars)).tobytes()
+    any_in = _native().any_in
+    fillers = {"latin1": "\u00e9", "ucs2": "\u201c", "ucs4": "\U0001f600"}
+    for n in (0, 1, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 47, 70):
+        for kind, other in fillers.items():
+            base = ["a"] * n
+            if n:
+                base[n // 3] = other  # a non-ASCII character outside the set: the string's kind
+            t = "".join(base)
+            assert any_in(t, bm) is False and any_in(t.encode("utf-8"), bm) is False, (kind, n)
+            for c in chars:
+                for k in range(n):
+                    u = t[:k] + c + t[k + 1:]
+                    want = any(x in chars for x in u)
+                    assert any_in(u, bm) is want and any_in(u.encode("utf-8"), bm) is want, (kind, n, k, c)

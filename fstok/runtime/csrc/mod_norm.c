@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define NCP 0x110000u
 
@@ -76,13 +79,24 @@ static PyObject *norm_any_in(PyObject *mod, PyObject *args) {
             }
         } else if (kind == PyUnicode_2BYTE_KIND) {
             const Py_UCS2 *u = (const Py_UCS2 *)d;
-            for (Py_ssize_t i = 0; i < len && !hit; i++) {
+            Py_ssize_t i = 0;
+            while (i < len && !hit) {
+#if defined(__SSE2__)
+                const __m128i hi = _mm_set1_epi16((short)0xFF80), zero = _mm_setzero_si128();
+                while (i + 16 <= len) { /* 16 code units below 0x80: skipped with two compares */
+                    __m128i a = _mm_loadu_si128((const __m128i *)(u + i)), b = _mm_loadu_si128((const __m128i *)(u + i + 8));
+                    __m128i z = _mm_cmpeq_epi16(_mm_and_si128(_mm_or_si128(a, b), hi), zero);
+                    if (_mm_movemask_epi8(z) != 0xFFFF) break;
+                    i += 16;
+                }
+#endif
                 uint64_t w;
                 if (i + 4 <= len && (memcpy(&w, u + i, 8), !(w & 0xFF80FF80FF80FF80ull))) {
-                    i += 3;
+                    i += 4;
                     continue;
                 }
-                hit = u[i] >= 0x80 && bit(bm, u[i]);
+                if (i < len) hit = u[i] >= 0x80 && bit(bm, u[i]);
+                i++;
             }
         } else {
             const Py_UCS4 *u = (const Py_UCS4 *)d;
