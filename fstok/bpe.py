@@ -477,7 +477,16 @@ class BPETokenizer(Inspectable):
         for texts holding a character whose facts differ in HF's older Unicode tables."""
         if text.isascii() or not self._nf_touched()(text):
             return True
-        return not self._hf_opaque()(text) and unicodedata.is_normalized(self._normalizer, text)
+        if self._hf_opaque()(text):
+            return False
+        # Only the runs of touched characters, each with the character before it, can be out of the form: an
+        # untouched character is a starter that nothing before it reorders or composes with (a normalization
+        # boundary), so the text is in the form exactly when each such span is.
+        spans = self._nf_touched_runs(text, 32)
+        form = self._normalizer
+        if spans is None:  # many: one look at the whole text
+            return unicodedata.is_normalized(form, text)
+        return all(unicodedata.is_normalized(form, text[spans[k]: spans[k + 1]]) for k in range(0, len(spans), 2))
 
     def _nf_touched(self):
         """text -> whether it holds a character the normal-form check must look at (fstok.pipeline.unicode
@@ -487,7 +496,9 @@ class BPETokenizer(Inspectable):
             from .pipeline import unicode as hf_unicode
             from .pipeline.fastnorm import _bitmap, _native as _norm_native, _sorted_cps
 
-            bm, any_in = _bitmap(_sorted_cps(hf_unicode.touched(self._normalizer))).tobytes(), _norm_native().any_in
+            nat = _norm_native()
+            bm, any_in, runs = _bitmap(_sorted_cps(hf_unicode.touched(self._normalizer))).tobytes(), nat.any_in, nat.runs
+            self.__dict__["_nf_touched_runs"] = lambda t, limit: runs(t, bm, limit)
             f = self.__dict__["_nf_touched_check"] = lambda t: any_in(t, bm)
         return f
 

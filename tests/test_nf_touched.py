@@ -103,3 +103,63 @@ def test_any_in_finds_a_character_at_every_position():
                     u = t[:k] + c + t[k + 1:]
                     want = any(x in chars for x in u)
                     assert any_in(u, bm) is want and any_in(u.encode("utf-8"), bm) is want, (kind, n, k, c)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_untouched_characters_decompose_to_a_starter_that_composes_with_nothing_before(form):
+    """The text before an untouched character never changes its normalization: its decomposition (by
+    Python's and HF's tables) starts with a starter that is no second half of a composition."""
+    f = hf_unicode.facts()
+    t = hf_unicode.touched(form)
+    compat = form == "NFKC"
+    seconds = {b for (_, b) in hf_unicode._compositions()} | set(map(chr, [*range(0x1161, 0x1176), *range(0x11A8, 0x11C3)]))
+    keys = set(f.nfd) | (set(hf_unicode.compat_table()) if compat else set())
+    for cp in sorted(keys):
+        c = chr(cp)
+        if cp < 0x80 or c in t:
+            continue
+        for first in (unicodedata.normalize("NFKD" if compat else "NFD", c)[0], hf_unicode.decompose(c, compat)[0]):
+            assert f.ccc_list[ord(first)] == 0 and first not in seconds, (hex(cp), hex(ord(first)))
+
+
+def test_runs_equal_oracle():
+    from fstok.pipeline.fastnorm import _bitmap, _native, _sorted_cps
+
+    chars = "\u0301\u0323\u09be\u1161"
+    bm = _bitmap(_sorted_cps(chars)).tobytes()
+    runs = _native().runs
+    rng = random.Random(5)
+    for _ in range(300):
+        t = "".join(rng.choice("ab\u00e9\u09c7\U0001f600" + chars) for _ in range(rng.randint(0, 30)))
+        want, i = [], 0
+        while i < len(t):
+            if t[i] in chars:
+                j = i
+                while j < len(t) and t[j] in chars:
+                    j += 1
+                want += [max(i - 1, 0), j]
+                i = j
+            else:
+                i += 1
+        assert runs(t, bm, 1000) == want, t.encode("unicode_escape")
+        n = len(want) // 2
+        assert runs(t, bm, n) == want and (n == 0 or runs(t, bm, n - 1) is None)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_in_normal_form_equals_hf_on_composing_mixes(tmp_path, form):
+    """BPETokenizer._in_normal_form (the spans around touched characters, or the whole text past 32 of them)
+    against HF's normalizer and unicodedata, on texts full of characters that compose, reorder or decompose."""
+    from fstok.bpe import BPETokenizer
+
+    ref = getattr(tokenizers.normalizers, form)()
+    tok = object.__new__(BPETokenizer)  # only the normal-form check's state
+    tok.__dict__.update(_normalizer=form, _opaque_check=None)
+    pool = ["a", "e", " ", "\u00e9", "\u1ec7", "\u0301", "\u0323", "\u0302", "\u09c7", "\u09be", "\u09cb", "\u1100",
+            "\u1161", "\u11a8", "\uac00", "\u212b", "\u00c5", "\u201c", "\u00a0", "\ufb01", "\u0f73", "\u0344"]
+    rng = random.Random(form)
+    for _ in range(600):
+        t = "".join(rng.choice(pool) for _ in range(rng.choice([3, 8, 40, 120])))
+        want = ref.normalize_str(t) == t
+        assert want == unicodedata.is_normalized(form, t)
+        assert tok._in_normal_form(t) == want, t.encode("unicode_escape")

@@ -114,23 +114,40 @@ def touched(form: str) -> frozenset:
     nothing."""
     if form not in ("NFC", "NFKC"):
         raise ValueError(f"normalization form {form!r}")
-    return disk_cached(f"touched-v2-{form}", lambda: _touched(form))
+    return disk_cached(f"touched-v4-{form}", lambda: _touched(form))
 
 
 def _touched(form: str) -> set:
     f = facts()
-    d = set(opaque_compat() if form == "NFKC" else opaque())
-    d.update(map(chr, range(0x1100, 0x1200)))  # Hangul jamo: vowels and trailing consonants compose algorithmically
+    compat = form == "NFKC"
+    ctab = compat_table() if compat else {}
+    d = set(opaque_compat() if compat else opaque())
+    d.update(map(chr, range(0x1100, 0x1200)))  # Hangul jamo
+    # characters that compose with the one before them: second halves of canonical decompositions (Python's and
+    # HF's) and the Hangul vowels and trailing consonants (composed algorithmically)
+    second = set(map(chr, [*range(0x1161, 0x1176), *range(0x11A8, 0x11C3)]))
+    decomposing = []
     for cp in range(0x80, 0x110000):
         if 0xD800 <= cp <= 0xDFFF:
             continue
         c = chr(cp)
-        if unicodedata.combining(c) or f.ccc_list[cp] or unicodedata.normalize(form, c) != c:
-            d.add(c)
         dec = unicodedata.decomposition(c)
         if dec and not dec.startswith("<") and len(dec.split()) == 2:
-            d.add(chr(int(dec.split()[1], 16)))  # composes with the character before it
-        d.update(f.nfd.get(cp, "")[1:])  # (HF's full decomposition: its later characters compose)
+            second.add(chr(int(dec.split()[1], 16)))
+        if unicodedata.combining(c) or f.ccc_list[cp] or unicodedata.normalize(form, c) != c:
+            d.add(c)
+        elif dec or cp in f.nfd or cp in ctab:
+            decomposing.append(c)
+    second.update(b for (_, b) in _compositions())
+    for hf in f.nfd.values():
+        second.update(hf[1:])
+    d |= second
+    # a character that decomposes must start with a starter that composes with nothing before it (by both
+    # tables), or a normalization could reach back across it
+    for c in decomposing:
+        for first in (unicodedata.normalize("NFKD" if compat else "NFD", c)[:1], decompose(c, compat)[:1]):
+            if first != c and (first in second or f.ccc_list[ord(first)] or unicodedata.combining(first)):
+                d.add(c)
     return d
 
 

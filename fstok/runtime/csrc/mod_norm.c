@@ -133,6 +133,45 @@ static PyObject *norm_any_in(PyObject *mod, PyObject *args) {
     return PyBool_FromLong(hit);
 }
 
+/* runs(text, bitmap, limit) -> list [a0, b0, a1, b1, ...] or None: for each maximal run [i, j) of code points of the
+ * set in the str, the code point span [i - 1, j) (the character before the run too; [0, j) at the start), in
+ * order; None when there are more than `limit` runs (the caller looks at the whole text instead) */
+static PyObject *norm_runs(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *text, *bmo;
+    Py_ssize_t limit;
+    if (!PyArg_ParseTuple(args, "UOn", &text, &bmo, &limit)) return NULL;
+    Py_buffer bmb;
+    if (get_bitmap(bmo, &bmb)) return NULL;
+    const uint8_t *bm = (const uint8_t *)bmb.buf;
+    const Py_ssize_t len = PyUnicode_GET_LENGTH(text);
+    const int kind = PyUnicode_KIND(text);
+    const void *d = PyUnicode_DATA(text);
+    PyObject *out = PyList_New(0);
+    Py_ssize_t runs = 0, i = 0;
+    while (out && i < len) {
+        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        if (c < 0x80 || !bit(bm, c)) {
+            i++;
+            continue;
+        }
+        Py_ssize_t j = i + 1;
+        while (j < len && (c = PyUnicode_READ(kind, d, j)) >= 0x80 && bit(bm, c)) j++;
+        if (++runs > limit) {
+            Py_CLEAR(out);
+            PyBuffer_Release(&bmb);
+            Py_RETURN_NONE;
+        }
+        PyObject *a = PyLong_FromSsize_t(i ? i - 1 : 0), *b = PyLong_FromSsize_t(j);
+        if (!a || !b || PyList_Append(out, a) < 0 || PyList_Append(out, b) < 0) Py_CLEAR(out);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        i = j;
+    }
+    PyBuffer_Release(&bmb);
+    return out;
+}
+
 /* map(data, bitmap, keys, offs, blob, ascii) -> bytes: each code point of the UTF-8 `data` whose bit is set
  * replaced by its value (keys[i] -> blob[offs[i]:offs[i+1]], keys sorted), the others copied; ASCII bytes
  * through the 128-byte table `ascii` (an ASCII byte whose bit is set maps by the table too). */
@@ -234,6 +273,9 @@ done:
 
 static PyMethodDef methods[] = {
     {"any_in", norm_any_in, METH_VARARGS, "any_in(text, bitmap) -> bool: a non-ASCII code point of the set occurs"},
+    {"runs", norm_runs, METH_VARARGS,
+     "runs(text, bitmap, limit) -> [a0, b0, ...]: the runs of code points of the set, each with the one before; "
+     "None past limit runs"},
     {"map", norm_map, METH_VARARGS,
      "map(data, bitmap, keys, offs, blob, ascii) -> UTF-8 bytes with each code point of the set replaced by its value"},
     {NULL, NULL, 0, NULL},
