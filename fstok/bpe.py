@@ -539,10 +539,33 @@ class BPETokenizer(Inspectable):
             except UnicodeEncodeError:
                 text = _fix_surrogates(text)
                 return self._model.encode(text, sp1, kind, sp2, num_threads), text
+        if self._native and not self._add_prefix_space:
+            norm = self._whole_normalized(text, allowed)
+            if norm is not None:  # one piece normalized as a whole: the C pass over it, second-pass tokens in C
+                try:
+                    return self._model.encode(norm, None, kind, self._matchers(allowed)[1], num_threads), norm
+                except UnicodeEncodeError:
+                    pass  # lone surrogates: the plan repairs them
         data, segs, new_text = self._plan(text, allowed)
         if self._native:
             return self._model.encode_segments(data, segs, kind), new_text
         return self._model.encode_spans(data, segs, kind), new_text
+
+    def _whole_normalized(self, text: str, allowed: frozenset) -> Optional[str]:
+        """HF's normalization of `text` where HF normalizes it as one piece (an HF normalizer, and no token of
+        the first pass -- an added token with normalized=false or an allowed special -- occurs in it), else
+        None (lone surrogates included)."""
+        if self._semantics != "hf" or not self._normalizer:
+            return None
+        sp1 = self._matchers(allowed)[0]
+        if sp1 is not None:
+            try:
+                raw = text.encode("utf-8")
+            except UnicodeEncodeError:
+                return None
+            if sp1.find(raw, 0) is not None:
+                return None
+        return self._hf_normalize(text)
 
     def _plan(self, text: str, allowed: frozenset) -> tuple[bytes, np.ndarray, str]:
         """Python planning: UTF-8 bytes and (start, end, literal) byte triples.  With the C pre-tokenizer

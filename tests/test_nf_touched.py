@@ -163,3 +163,34 @@ def test_in_normal_form_equals_hf_on_composing_mixes(tmp_path, form):
         want = ref.normalize_str(t) == t
         assert want == unicodedata.is_normalized(form, t)
         assert tok._in_normal_form(t) == want, t.encode("unicode_escape")
+
+
+@needs_shared
+def test_nfc_bpe_text_normalized_whole_equals_hf(tmp_path):
+    """A text not in NFC and holding no first-pass token is normalized as a whole and encoded by the C pass
+    (the second-pass tokens matched there); with a first-pass token in it, piece by piece.  Ids as HF's."""
+    with open(os.path.join(VOCAB, "hf", "anthropic_tokenizer.json"), encoding="utf-8") as fh:
+        obj = json.load(fh)
+    obj["normalizer"] = {"type": "NFC"}
+    n = max(obj["model"]["vocab"].values()) + 1 + len(obj.get("added_tokens") or [])
+    obj["added_tokens"] = list(obj.get("added_tokens") or []) + [
+        {"id": n, "content": "<\u00e9>", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": True, "special": False},
+        {"id": n + 1, "content": "\u00c5ngstr", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": False},
+        {"id": n + 2, "content": "<|sp\u0301|>", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True},
+    ]
+    path = tmp_path / "nfc_added.json"
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    tok, ref = fstok.compile(str(path)), tokenizers.Tokenizer.from_file(str(path))
+    rng = random.Random(11)
+    parts = ["<e\u0301>", "<\u00e9>", "A\u030angstr", "\u00c5ngstr", "<|sp\u0301|>", "<|sp|>", "cafe\u0301 ", "\u1100\u1161",
+             "\u00e9\u0323", "Yor\u00f9b\u00e1 \u1eb9\u0300 ", " x ", "\u0b47\u0b3e", "\n"]
+    texts = ["".join(rng.choice(parts) for _ in range(rng.randint(1, 10))) for _ in range(150)]
+    texts += [t for t in spread_sample(10) if not unicodedata.is_normalized("NFC", t)]
+    want = [e.ids for e in ref.encode_batch(texts, add_special_tokens=False)]
+    got = [tok.encode(t, allowed_special="all") for t in texts]
+    assert [t for t, g, w in zip(texts, got, want) if g != w] == []
+    assert tok.encode_batch(texts, allowed_special="all") == want
+    assert [tok.count(t, allowed_special="all") for t in texts] == [len(w) for w in want]
