@@ -126,9 +126,8 @@ static int encode_pieces_cached(const bpe_rt *self, const uint8_t *s, size_t a, 
             size_t pb = ends[j], len = ends[j + 1] - pb;
             int rc;
             if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN)) {
-                piece_key key = keys[j % PC_AHEAD];
-                if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
-                rc = piece_emit(m, memo, gen, base + pb, len, &key, room, st);
+                rc = piece_emit_fast(m, memo, gen, base + pb, len, &keys[j % PC_AHEAD], room, st);
+                if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD); /* (into the slot of the key just used) */
                 if (FSTOK_UNLIKELY(rc)) {
                     if (rc < 0) return -1;
                     misses++;
