@@ -859,6 +859,24 @@ int spm_model_prepare(spm_model *m) {
             pass = node >= m->n_cm || (m->cm_units[node] & 0x800000FFu) != (uint32_t)c;
         }
         m->ascii_pass[c] = (uint8_t)pass;
+        if (c < 128) {
+            memset(m->ascii_next[c], pass ? 0xFF : 0, 32);
+            m->ascii_end[c] = (uint8_t)pass;
+        }
+        if (pass || c >= 128 || (m->user.n_nodes && m->user.root[c] != SPM_NONE) || !m->n_cm) continue;
+        /* c starts a charsmap key: when c is no key itself, c followed by a byte no key continues with
+         * normalizes to itself (NormalizePrefix finds no match and keeps the character) */
+        const uint32_t *U = m->cm_units;
+        const uint32_t nu = m->n_cm;
+        const uint32_t node = DA_OFFSET(U[0]) ^ (uint32_t)c;
+        const uint32_t u = U[node];
+        if ((u >> 8) & 1) continue;
+        const uint32_t next = node ^ DA_OFFSET(u);
+        m->ascii_end[c] = 1;
+        for (int d = 0; d < 256; d++) {
+            const uint32_t q = next ^ (uint32_t)d;
+            if (q >= nu || (U[q] & 0x800000FFu) != (uint32_t)d) m->ascii_next[c][d >> 3] |= (uint8_t)(1u << (d & 7));
+        }
     }
     return 0;
 }
@@ -945,8 +963,14 @@ int spm_normalize(const spm_model *m, const uint8_t *in, size_t n, spm_bytes *ou
     } while (0)
     if (!(fl & SPF_WS_SUFFIX) && (fl & SPF_ADD_DUMMY)) EMIT(ws, wsl);
     int prev_space = remove_ws;
+    /* in[j] normalizes to itself whatever follows (a lead byte: the well-formed character it starts), or is an
+     * ASCII byte that does followed by in[j + 1] */
+#define PASSES(j)                                                                                              \
+    (m->ascii_pass[in[j]] ||                                                                                   \
+     (in[j] < 0x80 && ((j) + 1 < n ? (m->ascii_next[in[j]][in[(j) + 1] >> 3] >> (in[(j) + 1] & 7)) & 1       \
+                                   : m->ascii_end[in[j]])))
     while (i < n) {
-        if (!n2o && m->ascii_pass[in[i]]) {
+        if (!n2o && PASSES(i)) {
             /* a run of characters that normalize to themselves (ASCII bytes, and well-formed characters
              * whose lead byte starts no rule): the loop below for each of them, written into the buffer
              * reserved above (3 output bytes per input byte at most) */
@@ -980,7 +1004,8 @@ int spm_normalize(const spm_model *m, const uint8_t *in, size_t n, spm_bytes *ou
                     *o++ = b;
                     prev_space = 0;
                 }
-            } while (i < n && m->ascii_pass[in[i]]);
+            } while (i < n && PASSES(i));
+#undef PASSES
             out->n = (size_t)(o - out->p);
             consumed += i - i0;
             if (i > i0) continue;

@@ -265,6 +265,11 @@ typedef struct {
     /* 1: the ASCII byte normalizes to itself whatever follows; for a lead byte of a multi-byte character: a
      * well-formed character it starts normalizes to itself (spm_model_prepare) */
     uint8_t ascii_pass[256];
+    /* for an ASCII byte c that starts a charsmap key but is no key itself: bit d of ascii_next[c] is 1 when c
+     * followed by the byte d normalizes to itself (no key starts with c d); ascii_end[c]: c at the end of the text
+     * does (spm_model_prepare) */
+    uint8_t ascii_next[128][32];
+    uint8_t ascii_end[128];
     int one_unk;              /* unk_id is the only piece of type SPT_UNKNOWN (spm_model_prepare) */
     spm_ftrie *ft;            /* the pieces trie (spm_ftrie_adopt; set before any walk) */
     int ft_hot;               /* 1: the large tables are in 2 MiB pages, or need not be (spm_ftrie_warm) */
