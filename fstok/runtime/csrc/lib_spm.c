@@ -1994,7 +1994,9 @@ static int unigram_words(const spm_model *m, const uint8_t *s, size_t n, spm_int
     uint32_t *hs = (uint32_t *)words.p + nw;
     for (size_t w = 0, a0 = 0; w < nw; w++) {
         const size_t b0 = (size_t)words.p[w];
-        hs[w] = b0 - a0 <= UW_MAXB ? word_hash(s + a0, b0 - a0) : 0;
+        uint64_t k[3];
+        if (b0 - a0 <= UW_MAXB) word_key(s + a0, b0 - a0, n - a0, k);
+        hs[w] = b0 - a0 <= UW_MAXB ? word_hash(k, b0 - a0) : 0;
         a0 = b0;
     }
     float P = 0.0f;
