@@ -6,7 +6,7 @@ the shared Unigram and SentencePiece-BPE model files.
 
 Each (model, peer) cell runs in a fresh process: load the model (its load time is reported), warm up on
 other text (the first half of english.txt and code.txt), then time one pass over documents of ~8 KB the
-process has not seen (multilingual.txt, the second half of english.txt, chinese_long.txt), one
+process has not seen (multilingual.txt, the second half of english.txt, chinese_long.txt; `--timed` picks), one
 document per call, 1 thread.  Cells are interleaved over the rounds and the median MB/s (of UTF-8
 input) is reported.  "exact" compares each peer's ids with the model's own library (sentencepiece for
 .model files, tokenizers with add_special_tokens=False for tokenizer.json).  BlingFire is not a peer here:
@@ -57,15 +57,19 @@ def _docs(text: str, limit_bytes: int) -> list[str]:
     return out
 
 
-def corpora(mb: float) -> tuple[list[str], list[str]]:
+TIMED = ("multilingual", "english", "chinese_long")
+
+
+def corpora(mb: float, timed_names=TIMED) -> tuple[list[str], list[str]]:
     def read(name):
         return open(os.path.join(CORPUS, name), encoding="utf-8").read()
 
     eng, code = read("english.txt"), read("code.txt")
     warm = _docs(eng[: len(eng) // 2], 400_000) + _docs(code[: len(code) // 2], 200_000)
-    per = int(mb * 1e6 / 3)
-    timed = (_docs(read("multilingual.txt"), per) + _docs(eng[len(eng) // 2 :], per)
-             + _docs(read("chinese_long.txt"), per))
+    per = int(mb * 1e6 / len(timed_names))
+    timed = []
+    for name in timed_names:  # english: its second half (the first is the warm-up)
+        timed += _docs(eng[len(eng) // 2 :] if name == "english" else read(f"{name}.txt"), per)
     return warm, timed
 
 
@@ -136,8 +140,8 @@ def load_peer(peer: str, path: str):
     return f, (time.perf_counter() - t) * 1e3
 
 
-def child(model: str, peer: str, mb: float, clock: str = "wall") -> dict:
-    warm, timed = corpora(mb)
+def child(model: str, peer: str, mb: float, clock: str = "wall", timed_names=TIMED) -> dict:
+    warm, timed = corpora(mb, timed_names)
     try:
         got = load_peer(peer, MODELS[model])
     except Exception as e:  # a peer that cannot read the file
@@ -165,10 +169,13 @@ def main(argv=None) -> int:
     ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                     help="time the pass by the wall clock (default) or by the process's CPU time (a shared host; "
                          "every peer runs 1 thread)")
+    ap.add_argument("--timed", default=",".join(TIMED),
+                    help="the corpus files (names without .txt) of the timed text, MB split evenly among them; "
+                         f"default {','.join(TIMED)} (english: its second half); e.g. --timed multilingual")
     ap.add_argument("--child", nargs=2, metavar=("MODEL", "PEER"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], args.mb, args.clock)))
+        print(json.dumps(child(args.child[0], args.child[1], args.mb, args.clock, tuple(args.timed.split(",")))))
         return 0
     models = [m for m in args.models.split(",") if m]
     peers = [p for p in args.peers.split(",") if p]
@@ -180,7 +187,7 @@ def main(argv=None) -> int:
                     continue
                 env = dict(os.environ, RAYON_NUM_THREADS="1", OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false")
                 out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", m, p, "--mb", str(args.mb),
-                                      "--clock", args.clock],
+                                      "--clock", args.clock, "--timed", args.timed],
                                      capture_output=True, text=True, env=env)
                 try:
                     d = json.loads(out.stdout.strip().splitlines()[-1])
