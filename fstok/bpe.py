@@ -150,6 +150,9 @@ class BPETokenizer(Inspectable):
         self._opaque_check = None  # the characters whose facts HF and Python disagree on (_hf_opaque)
         self._add_prefix_space = bool(meta.get("add_prefix_space"))
         self._stages = [PreTokStage(s["pattern"], bool(s["keep_gaps"]), s.get("dialect", "rust-regex")) for s in meta["stages"]]
+        #: the tokenizer.json's post-processor (fstok.postprocess), applied by add_special_tokens=True; else None
+        self.post_processor = checked["post_processor"]
+        self._pp_wrap: Optional[tuple] = None
         self.max_token_value: int = int(meta["max_token_value"])
         tables = self._validated_tables(art, checked)
         self._tables = tables
@@ -664,22 +667,43 @@ class BPETokenizer(Inspectable):
         allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
         disallowed_special: Literal["all"] | Collection[str] = "all",
         num_threads: int | None = None,
+        add_special_tokens: bool = False,
     ) -> list[int]:
         """Encode text (tiktoken `encode`): raises ValueError on disallowed special-token text.
 
         num_threads > 1 on a long text (>= PARALLEL_THRESHOLD characters): the text is cut at positions the
         compiled pre-tokenizer proves are piece boundaries, and the parts are encoded on that many C threads
-        (exact: the same ids as one thread; docs/design/parallel.md)."""
+        (exact: the same ids as one thread; docs/design/parallel.md).
+        add_special_tokens=True applies the tokenizer.json's post-processor (HF `encode(text).ids`: e.g. the
+        BOS id first); a tokenizer without one (tiktoken encodings) is unchanged by it."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
         self._check_disallowed(text, disallowed)
         nt = 1 if num_threads is None else self._threads(num_threads, 1 << 30)
+        ids = None
         if nt > 1 and len(text) >= self.PARALLEL_THRESHOLD:
             ids = self._encode_split(text, nt, allowed)
-            if ids is not None:
-                return ids
-        return self._run(text, allowed, 0, nt)[0]
+        if ids is None:
+            ids = self._run(text, allowed, 0, nt)[0]
+        return self._with_special_tokens(ids) if add_special_tokens and self.post_processor is not None else ids
+
+    def _with_special_tokens(self, ids: list[int]) -> list[int]:
+        """ids as the post-processor leaves a single sequence (HF `process`): the ids it puts before and after,
+        found once from a one-token sequence; a template that repeats the sequence runs in full each time."""
+        from . import postprocess as pp
+
+        if self._pp_wrap is None:
+            mark = -1
+            got = list(pp.post_process(self.post_processor, pp.Encoding.from_tokens([mark], ["a"], [(0, 1)], [0]),
+                                       add_special_tokens=True).ids)
+            self._pp_wrap = (got[:got.index(mark)], got[got.index(mark) + 1:]) if got.count(mark) == 1 else ()
+        if self._pp_wrap:
+            before, after = self._pp_wrap
+            return before + ids + after if before or after else ids
+        n = len(ids)
+        enc = pp.Encoding.from_tokens(list(ids), ["a"] * n, [(0, 0)] * n, [0] * n)  # ids depend on ids alone
+        return list(pp.post_process(self.post_processor, enc, add_special_tokens=True).ids)
 
     #: texts at least this long are cut at proven pre-tokenizer boundaries by encode(..., num_threads=N)
     PARALLEL_THRESHOLD = 256_000
@@ -801,10 +825,15 @@ class BPETokenizer(Inspectable):
         num_threads: int | None = None,
         allowed_special: Literal["all"] | AbstractSet[str] = set(),  # noqa: B006
         disallowed_special: Literal["all"] | Collection[str] = "all",
+        add_special_tokens: bool = False,
     ) -> list[list[int]]:
-        """Encode many texts; the work runs on `num_threads` C threads (default: all cores) without the GIL."""
+        """Encode many texts; the work runs on `num_threads` C threads (default: all cores) without the GIL.
+        add_special_tokens=True: as `encode`, the post-processor's ids around each."""
         if isinstance(text, str):
             raise TypeError("encode_batch expects a sequence of str, not a str")
+        if add_special_tokens and self.post_processor is not None:
+            return [self._with_special_tokens(ids) for ids in self.encode_batch(
+                text, num_threads=num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special)]
         texts = text if isinstance(text, list) else list(text)
         allowed, disallowed = self._resolve_special(allowed_special, disallowed_special)
         nt = self._threads(num_threads, len(texts))
@@ -919,8 +948,26 @@ class BPETokenizer(Inspectable):
         except KeyError as e:
             raise self._invalid(e) from None
 
-    def decode(self, tokens: Sequence[int], errors: str = "replace") -> str:
+    def decode(self, tokens: Sequence[int], errors: str = "replace", *, skip_special_tokens: bool | None = None) -> str:
+        """The text of tokens (tiktoken `decode`). skip_special_tokens leaves out the special tokens' ids; its
+        default is HF's for a tokenizer compiled from a tokenizer.json (True) and tiktoken's otherwise (False)."""
+        if skip_special_tokens is None:
+            skip_special_tokens = self._semantics == "hf"
+        elif not isinstance(skip_special_tokens, bool):
+            raise TypeError(f"skip_special_tokens must be a bool or None, got {type(skip_special_tokens).__name__}")
+        if skip_special_tokens and self._special_tokens:
+            special = self._special_ids
+            if isinstance(tokens, np.ndarray):
+                tokens = tokens.tolist()
+            tokens = [t for t in tokens if t not in special]
         return self.decode_bytes(tokens).decode("utf-8", errors=errors)
+
+    @property
+    def _special_ids(self) -> frozenset:
+        got = self.__dict__.get("_special_id_set")
+        if got is None:
+            got = self.__dict__["_special_id_set"] = frozenset(self._special_tokens.values())
+        return got
 
     def decode_tokens_bytes(self, tokens: Sequence[int]) -> list[bytes]:
         return [self.decode_single_token_bytes(t) for t in tokens]
@@ -935,8 +982,9 @@ class BPETokenizer(Inspectable):
         text = b"".join(token_bytes).decode("utf-8", errors="strict")
         return text, offsets
 
-    def decode_batch(self, batch: Sequence[Sequence[int]], *, errors: str = "replace", num_threads: int | None = None) -> list[str]:
-        return [self.decode(t, errors=errors) for t in batch]
+    def decode_batch(self, batch: Sequence[Sequence[int]], *, errors: str = "replace", num_threads: int | None = None,
+                     skip_special_tokens: bool | None = None) -> list[str]:
+        return [self.decode(t, errors=errors, skip_special_tokens=skip_special_tokens) for t in batch]
 
     def decode_bytes_batch(self, batch: Sequence[Sequence[int]], *, num_threads: int | None = None) -> list[bytes]:
         return [self.decode_bytes(t) for t in batch]

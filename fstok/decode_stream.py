@@ -22,8 +22,9 @@ step emits its token's text at once and `flush()` is always "".
 
 Invalid input raises: TypeError for an id that is not an int (bool is refused too), ValueError for an id
 the vocabulary does not have.  A call that raises consumes nothing (step_many checks every id first).
-Special tokens are treated as `decode` treats them: BPE `decode` spells them out (so does the stream
-unless `skip_special_tokens=True`), WordPiece `decode` drops them (unless `skip_special_tokens=False`).
+Special tokens are treated as `decode` treats them: a tiktoken-style BPE's `decode` spells them out (so
+does the stream unless `skip_special_tokens=True`); WordPiece and tokenizers compiled from a tokenizer.json
+drop them (unless `skip_special_tokens=False`).
 """
 from __future__ import annotations
 
@@ -89,7 +90,8 @@ class DecodeStream:
 
     tokenizer: a `fstok.bpe.BPETokenizer` (or anything with `decode_single_token_bytes`, e.g. a tiktoken
         Encoding) or a `fstok.wordpiece.WordPieceTokenizer`.
-    skip_special_tokens: None = as the tokenizer's `decode` (BPE: keep, WordPiece: skip); True/False forces it.
+    skip_special_tokens: None = as the tokenizer's `decode` (tiktoken-style BPE: keep; WordPiece and BPE
+        compiled from a tokenizer.json: skip); True/False forces it.
     errors: the UTF-8 error handler of BPE streams ("replace" as `decode`; "strict" raises
         UnicodeDecodeError for invalid bytes once they are known to be invalid; "ignore", ...).
     prefill: ids of the prompt, fed in first (`prefill`); the text they produce is dropped, so the
@@ -111,7 +113,9 @@ class DecodeStream:
         self._errors = errors
         if hasattr(tokenizer, "decode_single_token_bytes"):
             self._byte_level = True
-            self._skip = bool(skip_special_tokens)
+            # None: as the tokenizer's decode (one compiled from a tokenizer.json skips, as HF does)
+            self._skip = (getattr(tokenizer, "_semantics", "tiktoken") == "hf") if skip_special_tokens is None \
+                else skip_special_tokens
             self._bytes_cache: dict[int, bytes] = {}
             self._specials: frozenset = frozenset()
             if self._skip:

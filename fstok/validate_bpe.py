@@ -83,6 +83,15 @@ def check_meta(art) -> dict[str, Any]:
         sm.bool("keep_gaps")
         sm.str("dialect", default="rust-regex")
     v["stages"] = stages
+    v["post_processor"] = None
+    pp = art.meta.get("post_processor")
+    if pp is not None:
+        from .postprocess import PostProcessor
+
+        try:
+            v["post_processor"] = PostProcessor.from_json(pp)
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError) as e:
+            raise m.fail("post_processor", f"not a post-processor fstok reads ({e})"[:300]) from None
     return v
 
 

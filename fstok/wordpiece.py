@@ -418,6 +418,12 @@ class WordPieceTokenizer(Inspectable):
             parts.append(_cleanup(t) if cleanup else t)
         return "".join(parts)
 
+    def decode_batch(self, batch: Sequence[Sequence[int]], skip_special_tokens: bool = True) -> list[str]:
+        """decode() of each id sequence (HF `decode_batch`)."""
+        if isinstance(batch, (str, bytes)):
+            raise TypeError("decode_batch expects a sequence of id sequences")
+        return [self.decode(ids, skip_special_tokens) for ids in batch]
+
 
 def _cleanup(s: str) -> str:
     # HF tokenizers decoders::wordpiece::cleanup

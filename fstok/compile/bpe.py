@@ -264,6 +264,7 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX, short_max
         "trie_has_spans": bool(len(unreachable) == 0 or not (src.merges is None or src.ignore_merges)),
         "unreachable_sample": unreachable[:16],
         "explicit_n_vocab": src.explicit_n_vocab,
+        "post_processor": src.post_processor,
     }
     return meta, sections, unicode_version
 
@@ -318,6 +319,7 @@ def source_identity(src: BPESource) -> list[bytes]:
         "add_prefix_space": src.add_prefix_space,
         "ignore_merges": src.ignore_merges,
         "semantics": src.semantics,
+        "post_processor": src.post_processor,
     }
     parts.append(json.dumps(opts, sort_keys=True).encode())
     return parts

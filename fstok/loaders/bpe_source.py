@@ -126,6 +126,7 @@ class BPESource:
     explicit_n_vocab: int | None = None
     source_files: list[str] = field(default_factory=list)
     semantics: str = "tiktoken"  # "tiktoken" or "hf": how special/added tokens are matched
+    post_processor: Any = None  # a tokenizer.json's post_processor object (what add_special_tokens=True applies)
 
     def check(self) -> None:
         where = ", ".join(self.source_files) or self.name

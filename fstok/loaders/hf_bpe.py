@@ -164,6 +164,14 @@ def source_from_obj(obj: Any, p: str, name: str | None = None, check: bool = Tru
         raise _fail(p, f"model.merges must be a list, got {type(merges_raw).__name__}")
     normalizer = _normalizer(p, obj.get("normalizer"))
     stages, add_prefix_space = _pretokenizer(p, obj.get("pre_tokenizer"))
+    post_processor = obj.get("post_processor")
+    if post_processor is not None:
+        from ..postprocess import PostProcessor
+
+        try:
+            PostProcessor.from_json(post_processor)
+        except (ValueError, TypeError, KeyError) as e:
+            raise _fail(p, f"post_processor: {e}") from None
     for a in obj.get("added_tokens") or []:  # refused before the vocabulary is read (the pipeline takes the file)
         for flag in ("lstrip", "rstrip", "single_word"):
             if isinstance(a, dict) and a.get(flag):
@@ -240,6 +248,7 @@ def source_from_obj(obj: Any, p: str, name: str | None = None, check: bool = Tru
         extra_decode=extra_decode,
         source_files=[p],
         semantics="hf",
+        post_processor=post_processor,
     )
     if check:
         src.check()
