@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import re
 import select
 import struct
 import subprocess
@@ -51,9 +52,24 @@ WEIGHTS = (8, 22, 32, 16, 6, 16)
 BASES = {
     "wp_tiny": 14, "wp_bert": 4, "dfa_small": 14, "dfa_split": 10, "dfa_o200k": 4,
     "bpe_find": 24, "bpe_split": 16, "bpe_whole": 10, "spm_bpe": 6, "spm_unigram": 6,
+    "json_roberta": 5, "json_llama3": 5, "json_olmo2": 4, "json_falcon": 4, "json_whisper": 4, "json_clip": 6,
+    "json_phi3": 6, "json_e5": 6, "json_minilm": 5, "tekken": 5,
 }
 SPM_SOURCES = {"spm_bpe": "models/spm-bpe/llama-2/tokenizer.model",
                "spm_unigram": "models/unigram/maxtext-default-c4/tokenizer.default"}
+# tokenizer.json and tekken files of the shared models, each shrunk to a few hundred tokens (the same
+# pipeline and options, the same artifact kind and sections; small enough to load thousands of times)
+JSON_SOURCES = {"json_roberta": "models/bytelevel-bpe/roberta-base/tokenizer.json",
+                "json_llama3": "hf-derived/llama3.tokenizer.json",
+                "json_olmo2": "models/bytelevel-bpe/olmo-2/allenai_dolma2.json",
+                "json_falcon": "models/bytelevel-bpe/falcon-7b/tokenizer.json",
+                "json_whisper": "models/bytelevel-bpe/whisper-large-v3/tokenizer.json",
+                "json_clip": "models/charbpe/clip-vit-base-patch32/tokenizer.json",
+                "json_phi3": "models/spm-bpe/phi-3-mini/tokenizer.json",
+                "json_e5": "models/unigram/multilingual-e5-small/tokenizer.json",
+                "json_minilm": "models/wordpiece/all-MiniLM-L6-v2/tokenizer.json",
+                "tekken": "models/tekken/mistral-nemo/tekken_240718.json"}
+SHARED_SOURCES = {**SPM_SOURCES, **JSON_SOURCES}
 HEADER_WORDS = ("header", "the section is missing", "checksum", "truncated", "padded", "magic", "format version", "section table",
                 "artifact kind", "meta", "not an fstok artifact", "expected 'bpe'", "expected 'wordpiece'",
                 "expected 'regex_dfa'")
@@ -92,14 +108,14 @@ def _shared_vocab() -> str:
 
 
 def available_bases() -> dict[str, int]:
-    """BASES without the SentencePiece ones when their models (shared data) or fstok.spm are absent."""
+    """BASES without the shared models' ones when their models (shared data) or fstok.spm are absent."""
     out = dict(BASES)
     vocab = _shared_vocab()
     try:
         import fstok.spm  # noqa: F401
     except ImportError:
         vocab = ""
-    for k, rel in SPM_SOURCES.items():
+    for k, rel in SHARED_SOURCES.items():
         if not vocab or not os.path.exists(os.path.join(vocab, rel)):
             out.pop(k)
     return out
@@ -133,7 +149,91 @@ def build_bases(d: str) -> dict[str, str]:
     for name, rel in SPM_SOURCES.items():
         if name in out:
             fstok.compile(os.path.join(_shared_vocab(), rel)).save(out[name])
+    for name, rel in JSON_SOURCES.items():
+        if name in out:
+            with open(os.path.join(_shared_vocab(), rel), encoding="utf-8") as f:
+                obj = json.load(f)
+            src = os.path.join(d, name + (".tekken.json" if name == "tekken" else ".tokenizer.json"))
+            with open(src, "w", encoding="utf-8") as f:
+                json.dump(shrink_tekken(obj) if name == "tekken" else shrink_tokenizer_json(obj), f)
+            fstok.compile(src).save(out[name])
     return out
+
+
+def _keep_renumbered(old_ids: dict, keep) -> dict:
+    """token -> new dense id for the kept tokens, in the order of their old ids."""
+    kept = sorted((i, t) for t, i in old_ids.items() if keep(t, i))
+    return {t: n for n, (_, t) in enumerate(kept)}
+
+
+def shrink_tokenizer_json(obj: dict, n: int = 300) -> dict:
+    """The tokenizer.json `obj` with its model cut to about `n` pieces (BPE: the first n merges and the
+    tokens they join, every one-character token and byte-fallback piece; Unigram and WordPiece: the first n
+    pieces and the unknown one); ids renumbered densely, added tokens and post-processor ids following."""
+    m = obj["model"]
+    t = m.get("type") or ("BPE" if "merges" in m else "Unigram" if isinstance(m.get("vocab"), list) else "WordPiece")
+    specials = {a["content"] for a in obj.get("added_tokens") or []}
+    if t == "BPE":
+        merges = [tuple(x.split(" ", 1)) if isinstance(x, str) else tuple(x) for x in m["merges"]]
+        pre = m.get("continuing_subword_prefix") or ""
+        voc = m["vocab"]
+        joined = set()
+        kept_merges = []
+        for a, b in merges[:n]:
+            r = a + (b[len(pre):] if pre and b.startswith(pre) else b)
+            if a in voc and b in voc and r in voc:
+                kept_merges.append((a, b))
+                joined |= {a, b, r}
+        base = {tok for tok in voc if len(tok) == 1 or re.fullmatch(r"<0x[0-9A-F]{2}>", tok)
+                or (m.get("end_of_word_suffix") and tok == tok[:1] + m["end_of_word_suffix"])}
+        keep = joined | base | specials | {m.get("unk_token")}
+        new = _keep_renumbered(voc, lambda tok, i: tok in keep)
+        strings = isinstance(m["merges"][0], str) if m["merges"] else False
+        m["merges"] = [f"{a} {b}" if strings else [a, b] for a, b in kept_merges]
+        m["vocab"] = new
+    elif t == "Unigram":
+        unk = m.get("unk_id")
+        pieces = m["vocab"]
+        idx = [i for i, (p, _) in enumerate(pieces) if i < n or i == unk or p in specials]
+        m["vocab"] = [pieces[i] for i in idx]
+        if unk is not None:
+            m["unk_id"] = idx.index(unk)
+        new = {p: k for k, (p, _) in enumerate(m["vocab"])}
+    else:
+        voc = m["vocab"]
+        new = _keep_renumbered(voc, lambda tok, i: i < n or tok in specials or tok == m.get("unk_token"))
+        m["vocab"] = new
+    nxt = len(new)
+    for a in obj.get("added_tokens") or []:
+        if a["content"] in new:
+            a["id"] = new[a["content"]]
+        else:
+            a["id"], nxt = nxt, nxt + 1
+    ids = {a["content"]: a["id"] for a in obj.get("added_tokens") or []}
+    ids = {**new, **ids}
+
+    def fix(pp):
+        if not isinstance(pp, dict):
+            return
+        for k in ("sep", "cls"):
+            if isinstance(pp.get(k), list):
+                pp[k][1] = ids.get(pp[k][0], 0)
+        for v in (pp.get("special_tokens") or {}).values():
+            v["ids"] = [ids.get(tok, 0) for tok in v["tokens"]]
+        for sub in pp.get("processors") or []:
+            fix(sub)
+
+    fix(obj.get("post_processor"))
+    return obj
+
+
+def shrink_tekken(obj: dict, n: int = 300) -> dict:
+    """A tekken file cut to its 256 byte ranks and the next `n`."""
+    cfg = obj["config"]
+    obj["vocab"] = obj["vocab"][:256 + n]
+    cfg["num_vocab_tokens"] = len(obj["vocab"])
+    cfg["default_vocab_size"] = int(cfg["default_num_special_tokens"]) + len(obj["vocab"])
+    return obj
 
 
 # ------------------------------------------------------------------------------------------ mutations
@@ -311,6 +411,8 @@ def _use(tok) -> None:
             tok.encode_ordinary(t)
             tok.count(t)
             tok.encode_with_offsets(t)
+            if tok.post_processor is not None:  # a tokenizer.json's: its template and special tokens
+                tok.encode(t, add_special_tokens=True)
         tok.encode_batch(TEXTS * 3, num_threads=2, allowed_special="all")
         tok.encode(" ".join(TEXTS) * 20, num_threads=2, allowed_special="all")
         return
@@ -322,11 +424,16 @@ def _use(tok) -> None:
         tok.encode_batch(TEXTS * 3, num_threads=2)
         tok.encode(" ".join(TEXTS) * 20, num_threads=2)
         return
-    for t in TEXTS:  # any other kind (SentencePiece): the common encode / decode API
-        ids = tok.encode(t)
-        tok.decode(ids)
+    for t in TEXTS:  # any other kind (SentencePiece, tokenizer.json pipelines, tekken): the common API
+        for special in (False, True):
+            ids = tok.encode(t, add_special_tokens=special)
+            tok.decode(ids)
+            tok.decode(ids, skip_special_tokens=not special)
+            if hasattr(tok, "encode_with_offsets"):
+                tok.encode_with_offsets(t, add_special_tokens=special)
     if hasattr(tok, "encode_batch"):
         tok.encode_batch(TEXTS * 3)
+        tok.encode_batch(TEXTS * 3, add_special_tokens=True)
 
 
 def _names_section(msg: str, data: bytes, base: bytes) -> bool:
