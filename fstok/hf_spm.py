@@ -29,12 +29,53 @@ from .spm_layout import SPF_BPE, SPF_BYTE_FALLBACK, SPF_FUSE_UNK, ArtifactIO, _n
 from .spm_layout import check_layout, walk_sections, with_walk_tables
 
 
+def _check_meta(art: _art.Artifact, where: str) -> None:
+    """The meta fields the loader reads, typed and in range (ArtifactError naming the field)."""
+    from .validate import Meta
+
+    m = Meta(art.meta, where)
+    n = m.int("n_pieces", 1, 2**31 - 1)
+    m.int("flags", 0, 2**31 - 1)
+    m.int("unk_id", -1, n - 1)
+    m.int("n_charsmaps", 0, 64)
+    m.str("model_type", choices=("unigram", "bpe"))
+    for key in ("min_score", "max_score"):
+        v = m.str(key)
+        try:
+            float.fromhex(v)
+        except ValueError:
+            raise m.fail(key, f"{v!r} is not a hexadecimal float") from None
+    if len(m.str("bpe_word_split", default="").encode("utf-8", "surrogatepass")) > 4:
+        raise m.fail("bpe_word_split", "longer than 4 bytes")
+    if art.meta.get("bpe") is not None:
+        m.dict("bpe")
+    try:
+        pipe = json.loads(m.str("pipeline"))
+    except json.JSONDecodeError as e:
+        raise m.fail("pipeline", f"not JSON ({e})") from None
+    pm = Meta(pipe, where, "meta.pipeline")
+    for k, t in enumerate(pm.list("added_tokens") if pipe.get("added_tokens") is not None else ()):
+        tm = pm.sub(f"added_tokens[{k}]", t)
+        tm.str("content")
+        tm.int("id", 0, 2**31 - 1)
+
+
 class HFSentencePieceTokenizer(ArtifactIO):
     def __init__(self, art: _art.Artifact):
-        self._art = art
         where = art.path or "<artifact>"
+        try:
+            self._load(art, where)
+        except _art.ArtifactError:
+            raise
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError) as e:
+            # the file's pipeline (meta.pipeline) is rebuilt stage by stage: a crafted one fails here, by name
+            raise _art.ArtifactError(f"{where}: meta.pipeline does not build ({type(e).__name__}: {e})"[:500]) from None
+
+    def _load(self, art: _art.Artifact, where: str) -> None:
+        self._art = art
         meta = art.meta
         check_layout(art, where)
+        _check_meta(art, where)
 
         def arr(name, dt):
             if not art.has(name) or art.sections[name].dtype != dt:
@@ -56,12 +97,16 @@ class HFSentencePieceTokenizer(ArtifactIO):
                                           ("piece_off", "<u4"), ("g_start", "<u4"), ("g_end", "<u4"),
                                           ("g_bits", "|u1"))}
         if len(a["score64"]) != n or len(a["ptype"]) != n or len(a["piece_off"]) != n + 1 or len(a["byte_id"]) != 256:
-            raise _art.ArtifactError(f"{where}: piece arrays do not have {n} entries")
+            raise _art.ArtifactError(f"{where}: score64, ptype, piece_off or byte_id: piece arrays do not have {n} entries")
         if not -1 <= self.unk_id < n or np.any(a["byte_id"] < 0) or (n and np.any(a["byte_id"] >= n)):
-            raise _art.ArtifactError(f"{where}: unk_id or byte ids out of range")
+            raise _art.ArtifactError(f"{where}: meta.unk_id or byte_id: ids out of range")
         po = a["piece_off"]
-        if po[0] != 0 or po[-1] != len(a["pieces"]) or _native().check_pieces(a["pieces"], po, False) is not None:
-            raise _art.ArtifactError(f"{where}: piece offsets are inconsistent")
+        if po[0] != 0 or po[-1] != len(a["pieces"]):
+            raise _art.ArtifactError(f"{where}: piece_off: piece offsets are inconsistent")
+        bad = _native().check_pieces(a["pieces"], po)  # (pieces are decoded lazily: proven UTF-8 here)
+        if bad is not None:
+            raise _art.ArtifactError(f"{where}: {'pieces' if bad[0] == 'utf8' else 'piece_off'}[{bad[1]}]: the piece "
+                                     f"strings are not UTF-8 cut at character boundaries ({bad[0]})")
         if not (len(a["g_start"]) == len(a["g_end"]) == len(a["g_bits"])):
             raise _art.ArtifactError(f"{where}: grapheme tables disagree in length")
         self._graphemes = GraphemeTable(a["g_start"], a["g_end"], a["g_bits"])
@@ -94,7 +139,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
             ma, mb, mn = arr("merge_a", "<i4"), arr("merge_b", "<i4"), arr("merge_new", "<i4")
             if len(ma) != len(mb) or len(ma) != len(mn) or (len(ma) and (
                     min(ma.min(), mb.min(), mn.min()) < 0 or max(ma.max(), mb.max(), mn.max()) >= n)):
-                raise _art.ArtifactError(f"{where}: merge table out of range")
+                raise _art.ArtifactError(f"{where}: merge_a, merge_b or merge_new: merge table out of range")
             self._merges = (ma, mb, mn)
         self._byte_fallback = bool(self._flags & SPF_BYTE_FALLBACK)
         # a BPE without unk token and byte fallback drops the characters its vocabulary lacks, and tokenizers

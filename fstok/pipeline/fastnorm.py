@@ -101,6 +101,8 @@ class _Lowercase(_Step):
         super().__init__()
         if len(offs) != len(keys) + 1 or (len(keys) and (int(keys.max()) >= NCP or np.any(np.diff(keys.astype(np.int64)) <= 0))):
             raise ValueError("Lowercase map: keys not increasing code points, or offsets of the wrong length")
+        if int(offs[0]) != 0 or np.any(np.diff(offs.astype(np.int64)) < 0) or int(offs[-1]) > len(blob):
+            raise ValueError("Lowercase map: offsets not increasing from 0 within the value bytes")
         self.data = {"keys": keys, "offs": offs, "blob": blob}
         self._bm = _bitmap(keys)
         self._args = (self._bm, keys, offs, blob, self._ASCII)

@@ -45,7 +45,9 @@ def _nested_bpe(art: _art.Artifact):
     # a zero-copy view of the outer buffer (an mmap in the cache): the nested tables are not copied, and the
     # outer payload checksum, verified when `art` was parsed, covers them
     view = memoryview(art.buffer)[s.offset: s.offset + s.nbytes]
-    return BPETokenizer(_art.parse_artifact(view, where=where, expect_kind=_art.KIND_BPE, verify_payload=False))
+    inner = _art.parse_artifact(view, where=where, expect_kind=_art.KIND_BPE, verify_payload=False)
+    inner.path = where  # the inner tables' errors name the outer file and its section
+    return BPETokenizer(inner)
 
 
 # ---------------------------------------------------------------------------------------------- pipeline
@@ -71,6 +73,7 @@ class _LazyJSON:
 
     def parse(self) -> dict:
         return tokenizer_json(self._art, self.raw())
+
 
 def pipeline_artifact(tok) -> bytes:
     obj = tok._obj if "_obj" in tok.__dict__ else None
@@ -142,10 +145,10 @@ def load_pipeline(cls, art: _art.Artifact):
     inner = _nested_bpe(art) if m["has_tables"] else None
     if inner is not None and inner.n_vocab > m["n_vocab"] + 512:  # + stand-ins for missing bytes, the sentinel
         raise _bad(art, f"tables hold {inner.n_vocab} ids, more than the pipeline's n_vocab {m['n_vocab']} + 512")
-    if m["suffix"] and m["cut"] is None:
+    if m["suffix"] and m.get("cut") is None:
         raise _bad(art, "an end-of-word sentinel without a piece cutter")
     cut = None
-    if m["cut"] is not None and inner is not None:
+    if m.get("cut") is not None and inner is not None:
         from .native import Cutter
 
         cut = Cutter.from_sections(art, m["cut"]["find"], m["cut"]["split"], m["cut"].get("behaviors"))
@@ -174,14 +177,15 @@ def load_pipeline(cls, art: _art.Artifact):
     # the file's JSON is parsed when the Python stages are first needed (decode, the paths the tables do not
     # take): the compiled tables encode without it
     tok._obj = obj if obj is not None else _LazyJSON(art)
+    tok._artifact_where = art.path or "<bytes>"
     if norm_fast is not None:
         tok.__dict__["_norm_cfg"] = norm_cfg
     tok._has_pp = m["has_pp"]
-    if m["pp_ids"] is not None:
+    if m.get("pp_ids") is not None:
         tok.__dict__["_pp_ids"] = (list(m["pp_ids"][0]), list(m["pp_ids"][1]))
     tok._tables = inner
     tok._guards = tuple(m["guards"])
-    tok._standin_lo = m["standin_lo"] if inner is not None else None
+    tok._standin_lo = m.get("standin_lo") if inner is not None else None
     tok._mode = m["mode"]
     tok._raw_guards, tok._norm_guards = tuple(m["raw_guards"]), tuple(m["norm_guards"])
     tok._norm_fast, tok._pieces, tok._suffix = norm_fast, cut, m["suffix"] and inner is not None

@@ -22,6 +22,7 @@ import os
 import threading
 from typing import Any, Optional, Sequence
 
+from ..artifact import ArtifactError
 from . import UnsupportedComponent
 
 # the stage modules (decoders, models, normalizers, pretokenizers, added) are imported where the stages are
@@ -104,6 +105,7 @@ class PipelineTokenizer:
     _raw_guards: tuple = ()
     _norm_guards: tuple = ()
     _standin_lo = None
+    _artifact_where: Optional[str] = None  # the artifact this tokenizer was loaded from (its messages name it)
     # built from the tokenizer.json on first use when the tokenizer was loaded from an artifact (the compiled
     # tables encode without them; the stages, decode and the vocabulary need them)
     _LAZY = frozenset({"normalizer", "pre_tokenizer", "model", "decoder", "_pp_mod", "post_processor", "added",
@@ -134,8 +136,17 @@ class PipelineTokenizer:
         if name in PipelineTokenizer._LAZY and "_obj" in self.__dict__:
             with _BUILD_LOCK:
                 if name not in self.__dict__:
-                    if not (name in ("added", "special_tokens") and self._build_added()):
-                        self._build_stages()
+                    try:
+                        if not (name in ("added", "special_tokens") and self._build_added()):
+                            self._build_stages()
+                    except ArtifactError:
+                        raise
+                    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+                        if self._artifact_where is None:
+                            raise
+                        # the artifact's tokenizer.json section, read on first use: its faults are the artifact's
+                        raise ArtifactError(f"{self._artifact_where}: the tokenizer.json section does not build "
+                                            f"({type(e).__name__}: {e})"[:500]) from None
             return self.__dict__[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
