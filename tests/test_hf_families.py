@@ -46,8 +46,25 @@ def _lines() -> list[str]:
 @pytest.mark.parametrize("path", _files() if os.path.isdir(VOCAB) else [], ids=lambda p: os.path.relpath(p, VOCAB))
 def test_every_field_equals_hf(path):
     report: list[str] = []
-    checks, bad = diff_hf.diff_file(path, _lines(), report.append)
+    checks, bad = diff_hf.diff_file(path, _lines(), report.append,
+                                    settings=["file", "none", "stride-right", "stride-left"])
     assert checks > 100
+    assert bad == 0, "\n".join(report)
+
+
+# the other truncation strategies (only_first, only_second: HF refuses a single text there) on one file of each
+# face core kind: WordPiece, a stage-by-stage pipeline with trimmed offsets, SentencePiece-style BPE, byte-level BPE
+STRATEGY_SAMPLE = ["models/wordpiece/all-MiniLM-L6-v2/tokenizer.json", "models/bytelevel-bpe/roberta-base/tokenizer.json",
+                   "models/spm-bpe/phi-3-mini/tokenizer.json", "models/bytelevel-bpe/whisper-large-v3/tokenizer.json"]
+
+
+@needs_shared
+@pytest.mark.parametrize("rel", STRATEGY_SAMPLE)
+def test_truncation_strategies_equal_hf(rel):
+    report: list[str] = []
+    checks, bad = diff_hf.diff_file(os.path.join(VOCAB, rel), _lines()[::2], report.append,
+                                    settings=["only-first", "only-second"])
+    assert checks > 20
     assert bad == 0, "\n".join(report)
 
 

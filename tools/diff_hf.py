@@ -6,9 +6,10 @@ then transformers patched vs unpatched.
                             [--out DIR] [--summary]
 
 tokenizers part (every tokenizer.json under ../shared/data/vocab/, models/ and hf/ included): each corpus line
-is encoded alone and paired with another line, under up to four settings: the file's own truncation/padding
+is encoded alone and paired with another line, under up to six settings: the file's own truncation/padding
 (where the file sets any), none, truncation with stride (right) + batch padding, truncation with stride
-(left, longest_first) + left padding to a multiple of 8. Chunks of lines go through encode_batch on both
+(left, longest_first) + left padding to a multiple of 8, only_first with stride (right) + padding to a multiple
+of 16, only_second with stride (left) without padding (HF refuses a single text there: fstok must too). Chunks of lines go through encode_batch on both
 sides and are compared in bulk: ids, type_ids, tokens, offsets, word_ids, special_tokens_mask,
 attention_mask, sequence_ids, n_sequences and the overflowing windows (recursively), one list per field;
 a chunk that differs is redone item by item through encode, to name the inputs and the field. Every 16th
@@ -49,6 +50,8 @@ SETTINGS = [
     ("none", "off", "off"),
     ("stride-right", {"max_length": 64, "stride": 16}, {}),
     ("stride-left", {"max_length": 40, "stride": 8, "direction": "left"}, {"direction": "left", "pad_to_multiple_of": 8}),
+    ("only-first", {"max_length": 48, "stride": 8, "strategy": "only_first"}, {"pad_to_multiple_of": 16}),
+    ("only-second", {"max_length": 48, "stride": 4, "strategy": "only_second", "direction": "left"}, "off"),
 ]
 
 
