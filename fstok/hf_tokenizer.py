@@ -13,8 +13,8 @@ their character offsets and their pre-tokenizer word indices.
 """
 from __future__ import annotations
 
-import copy
 import bisect
+import copy
 import functools
 import glob
 import hashlib
@@ -23,6 +23,7 @@ import os
 import re
 import tempfile
 import unicodedata
+from array import array
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
@@ -219,6 +220,14 @@ def _wordpiece_face_added(obj: dict, source: str) -> Optional[list[dict]]:
     if len(set(ids)) != len(ids):
         raise NotImplementedError(f"{source}: two added tokens share an id")
     return added
+
+
+def _wordpiece_core_added(obj: dict, face_added: list[dict]) -> list[dict]:
+    """The added tokens the compiled core of a WordPiece face holds (the special tokens of the vocabulary,
+    as matched in the raw text: the core is never asked to match them, the face does)."""
+    vocab = obj["model"].get("vocab") or {}
+    return [dict(a, normalized=False, lstrip=False, rstrip=False, single_word=False)
+            for a in face_added if a.get("special") and vocab.get(a["content"]) == a["id"]]
 
 
 class _WordPieceCore(_Core):
@@ -490,6 +499,9 @@ class _BPECore(_Core):
             return self.norm.normalize(whole)
         form = self.norm.form
         opaque = self.tok._hf_opaque()
+        t2 = self._one_to_one(text[a:b], form, opaque)
+        if t2 is not None:  # the whole text at once (a CJK text with fullwidth punctuation, say)
+            return Piece(t2, whole.starts, whole.ends, a)
         out: list[str] = []
         st: list[int] = []
         en: list[int] = []
@@ -530,22 +542,23 @@ class _BPECore(_Core):
         compatibility singleton such as a fullwidth comma, and no composition), else None.  A character whose
         full decomposition is one character d reads as d; if the text so read is in the normal form, it is
         the normalized text (both decompose alike), and HF's normalizer yields each character with change 0."""
-        rep = self.__dict__.get("_rep")
-        if rep is None:
-            rep = self._rep = {}
-        dform = "NFKD" if form == "NFKC" else "NFD"
-        out = []
-        for c in seg:
-            d = rep.get(c)
-            if d is None:
+        st = self.__dict__.get("_o2o")
+        if st is None:
+            st = self._o2o = ({}, set(), set())  # (code point -> its one-character form, chars seen, chars not so)
+        rep, seen, bad = st
+        new = set(seg) - seen
+        if new:
+            dform = "NFKD" if form == "NFKC" else "NFD"
+            for c in new:
                 d = unicodedata.normalize(dform, c)
                 if len(d) != 1 or opaque(c) or opaque(d):
-                    d = ""
-                rep[c] = d
-            if not d:
-                return None
-            out.append(d)
-        t = "".join(out)
+                    bad.add(c)
+                elif d != c:
+                    rep[ord(c)] = d
+                seen.add(c)
+        if not bad.isdisjoint(seg):
+            return None
+        t = seg.translate(rep)
         return t if unicodedata.is_normalized(form, t) else None
 
     def _native_row(self, text: str, ids: list, starts: bytes, trim=None, align: Optional[bytes] = None):
@@ -566,7 +579,7 @@ class _BPECore(_Core):
         if align is None:
             align = np.arange(len(data), dtype=np.int32).tobytes() if len(data) == len(text) else _hfalign.chars(data)
         tt = None if trim is None else self._trim_table()
-        args = (align, np.asarray(ids, dtype=np.uint32).tobytes(), self.tok_len, None,
+        args = (align, array("I", ids).tobytes(), self.tok_len, None,
                 pat.spanner.byte_spans(data), starts, -1, 1 if pat.mode == "find" else 2)
         got = _hfalign.rows(*args) if tt is None else _hfalign.rows(*args, tt, trim)
         if got is None:
@@ -601,7 +614,9 @@ class _BPECore(_Core):
             return None
         p = self._normalize_piece(text, 0, len(text))
         used = p.text
-        if (lits and lits.search(used) is not None) or used != tok._hf_normalize(text):
+        # (a text read through one-character decompositions, `_one_to_one`, is in the form by construction)
+        if (lits and lits.search(used) is not None) or (
+                not isinstance(p.starts, range) and used != tok._hf_normalize(text)):
             return None
         sp1, sp2 = tok._matchers(self.allowed)
         try:
@@ -610,8 +625,11 @@ class _BPECore(_Core):
             return None
         if not ids:
             return [], [], []
-        st = np.asarray(p.starts, dtype=np.int32)
-        if not np.array_equal(np.asarray(p.ends, dtype=np.int32), st + 1):
+        if isinstance(p.starts, range):  # each character in its place
+            st = np.arange(len(text), dtype=np.int32)
+        else:
+            st = np.asarray(p.starts, dtype=np.int32)
+        if not isinstance(p.ends, range) and not np.array_equal(np.asarray(p.ends, dtype=np.int32), st + 1):
             r = self._native_row(used, ids, starts)
             return None if r is None else (ids, [(p.starts[a], p.ends[b - 1]) for a, b in r[1]], r[2])
         # each normalized character came from one original character: the alignment of each byte of the
@@ -989,12 +1007,7 @@ class Tokenizer:
         if _core is not None:
             compiled = _core
         elif face_added is not None:  # the core without the added tokens this face matches itself
-            vocab = model.get("vocab") or {}
-            # (as matched in the raw text: the core is never asked to match them, the face does)
-            compiled = _compile_core(dict(obj, added_tokens=[
-                dict(a, normalized=False, lstrip=False, rstrip=False, single_word=False)
-                for a in face_added if a.get("special") and vocab.get(a["content"]) == a["id"]]),
-                source)
+            compiled = _compile_core(dict(obj, added_tokens=_wordpiece_core_added(obj, face_added)), source)
         else:
             compiled = _compile_core(obj, source, _raw)
         kind = type(compiled).__name__
@@ -1123,9 +1136,22 @@ class Tokenizer:
             elif spm is not None:
                 self._extend(obj, (spm, {e["content"]: 0 for e in added}), replace=True)
             else:
-                self.__init__(obj, self._source)
+                self.__init__(obj, self._source, _core=self._same_wordpiece_core(obj))
                 self.encode_special_tokens = mode
         return count
+
+    def _same_wordpiece_core(self, obj: dict):
+        """The compiled core of a WordPiece face when `obj` (this file with more added tokens) compiles to the
+        same one (the new tokens are matched by the face), else None."""
+        if not isinstance(self._matching_core, _WordPieceCore) or type(self._compiled).__name__ != "WordPieceTokenizer":
+            return None
+        old = _wordpiece_face_added(self._obj, self._source)
+        new = _wordpiece_face_added(obj, self._source)
+        # (without face-matched tokens the core was compiled with the file's added tokens as they are)
+        had = list(self._obj.get("added_tokens") or []) if old is None else _wordpiece_core_added(self._obj, old)
+        if new is None or had != _wordpiece_core_added(obj, new):
+            return None
+        return self._compiled
 
     def _spm_with(self, added: list[dict]):
         """The compiled SentencePiece-family core with `added` as its added tokens, without compiling

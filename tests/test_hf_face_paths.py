@@ -144,3 +144,23 @@ def test_spm_add_normalized_tokens_without_compiling(monkeypatch):
     assert tok.decode(ids) == hf.decode(ids) and tok.decode(ids, False) == hf.decode(ids, False)
     assert [tok.id_to_token(i) for i in ids] == [hf.id_to_token(i) for i in ids]
     assert tok.get_vocab_size() == hf.get_vocab_size()
+
+
+def test_wordpiece_add_tokens_keeps_the_core(monkeypatch):
+    """add_tokens on a WordPiece file (BertNormalizer): the new tokens are matched by the face (normalized ones
+    in the normalized text), so the compiled core stays the same and is not compiled or looked up again."""
+    import fstok.hf_tokenizer as ht
+
+    path = os.path.join(VOCAB, "models", "wordpiece", "all-MiniLM-L6-v2", "tokenizer.json")
+    tok, hf = fstok.Tokenizer.from_file(path), tokenizers.Tokenizer.from_file(path)
+    core = tok._compiled
+
+    def refuse(*a, **k):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(ht, "_compile_core", refuse)
+    assert tok.add_tokens(["Hello World", "zzqx", fstok.AddedToken("new", single_word=True), "[NEW]"]) == \
+        hf.add_tokens(["Hello World", "zzqx", tokenizers.AddedToken("new", single_word=True), "[NEW]"])
+    assert tok._compiled is core
+    for t in spread_sample(3) + ["hello world Hello World zzqxzzqx [new] [NEW] news new renew"]:
+        _same(tok.encode(t), hf.encode(t), t)
