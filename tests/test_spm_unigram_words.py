@@ -90,3 +90,19 @@ def test_ascii_before_combining_marks_normalizes_as_sentencepiece():
     for _ in range(3000):
         x = "".join(rng.choice(alpha) for _ in range(rng.randint(1, 24)))
         assert tok.encode(x) == sp.encode(x), x
+
+
+@needs_shared
+def test_threads_share_the_unigram_word_cache():
+    # threads that encode at once (the GIL is released) read and fill one word cache: every result equals
+    # sentencepiece's
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not os.path.exists(UNIGRAM):
+        pytest.skip("maxtext Unigram model not present")
+    docs = [read_corpus(c)[i * 3000 : (i + 1) * 3000] for c in ("english", "multilingual", "code") for i in range(8)]
+    want = spm.SentencePieceProcessor(model_file=UNIGRAM).encode(docs)
+    tok = fstok.compile(UNIGRAM)
+    with ThreadPoolExecutor(4) as ex:
+        got = list(ex.map(tok.encode, docs * 3))
+    assert got == want * 3
