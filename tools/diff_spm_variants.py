@@ -3,7 +3,8 @@
 `sentencepiece` trainer over corpus lines, one per option the format defines: BPE and Unigram, byte_fallback
 on and off, split_digits, add_dummy_prefix off, remove_extra_whitespaces off, the nmt_nfkc / nfkc /
 nmt_nfkc_cf / nfkc_cf / identity normalization rules, user_defined_symbols, control symbols, treat_whitespace_as_suffix,
-split_by_whitespace off, split_by_unicode_script off, max_sentencepiece_length, a pad piece, unk_surface. Each model is checked with
+split_by_whitespace / split_by_unicode_script / split_by_number off, max_sentencepiece_length, a pad piece,
+unk_surface, a custom normalization_rule_tsv. Each model is checked with
 tools/diff_models.py's SentencePiece checks (ids with and without BOS, offsets, decode, decode of random ids).
 
     python tools/diff_spm_variants.py                   # every variant
@@ -33,6 +34,19 @@ BASE = dict(vocab_size=1600, character_coverage=0.9995, num_threads=1, minloglev
             bos_id=1, eos_id=2, unk_id=0, pad_id=-1)
 
 
+RULES = "@rules.tsv"  # written into the run's folder: a few mappings of one and several code points
+
+
+def _rules_tsv(tmpdir: str) -> str:
+    """A normalization_rule_tsv: source code points (hex, space separated), TAB, target code points."""
+    rows = [("41", "61"), ("42", "62"), ("61 62", "78"), ("E9", "65 301"), ("3000", "20"), ("FF01", "21"),
+            ("2460", "31"), ("20 20", "20"), ("2014", "2D 2D")]
+    path = os.path.join(tmpdir, "rules.tsv")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join(f"{a}\t{b}\n" for a, b in rows))
+    return path
+
+
 def variants() -> list[tuple[str, dict]]:
     out = []
     for mt in ("bpe", "unigram"):
@@ -60,6 +74,12 @@ def variants() -> list[tuple[str, dict]]:
             (f"{mt} t5-like", dict(normalization_rule_name="nmt_nfkc", character_coverage=0.9995)),
             (f"{mt} pad and no eos", dict(pad_id=3, eos_id=-1)),
             (f"{mt} unk piece", dict(unk_piece="[UNK]", unk_surface=" ?? ")),
+            (f"{mt} no split by number", dict(split_by_number=False)),
+            (f"{mt} no dummy prefix keep whitespace", dict(add_dummy_prefix=False, remove_extra_whitespaces=False)),
+            (f"{mt} whitespace as suffix no dummy prefix", dict(treat_whitespace_as_suffix=True, add_dummy_prefix=False)),
+            (f"{mt} byte_fallback multibyte symbols", dict(byte_fallback=True, character_coverage=0.98,
+                                                          user_defined_symbols=["日本", "é", "\u2581the", "💡"])),
+            (f"{mt} custom rule tsv", dict(normalization_rule_tsv=RULES)),
         ]
     return [(n, dict(model_type=n.split()[0], **kw)) for n, kw in out]
 
@@ -69,6 +89,8 @@ def train(name: str, opts: dict, tmpdir: str) -> str:
 
     prefix = os.path.join(tmpdir, "".join(c if c.isalnum() else "_" for c in name))
     kw = dict(BASE, **opts)
+    if kw.get("normalization_rule_tsv") == RULES:
+        kw["normalization_rule_tsv"] = _rules_tsv(tmpdir)
     spm.SentencePieceTrainer.train(sentence_iterator=iter(DV._training_lines()), model_prefix=prefix, **kw)
     return prefix + ".model"
 

@@ -625,9 +625,9 @@ def hf_raises_alike(path, items, r) -> list:
         except Exception:
             bad.append(it)
     makers = []
-    for make in (fstok.compile, fstok.Tokenizer.from_file):
+    for what, make in (("compile", fstok.compile), ("Tokenizer.from_file", fstok.Tokenizer.from_file)):
         try:
-            makers.append((make.__qualname__, make(path)))
+            makers.append((what, make(path)))
         except (ValueError, NotImplementedError):
             pass
     for label, s in bad:
