@@ -6,6 +6,7 @@
     python tools/diff_models.py --quick                  # a sample: 300 lines per corpus, 1/16 of the code points
     python tools/diff_models.py --every 8 --files e5     # every 8th line and code point, whole files, all the rest
     python tools/diff_models.py --inputs codepoints hypothesis --files clip   # only these kinds of input
+    python tools/diff_models.py --files path/to/tokenizer.json       # a file outside the shared data too
 
 Every file under ../shared/data/vocab/ is recognised by content and checked against its own library:
 - SentencePiece ModelProto files (`.model`, whatever the name): `sentencepiece` — ids of `sp.encode(text)` and
@@ -419,6 +420,9 @@ def main(argv=None) -> int:
         return summary(args.out)
     files = [(p, k) for p, k in model_files()
              if (not args.files or any(w in p for w in args.files)) and (not args.kind or k in args.kind)]
+    for w in args.files:  # a path to a file outside the shared data (e.g. tools/bench_pipelines.py's qwen3_json())
+        if os.path.isfile(w) and os.path.abspath(w) not in {os.path.abspath(p) for p, _ in files} and classify(w):
+            files.append((w, classify(w)))
     if args.list:
         for p, k in files:
             print(f"{k:14s} {os.path.relpath(p, SHARED)}")

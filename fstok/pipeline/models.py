@@ -12,7 +12,8 @@ whole piece found in the vocabulary; `byte_fallback` turns a character the vocab
 characters at the end (`char_spans`).
 WordLevel: the whole piece's id, else `unk_token`'s (an error if the vocabulary lacks it).
 WordPiece: greedy longest match (HF `models/wordpiece`).  Unigram: Viterbi (HF `models/unigram`).
-Both accept the older serializations: a model object without "type", merges as "a b" or as pairs.
+Every model accepts the older serializations: a model object without "type" (and BPE merges as "a b" or as
+pairs).
 """
 from __future__ import annotations
 
