@@ -28,11 +28,12 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from .hf_encoding import Encoding, pad_encodings, untrack
-from .literals import LiteralSet
-from .pipeline.added import hf_added_ids
 from . import hf_batch as _hf_batch
 from .hf_batch import Assembler, batch_threads, gc_paused
+from .hf_encoding import Encoding, pad_encodings, untrack
+from .hf_words import _hfalign_mod
+from .literals import LiteralSet
+from .pipeline.added import hf_added_ids
 from .postprocess import PostProcessor, _trim_offsets, finish, num_special_tokens_to_add, trim_spec
 
 __all__ = ["Tokenizer", "AddedToken"]
@@ -573,7 +574,7 @@ class _BPECore(_Core):
         lits = self._literals()
         if lits and lits.search(text) is not None:
             return None
-        from .runtime import _hfalign
+        _hfalign = _hfalign_mod()
 
         data = text.encode("utf-8")
         if align is None:
@@ -634,7 +635,7 @@ class _BPECore(_Core):
             return None if r is None else (ids, [(p.starts[a], p.ends[b - 1]) for a, b in r[1]], r[2])
         # each normalized character came from one original character: the alignment of each byte of the
         # normalized text is that character's offset
-        from .runtime import _hfalign
+        _hfalign = _hfalign_mod()
 
         data = used.encode("utf-8")
         ci = np.frombuffer(_hfalign.chars(data), dtype=np.int32) if len(data) != len(used) else slice(None)
