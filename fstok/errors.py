@@ -1,4 +1,5 @@
-"""Exceptions of fstok's public API beyond the built-in ones (`ArtifactError` lives in fstok.artifact)."""
+"""Exceptions of fstok's public API beyond the built-in ones (`ArtifactError` lives in fstok.artifact), and the
+checks that raise them for every face alike."""
 from __future__ import annotations
 
 
@@ -15,3 +16,14 @@ class InvalidTokenError(ValueError, KeyError):
 
     def __str__(self) -> str:  # KeyError would print the repr of the message
         return str(self.args[0])
+
+
+def check_allowed_all(allowed_special) -> None:
+    """The `allowed_special` of a tokenizer that matches its added tokens as HF `tokenizers` does (every one,
+    wherever it occurs): only "all" (the default) says that; another value would ask for a different result,
+    which is refused rather than ignored."""
+    if isinstance(allowed_special, str) and allowed_special == "all":
+        return
+    raise ValueError(f"allowed_special={allowed_special!r}: a tokenizer.json tokenizer matches every added token in "
+                     "the text, as HF tokenizers does; only allowed_special='all' (the default) is supported")
+

@@ -22,6 +22,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 
 from . import artifact as _art
+from .errors import check_allowed_all
 from .hf_norm import WHITE_SPACE, GraphemeTable, NString, build_normalizer, build_pretokenizer
 from .literals import LiteralSet
 from .pipeline import decoders
@@ -749,9 +750,11 @@ class HFSentencePieceTokenizer(ArtifactIO):
 
     def encode(self, text: str, *, add_special_tokens: bool = False, allowed_special: Any = "all") -> list[int]:
         """tokenizers' `encode(text, add_special_tokens=...)`.ids.  Added tokens in the text are always
-        recognised (as in tokenizers); `allowed_special` is accepted for API symmetry."""
+        recognised (as in tokenizers): `allowed_special` other than "all" is refused."""
         if not isinstance(text, str):
             raise TypeError(f"encode expects a str, got {type(text).__name__}")
+        if allowed_special != "all":
+            check_allowed_all(allowed_special)
         if self._hf is not None:
             ids = self._ids_native(text)
         elif self._fast_ok:
@@ -762,7 +765,9 @@ class HFSentencePieceTokenizer(ArtifactIO):
             ids, _ = self._post(ids, None)
         return ids
 
-    def encode_with_offsets(self, text: str, *, add_special_tokens: bool = False):
+    def encode_with_offsets(self, text: str, *, add_special_tokens: bool = False, allowed_special: Any = "all"):
+        if allowed_special != "all":
+            check_allowed_all(allowed_special)
         if not isinstance(text, str):
             raise TypeError(f"encode_with_offsets expects a str, got {type(text).__name__}")
         ids, offs = self.hf_lists_batch([text])[0][:2]
@@ -770,7 +775,10 @@ class HFSentencePieceTokenizer(ArtifactIO):
             ids, offs = self._post(ids, offs)
         return ids, offs
 
-    def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool = False) -> list[list[int]]:
+    def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool = False,
+                     allowed_special: Any = "all") -> list[list[int]]:
+        if allowed_special != "all":
+            check_allowed_all(allowed_special)
         return [self.encode(t, add_special_tokens=add_special_tokens) for t in texts]
 
     def count(self, text: str) -> int:

@@ -120,3 +120,42 @@ def test_a_crafted_post_processor_is_refused_at_load(tmp_path):
                                 art.unicode_version, art.source_hash)
         with pytest.raises(ArtifactError, match="post_processor"):
             fstok.loads(data)
+
+
+@needs_shared
+def test_allowed_special_is_all_for_hf_matching(pair):
+    """Every kind takes `allowed_special`; the HF-style ones match all added tokens and refuse another value
+    rather than ignore it."""
+    name, tok, hf = pair
+    text = "a <s> [CLS] <|endoftext|> b"
+    assert tok.encode(text, allowed_special="all") == hf.encode(text, add_special_tokens=False).ids
+    if isinstance(tok, (BPETokenizer, WordPieceTokenizer)):
+        return  # tiktoken-style faces: allowed_special picks the specials (tests/test_bpe_*.py)
+    for bad in (set(), {"<s>"}, "none"):
+        with pytest.raises(ValueError, match="allowed_special"):
+            tok.encode(text, allowed_special=bad)
+        with pytest.raises(ValueError, match="allowed_special"):
+            tok.encode_batch([text], allowed_special=bad)
+
+
+@needs_shared
+def test_tekken_allowed_special(tmp_path):
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        from fuzz_artifacts import shrink_tekken
+    finally:
+        sys.path.pop(0)
+    with open(os.path.join(VOCAB, "models/tekken/mistral-nemo/tekken_240718.json"), encoding="utf-8") as f:
+        obj = shrink_tekken(json.load(f))
+    path = tmp_path / "tekken.json"
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    tok = fstok.compile(str(path))
+    plain = tok.encode("x<s>y")
+    assert tok.bos_id not in plain  # mistral-common: special-token text is ordinary text
+    assert tok.encode("x<s>y", allowed_special="all") == tok.encode("x") + [tok.special_tokens["<s>"]] + tok.encode("y")
+    assert tok.encode("x<s>y", allowed_special={"<s>"}) == tok.encode("x<s>y", allowed_special="all")
+    assert tok.encode_batch(["<s>"], allowed_special="all") == [[tok.special_tokens["<s>"]]]
+    with pytest.raises(ValueError, match="not a special token"):
+        tok.encode("x", allowed_special={"<nope>"})
+    with pytest.raises(TypeError):
+        tok.encode("x", allowed_special="some")

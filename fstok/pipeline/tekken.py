@@ -18,7 +18,7 @@ from __future__ import annotations
 import binascii
 import json
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Collection, Optional, Sequence, Union
 
 import numpy as np
 
@@ -41,17 +41,43 @@ class TekkenTokenizer:
         self.name = name
         self.n_vocab = n_special + inner.max_token_value + 1
 
-    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
-        """Ids of text (special-token text is ordinary text); add_special_tokens puts the BOS id first."""
-        ids = self.encode_to_numpy(text).tolist()
+    def encode(self, text: str, *, add_special_tokens: bool = False,
+               allowed_special: Union[str, Collection[str]] = ()) -> list[int]:
+        """Ids of text; add_special_tokens puts the BOS id first.  Special-token text is ordinary text (as in
+        mistral-common) unless `allowed_special` names it ("all": every special token): then its id."""
+        if allowed_special:
+            ids = self._encode_allowed(text, allowed_special)
+        else:
+            ids = self.encode_to_numpy(text).tolist()
         return [self.bos_id] + ids if add_special_tokens else ids
+
+    def _encode_allowed(self, text: str, allowed_special) -> list[int]:
+        if isinstance(allowed_special, str) and allowed_special != "all":
+            raise TypeError(f"allowed_special must be 'all' or a collection of special tokens, got {allowed_special!r}")
+        names = self.special_tokens if allowed_special == "all" else list(allowed_special)
+        for s in names:
+            if s not in self.special_tokens:
+                raise ValueError(f"{s!r} is not a special token of {self.name}")
+        from ..literals import LiteralSet
+
+        ids: list[int] = []
+        pos = 0
+        for a, b in LiteralSet(sorted(set(names))).finditer(text) if names else ():
+            if a > pos:
+                ids.extend(self.encode_to_numpy(text[pos:a]).tolist())
+            ids.append(self.special_tokens[text[a:b]])
+            pos = b
+        if pos < len(text):
+            ids.extend(self.encode_to_numpy(text[pos:]).tolist())
+        return ids
 
     def encode_to_numpy(self, text: str) -> np.ndarray:
         a = self.inner.encode_to_numpy(text, disallowed_special=())
         return a + np.uint32(self.n_special)
 
-    def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool = False) -> list[list[int]]:
-        return [self.encode(t, add_special_tokens=add_special_tokens) for t in texts]
+    def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool = False,
+                     allowed_special: Union[str, Collection[str]] = ()) -> list[list[int]]:
+        return [self.encode(t, add_special_tokens=add_special_tokens, allowed_special=allowed_special) for t in texts]
 
     def count(self, text: str) -> int:
         return self.inner.count(text)

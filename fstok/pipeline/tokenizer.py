@@ -23,6 +23,7 @@ import threading
 from typing import Any, Optional, Sequence
 
 from ..artifact import ArtifactError
+from ..errors import check_allowed_all
 from . import UnsupportedComponent
 
 # the stage modules (decoders, models, normalizers, pretokenizers, added) are imported where the stages are
@@ -572,8 +573,11 @@ class PipelineTokenizer:
                               add_special_tokens=add_special_tokens)
         return list(enc.ids), [tuple(o) for o in enc.offsets]
 
-    def encode(self, text: str, *, add_special_tokens: bool = False) -> list[int]:
-        """Token ids of text (HF `encode(text, add_special_tokens=...).ids`)."""
+    def encode(self, text: str, *, add_special_tokens: bool = False, allowed_special: Any = "all") -> list[int]:
+        """Token ids of text (HF `encode(text, add_special_tokens=...).ids`); added tokens are always matched,
+        as in HF (`allowed_special` other than "all" is refused)."""
+        if allowed_special != "all":
+            check_allowed_all(allowed_special)
         if not add_special_tokens or not self._has_pp:
             return self._ids(text)
         wrap = self._pp_wrap()
@@ -581,19 +585,24 @@ class PipelineTokenizer:
             return wrap[0] + self._ids(text) + wrap[1]
         return self._encoding(text, True)[0]
 
-    def encode_with_offsets(self, text: str, *, add_special_tokens: bool = False) -> tuple[list[int], list[tuple[int, int]]]:
+    def encode_with_offsets(self, text: str, *, add_special_tokens: bool = False,
+                            allowed_special: Any = "all") -> tuple[list[int], list[tuple[int, int]]]:
         """(ids, offsets): offsets[i] = (start, end) character offsets of token i in text (HF's offsets,
         including a post-processor's offset trimming)."""
+        if allowed_special != "all":
+            check_allowed_all(allowed_special)
         return self._encoding(text, add_special_tokens)
 
     def encode_batch(self, texts: Sequence[str], *, add_special_tokens: bool = False,
-                     num_threads: Optional[int] = None) -> list[list[int]]:
+                     num_threads: Optional[int] = None, allowed_special: Any = "all") -> list[list[int]]:
         """encode() of each text; where the compiled tables take the texts as they are ("direct" mode), the
         whole batch is one C call on `num_threads` threads (default: the machine's cores), and only the texts
         that need the stages (an lstrip / rstrip / single_word added token, a byte the vocabulary lacks, lone
         surrogates) take `encode`."""
         if isinstance(texts, str):
             raise TypeError("encode_batch expects a sequence of str, not a str")
+        if allowed_special != "all":
+            check_allowed_all(allowed_special)
         texts = texts if isinstance(texts, list) else list(texts)
         out = self._direct_batch(texts, num_threads)
         if out is None:
