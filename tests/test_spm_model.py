@@ -366,3 +366,32 @@ def test_piece_utf8_check_equals_python_on_long_arenas():
         except UnicodeDecodeError as e:
             want = ("utf8", e.start)
         assert _spm.check_pieces(np.frombuffer(blob, dtype=np.uint8), off) == want, blob
+
+
+def test_piece_utf8_check_on_arenas_split_in_parts():
+    # an arena of 256 bytes or more is checked in four parts at once, each starting at a byte that is no
+    # continuation byte: bad sequences at and around the part boundaries, and runs of continuation bytes over
+    # them, are located as Python's decoder locates them
+    import random
+
+    import numpy as np
+
+    from fstok.runtime import _spm
+
+    rng = random.Random(11)
+    good = [b"a", b"\xc3\xa9", b"\xe7\x9a\x84", b"\xf0\x9f\x98\x80", b"\xed\x9f\xbf"]
+    bad = [b"\x80", b"\xc3", b"\xe7\x9a", b"\xf0\x9f\x98", b"\xed\xa0\x80", b"\xff", b"\x80" * 700]
+    for trial in range(1500):
+        parts = [rng.choice(good) for _ in range(rng.randint(90, 900))]
+        blob = b"".join(parts)
+        if trial % 3:
+            n = len(blob)
+            at = min(n, max(0, n // 4 * rng.randint(1, 3) + rng.randint(-5, 5)))
+            blob = blob[:at] + rng.choice(bad) + blob[at:]
+        off = np.array([0, len(blob)], dtype=np.uint32)
+        try:
+            blob.decode("utf-8")
+            want = None
+        except UnicodeDecodeError as e:
+            want = ("utf8", e.start)
+        assert _spm.check_pieces(np.frombuffer(blob, dtype=np.uint8), off) == want, (trial, len(blob))

@@ -723,6 +723,38 @@ static void u8_rows_init(void) {
 static size_t utf8_bad(const uint8_t *s, size_t n) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, u8_rows_init);
+    if (n >= 256) {
+        /* four DFAs in step over four parts (a step of one waits on the table read of its last; four hide that
+         * latency), each part starting at a byte that is no continuation byte: in a well-formed text that is a
+         * character's start, and a part that ends expecting a continuation has a part after it that does not
+         * give one.  The text is well-formed iff every part ends between characters. */
+        size_t cut[5];
+        cut[0] = 0;
+        cut[4] = n;
+        for (int k = 1; k < 4; k++) {
+            size_t c = n / 4 * (size_t)k;
+            while (c < n && (s[c] & 0xC0) == 0x80) c++;
+            cut[k] = c < cut[k - 1] ? cut[k - 1] : c;
+        }
+        size_t len = n;
+        for (int k = 0; k < 4; k++) len = cut[k + 1] - cut[k] < len ? cut[k + 1] - cut[k] : len;
+        const uint8_t *p0 = s + cut[0], *p1 = s + cut[1], *p2 = s + cut[2], *p3 = s + cut[3];
+        uint64_t a = U8_OK, b = U8_OK, c = U8_OK, d = U8_OK;
+        for (size_t j = 0; j < len; j++) {
+            a = u8_rows[p0[j]] >> (a & 63);
+            b = u8_rows[p1[j]] >> (b & 63);
+            c = u8_rows[p2[j]] >> (c & 63);
+            d = u8_rows[p3[j]] >> (d & 63);
+        }
+        uint64_t st4[4] = {a, b, c, d};
+        int ok = 1;
+        for (int k = 0; k < 4; k++) {
+            uint64_t t = st4[k];
+            for (size_t j = cut[k] + len; j < cut[k + 1]; j++) t = u8_rows[s[j]] >> (t & 63);
+            ok &= (t & 63) == U8_OK;
+        }
+        return ok ? n : utf8_bad_at(s, n);
+    }
     uint64_t st = U8_OK;
     size_t i = 0;
     while (i < n) {
