@@ -146,7 +146,7 @@ def load_pipeline(cls, art: _art.Artifact):
     if inner is not None and inner.n_vocab > m["n_vocab"] + 512:  # + stand-ins for missing bytes, the sentinel
         raise _bad(art, f"tables hold {inner.n_vocab} ids, more than the pipeline's n_vocab {m['n_vocab']} + 512")
     if m["suffix"] and m.get("cut") is None:
-        raise _bad(art, "an end-of-word sentinel without a piece cutter")
+        raise _bad(art, "meta.suffix: an end-of-word sentinel without a piece cutter (meta.cut)")
     cut = None
     if m.get("cut") is not None and inner is not None:
         from .native import Cutter
@@ -170,8 +170,8 @@ def load_pipeline(cls, art: _art.Artifact):
                     raise NoFastForm()
         except NoFastForm:
             raise _bad(art, "the normalizer has no fast form, but the tables were compiled for one") from None
-        except (ValueError, KeyError) as e:
-            raise _bad(art, f"normalizer tables: {e}") from None
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as e:
+            raise _bad(art, f"normalizer tables (meta.normalizer, norm.*): {type(e).__name__}: {e}"[:400]) from None
     tok = cls.__new__(cls)
     tok.where, tok.name, tok.n_vocab = m["where"], m["name"], m["n_vocab"]
     # the file's JSON is parsed when the Python stages are first needed (decode, the paths the tables do not

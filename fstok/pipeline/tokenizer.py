@@ -91,6 +91,18 @@ def _added_vocabulary(obj: dict, vocab: dict, normalizer, where: str, n_ids: Opt
     return AddedVocabulary(list(by_id.values()), normalizer, frozenset(specials)), {c: by_content[c] for c in specials}
 
 
+class _TokenNames(dict):
+    """id -> token string. An id the compiled tables give and the file's vocabulary lacks can only come from
+    an artifact whose sections disagree: that is the artifact's fault, named as such."""
+
+    where: Optional[str] = None
+
+    def __missing__(self, i):
+        if self.where is None:
+            raise KeyError(i)
+        raise ArtifactError(f"{self.where}: the tables give id {i}, which the tokenizer.json section does not have")
+
+
 class PipelineTokenizer:
     """An HF tokenizer.json run stage by stage with HF's semantics (see the module docstring)."""
 
@@ -543,8 +555,9 @@ class PipelineTokenizer:
             model = self.__dict__.get("model")
             vocab = self._parsed_obj()["model"].get("vocab") if model is None else None
             # the model's vocab is the file's vocab object (fstok.pipeline.models): no stages for the names
-            table = dict(model.vocab_r) if model is not None or not isinstance(vocab, dict) else \
-                {i: t for t, i in vocab.items()}
+            table = _TokenNames(model.vocab_r if model is not None or not isinstance(vocab, dict) else
+                                {i: t for t, i in vocab.items()})
+            table.where = self._artifact_where
             for t in self.added.tokens:
                 table[t.id] = t.content
             f = self.__dict__["_tok_of"] = table.__getitem__
