@@ -49,7 +49,11 @@ def _check_meta(art: _art.Artifact, where: str) -> None:
     if len(m.str("bpe_word_split", default="").encode("utf-8", "surrogatepass")) > 4:
         raise m.fail("bpe_word_split", "longer than 4 bytes")
     if art.meta.get("bpe") is not None:
-        m.dict("bpe")
+        bm = m.sub("bpe", m.dict("bpe"))
+        for key in ("continuing_subword_prefix", "end_of_word_suffix"):
+            bm.opt_str(key, default=None)
+        if bm.d.get("ignore_merges") is not None:
+            bm.bool("ignore_merges")
     try:
         pipe = json.loads(m.str("pipeline"))
     except json.JSONDecodeError as e:
@@ -116,7 +120,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
         for k in range(n_cm):
             units, norm = arr(f"cm{k}_units", "<u4"), arr(f"cm{k}_norm", "|u1")
             if len(units) and (len(norm) == 0 or norm[-1] != 0):
-                raise _art.ArtifactError(f"{where}: charsmap {k} does not end with NUL")
+                raise _art.ArtifactError(f"{where}: cm{k}_norm: charsmap {k} does not end with NUL")
             charsmaps.append((units, norm.tobytes()))
             charsmaps_raw.append((units, norm))
         self._norm = build_normalizer(self._pipe["normalizer"], where, self._graphemes, charsmaps)
