@@ -113,7 +113,7 @@ class HFSentencePieceTokenizer(ArtifactIO):
             raise _art.ArtifactError(f"{where}: {'pieces' if bad[0] == 'utf8' else 'piece_off'}[{bad[1]}]: the piece "
                                      f"strings are not UTF-8 cut at character boundaries ({bad[0]})")
         if not (len(a["g_start"]) == len(a["g_end"]) == len(a["g_bits"])):
-            raise _art.ArtifactError(f"{where}: grapheme tables disagree in length")
+            raise _art.ArtifactError(f"{where}: g_start, g_end, g_bits: grapheme tables disagree in length")
         self._graphemes = GraphemeTable(a["g_start"], a["g_end"], a["g_bits"])
         charsmaps = []
         charsmaps_raw = []

@@ -508,7 +508,10 @@ class _Proc:
 def run(n: int = 10000, seed: int = 0, workers: int = 2, timeout: float = 10.0, start: int = 0,
         base_dir: str | None = None, progress: bool = False) -> dict:
     """Run cases start..start+n; returns {"counts": {...}, "failures": [...], "seconds": s}."""
-    base_dir = base_dir or os.path.join(tempfile.gettempdir(), f"fstok-fuzz-bases-{os.getuid()}")
+    if base_dir is None:  # one folder per build of fstok: bases from an older layout would all be rejected
+        from fstok._compile_cache import _code_fingerprint
+
+        base_dir = os.path.join(tempfile.gettempdir(), f"fstok-fuzz-bases-{os.getuid()}-{_code_fingerprint()[:12]}")
     paths = build_bases(base_dir)
     todo = list(range(start, start + n))[::-1]
     procs = [_Proc(paths, seed) for _ in range(max(1, workers))]
