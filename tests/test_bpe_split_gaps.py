@@ -104,4 +104,5 @@ def test_normalizer_text_already_normalized_takes_native_path(tmp_path_factory):
             f.encode(t, allowed_special="all")
     finally:
         del f._plan
-    assert calls == [t for t in texts if not unicodedata.is_normalized("NFC", t)] and calls
+    # (a text not in NFC is normalized whole by C where it holds no first-pass token: not all of them plan)
+    assert calls and all(not unicodedata.is_normalized("NFC", t) for t in calls)

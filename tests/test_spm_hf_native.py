@@ -148,15 +148,28 @@ def test_regex_without_native_form_falls_back(tmp_path):
         assert tok.encode(x) == hf.encode(x, add_special_tokens=False).ids
 
 
-def test_unk_token_outside_the_vocabulary_is_refused(phi3_obj, tmp_path):
-    # tokenizers fails on the first unknown character of such a file; fstok refuses it instead of
-    # dropping the character (or mapping it to id 0)
+def test_unk_token_outside_the_vocabulary_as_tokenizers(phi3_obj, tmp_path):
+    # the compiled tables refuse such a file; the stage-by-stage pipeline takes it and does what tokenizers
+    # does: byte fallback covers every character, and where the unk token would be needed both raise
+    import tokenizers
+
     obj = copy.deepcopy(phi3_obj)
     obj["model"]["unk_token"] = "<not-in-vocab>"
     p = tmp_path / "tokenizer.json"
     p.write_text(json.dumps(obj), encoding="utf-8")
-    with pytest.raises(ValueError, match=r"unk_token '<not-in-vocab>' is not in its vocabulary"):
-        fstok.compile(str(p))
+    tok = fstok.compile(str(p))
+    hf = tokenizers.Tokenizer.from_file(str(p))
+    for x in ["Hello world", "日本語 \u00e9\U0001F600 ok"]:
+        assert tok.encode(x) == hf.encode(x, add_special_tokens=False).ids
+    obj["model"]["byte_fallback"] = False
+    p.write_text(json.dumps(obj), encoding="utf-8")
+    tok = fstok.compile(str(p))
+    hf = tokenizers.Tokenizer.from_file(str(p))
+    x = "\U0001F600\U0001F600"  # no piece and no byte fallback: the unk token is needed
+    with pytest.raises(Exception):
+        hf.encode(x)
+    with pytest.raises(ValueError, match="not in the vocabulary"):
+        tok.encode(x)
 
 
 def test_oracle_bpe_drops_unknown_characters_as_tokenizers_does():
