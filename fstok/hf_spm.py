@@ -33,6 +33,7 @@ from .spm_layout import check_layout, walk_sections, with_walk_tables
 def _check_meta(art: _art.Artifact, where: str) -> None:
     """The meta fields the loader reads, typed and in range (ArtifactError naming the field)."""
     from .validate import Meta
+    from .validate_spm import check_scores
 
     m = Meta(art.meta, where)
     n = m.int("n_pieces", 1, 2**31 - 1)
@@ -40,12 +41,7 @@ def _check_meta(art: _art.Artifact, where: str) -> None:
     m.int("unk_id", -1, n - 1)
     m.int("n_charsmaps", 0, 64)
     m.str("model_type", choices=("unigram", "bpe"))
-    for key in ("min_score", "max_score"):
-        v = m.str(key)
-        try:
-            float.fromhex(v)
-        except ValueError:
-            raise m.fail(key, f"{v!r} is not a hexadecimal float") from None
+    check_scores(m)
     if len(m.str("bpe_word_split", default="").encode("utf-8", "surrogatepass")) > 4:
         raise m.fail("bpe_word_split", "longer than 4 bytes")
     if art.meta.get("bpe") is not None:

@@ -31,7 +31,7 @@ import numpy as np
 from . import hf_batch as _hf_batch
 from .hf_batch import Assembler, batch_threads, gc_paused
 from .hf_encoding import Encoding, pad_encodings, untrack
-from .hf_words import _hfalign_mod
+from .hf_words import _hfalign_mod, char_offsets
 from .literals import LiteralSet
 from .pipeline.added import hf_added_ids
 from .postprocess import PostProcessor, _trim_offsets, finish, num_special_tokens_to_add, trim_spec
@@ -1838,16 +1838,7 @@ class _PipelineCore(_Core):
         new_ids, bs, be = got
         pstarts = [a for a, _ in pieces]
         words = [bisect.bisect_right(pstarts, b) - 1 for b in bs]
-        if len(data) != len(text):
-            ci, c = [], -1  # the character holding each byte
-            for byte in data:
-                if byte & 0xC0 != 0x80:
-                    c += 1
-                ci.append(c)
-            offs = [(ci[a], ci[e - 1] + 1) for a, e in zip(bs, be)]
-        else:
-            offs = list(zip(bs, be))
-        return new_ids, offs, words, list(map(plan.tok_of, new_ids))
+        return new_ids, char_offsets(data, text, bs, be), words, list(map(plan.tok_of, new_ids))
 
     trims = True  # model_batch(trim=...) gives each row its trimmed offsets (`fstok.hf_words.trim_offsets`)
 

@@ -60,6 +60,18 @@ _IDENT = [memoryview(b"")]
 _HFALIGN: list = []
 
 
+def char_offsets(data: bytes, text: str, bs, be) -> list[tuple[int, int]]:
+    """(start, end) character offsets of the UTF-8 byte spans [bs[k], be[k]) of `data` (the UTF-8 of `text`)."""
+    if len(data) == len(text):
+        return list(zip(bs, be))
+    ci, c = [], -1  # the character holding each byte
+    for byte in data:
+        if byte & 0xC0 != 0x80:
+            c += 1
+        ci.append(c)
+    return [(ci[a], ci[e - 1] + 1) for a, e in zip(bs, be)]
+
+
 def _identity(n: int) -> memoryview:
     """int32 0..n-1 as a buffer (the alignment of an ASCII text: each byte its own character)."""
     m = _IDENT[0]
@@ -211,16 +223,7 @@ class WordPlan:
                 pos = be[k]
             starts += self._split_starts_list(data, pos, len(data))
         words = [bisect.bisect_right(starts, b) - 1 for b in bs]
-        if len(data) != len(text):
-            ci, c = [], -1  # the character holding each byte
-            for byte in data:
-                if byte & 0xC0 != 0x80:
-                    c += 1
-                ci.append(c)
-            offs = [(ci[a], ci[e - 1] + 1) for a, e in zip(bs, be)]
-        else:
-            offs = list(zip(bs, be))
-        return ids, offs, words, list(map(self.tok_of, ids))
+        return ids, char_offsets(data, text, bs, be), words, list(map(self.tok_of, ids))
 
     def trim_table(self) -> Optional[bytes]:
         """`space_counts` as interleaved uint8 (leading, trailing) pairs by id, for `_hfalign.rows`; None

@@ -16,12 +16,7 @@ def check(art, where: str) -> None:
     m.int("unk_id", 0, n - 1)
     for key in ("bos_id", "eos_id", "pad_id"):
         m.int(key, -1, n - 1, default=-1)
-    for key in ("min_score", "max_score"):
-        v = m.str(key)
-        try:
-            float.fromhex(v)
-        except ValueError:
-            raise m.fail(key, f"{v!r} is not a hexadecimal float") from None
+    check_scores(m)
     m.str("unk_surface", default=" \u2047 ")
     m.str("model_type", default="")
     if "pieces" not in art.sections or "piece_off" not in art.sections:
@@ -44,6 +39,16 @@ def check(art, where: str) -> None:
             raise error(where, "piece_off", f"offset {i} cuts a UTF-8 character")
         return
     check_pieces_py(blob, po, where)
+
+
+def check_scores(m: Meta) -> None:
+    """meta.min_score / max_score: hexadecimal floats (float.hex), as the loaders read them."""
+    for key in ("min_score", "max_score"):
+        v = m.str(key)
+        try:
+            float.fromhex(v)
+        except ValueError:
+            raise m.fail(key, f"{v!r} is not a hexadecimal float") from None
 
 
 def check_pieces_py(blob, po, where: str) -> None:
