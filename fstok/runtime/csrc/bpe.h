@@ -401,6 +401,8 @@ typedef struct {
     uint32_t pc_seen, pc_missed; /* pieces looked up in the piece cache lately, and those that missed (bpe_encode.h: the
                                     lockstep fill of cold pieces runs while many miss) */
     int pc_cold;
+    struct bpe_shared *shared; /* while the memo's thread works on a multi-threaded call: the model's shared piece
+                                  cache (bpe_shared_cache.h), else NULL */
     uint8_t arena[BPE_LMEMO_ARENA];
 } bpe_memo;
 

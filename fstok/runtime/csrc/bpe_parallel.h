@@ -169,6 +169,7 @@ typedef struct {
     bt_chunk *_Atomic chunks; /* every thread's chunks, handed over as it leaves */
     size_t chunk_cap;       /* a thread's first chunk */
     _Atomic long long *busy_ns; /* FSTOK_TRACE_THREADS: the workers' summed CPU time, or NULL */
+    bpe_shared *shared;     /* the model's shared piece cache when the call runs on several threads, else NULL */
     /* item mode: the pinned int of each id (a read-only table: no GIL needed), so that the GIL-holding thread
      * only copies each text's items into its list */
     void *const *ints;
@@ -213,7 +214,9 @@ static inline __attribute__((always_inline)) void batch_block_mode(batch_job *j,
         scratch->elen = 0;
         scratch->count_only = mode == BT_COUNT;
         scratch->memo = memo;
+        if (memo) memo->shared = j->shared;
         int rc = encode_text(j->self, j->sp, j->sp2, s, n, scratch);
+        if (memo) memo->shared = NULL;
         scratch->memo = NULL;
         size_t k = scratch->ids.len;
         if (!rc && mode == BT_COUNT) {

@@ -14,6 +14,7 @@
 
 #include "bpe.h"
 #include "bpe_runtime.h"
+#include "bpe_shared_cache.h"
 
 /* --- encoding a text: specials, DFA spans, BPE */
 
@@ -411,10 +412,15 @@ miss:;
     b = pc_buddy(memo, l);
     size_t before = st->ids.len;
     uint32_t id = len <= m->max_span_len && bpe_seg_may_be_token(m, p, len) ? bpe_span_probe(m, m->span_tab, m->span_mask, k->h, k->w0, p, len) : BPE_NONE;
+    size_t got;
     if (id != BPE_NONE)
         st->ids.ids[st->ids.len++] = id;
+    else if (memo->shared && (got = sc_get(memo->shared, k->h, k->w0, k->w1, len, st->ids.ids + st->ids.len)))
+        st->ids.len += got; /* (room: the caller keeps BPE_PC_MAXLEN >= SC_IDS) */
     else if (bpe_encode_span_multi(m, memo, p, len, &st->ids))
         return -1;
+    else if (memo->shared)
+        sc_put(memo->shared, k->h, k->w0, k->w1, len, st->ids.ids + before, st->ids.len - before);
     size_t nt = st->ids.len - before;
     if (nt <= BPE_PC_MAXLEN) pc_insert(l, b, k, want, gen, st->ids.ids + before, nt);
     return st->ids.cap - st->ids.len >= room ? 1 : bpe_vec_reserve(&st->ids, room) ? -1 : 1;
@@ -563,8 +569,10 @@ static void pc_lanes_run(const bpe_model *m, bpe_memo *memo, uint32_t gen, pc_la
         bpe_pc_line *l = pc_line(memo, keys[i].h);
         if (lens[i] > BPE_PC_MAXLEN)
             pc_insert_long(memo, l, pc_buddy(memo, l), &keys[i], w2[i], gen | lens[i], gen, t, L[i].k);
-        else
+        else {
             pc_insert(l, pc_buddy(memo, l), &keys[i], gen | lens[i], gen, t, L[i].k);
+            if (memo->shared) sc_put(memo->shared, keys[i].h, keys[i].w0, keys[i].w1, lens[i], t, L[i].k);
+        }
     }
 }
 
@@ -605,6 +613,7 @@ static size_t pc_fill_cold(const bpe_model *m, bpe_memo *memo, uint32_t gen, con
             __builtin_prefetch(l);
             __builtin_prefetch(pc_buddy(memo, l));
             __builtin_prefetch(m->span_tab + 2 * (key->h & m->span_mask));
+            if (memo->shared && len <= BPE_PC_MAXLEN) sc_prefetch(memo->shared, key->h);
         }
         for (size_t j = w0; j < w1; j++) {
             size_t len = ends[j + 1] - ends[j];
@@ -618,6 +627,15 @@ static size_t pc_fill_cold(const bpe_model *m, bpe_memo *memo, uint32_t gen, con
             if (len <= m->max_span_len && bpe_seg_may_be_token(m, p, len) &&
                 bpe_span_probe(m, m->span_tab, m->span_mask, key->h, key->w0, p, len) != BPE_NONE)
                 continue; /* one token: piece_emit's miss costs one probe */
+            if (memo->shared && len <= BPE_PC_MAXLEN) { /* merged by another thread of the call? */
+                uint32_t sids[SC_IDS];
+                size_t got = sc_get(memo->shared, key->h, key->w0, key->w1, len, sids);
+                if (got) {
+                    bpe_pc_line *l = pc_line(memo, key->h);
+                    pc_insert(l, pc_buddy(memo, l), key, gen | (uint32_t)len, gen, sids, got);
+                    continue;
+                }
+            }
             int dup = 0;
             for (size_t i = 0; i < nl && !dup; i++)
                 dup = ll[i] == len && lk[i].w0 == key->w0 && lk[i].w1 == key->w1 && lw2[i] == w2;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "bpe.h"
+#include "bpe_shared_cache.h"
 #include "dfa.h"
 #include "tpool.h"
 
@@ -38,6 +39,7 @@ typedef struct {
     /* wmemo[i]: the memo of pool thread i (tpool.h tp_worker_index), only ever used by that thread, so a
      * worker finds its memo again in its own core's cache (memo_worker) */
     bpe_memo *wmemo[TP_MAX_THREADS];
+    bpe_shared *shared; /* the piece cache of multi-threaded calls (made on the first one), or NULL */
 } bpe_rt;
 
 /* Everything a model owns (not the tables: they are views of the artifact). */
@@ -47,7 +49,23 @@ static void bpe_rt_free(bpe_rt *self) {
     bpe_model_release(&self->m);
     for (int i = 0; i < self->npool; i++) bpe_memo_free(self->pool[i]);
     for (int i = 0; i < TP_MAX_THREADS; i++) bpe_memo_free(self->wmemo[i]);
+    sc_free(self->shared);
+    self->shared = NULL;
     if (self->serial) pthread_mutex_destroy(&self->pool_mu);
+}
+
+/* with the GIL: the model's shared piece cache for a multi-threaded call (bpe_shared_cache.h), made on first need;
+ * NULL when memos are off, FSTOK_SHARED_CACHE=0 (read once: A/B), or out of memory */
+static int rt_shared_on = -1, rt_shared_bits = 0;
+static bpe_shared *rt_shared(bpe_rt *self) {
+    if (rt_shared_on < 0) {
+        const char *e = getenv("FSTOK_SHARED_CACHE"), *b = getenv("FSTOK_SHARED_CACHE_BITS");
+        rt_shared_on = !(e && e[0] == '0');
+        rt_shared_bits = b ? atoi(b) : 0;
+    }
+    if (!self->use_memo || !rt_shared_on) return NULL;
+    if (!self->shared) self->shared = sc_new(rt_shared_bits);
+    return self->shared;
 }
 
 /* ---- pre-token memos (see bpe.h): a pool per model; each encoding thread borrows one for the

@@ -1041,6 +1041,7 @@ static PyObject *Model_encode_batch(ModelObject *self, PyObject *args) {
         atomic_init(&job.next, 0);
         atomic_init(&job.chunks, NULL);
         job.mode = kind == OUT_COUNT ? BT_COUNT : BT_IDS;
+        job.shared = nthreads > 1 ? rt_shared(&self->r) : NULL;
         pthread_t th[256];
         int started = 0, pooled = 0;
         if (kind == OUT_LIST && nthreads > 1 && total >= NOGIL_MIN) {
@@ -1222,6 +1223,7 @@ typedef struct {
     double *tr_s, *tr_e; /* FSTOK_TRACE_THREADS: piece i's start and end (us) and its thread (-1: caller) */
     int *tr_w;
     int kind; /* OUT_LIST, OUT_BYTES (uint32 ids) or OUT_COUNT: only a list needs the ints */
+    bpe_shared *shared; /* the model's shared piece cache when several threads run, else NULL */
 } cuts_job;
 
 
@@ -1234,7 +1236,9 @@ static void cuts_encode_one(cuts_job *j, size_t i, bpe_memo *memo) {
     local.memo = memo;
     local.count_only = j->kind == OUT_COUNT;
     if (j->tr_s) j->tr_s[i] = t0, j->tr_w[i] = tp_worker_index();
+    if (memo) memo->shared = j->shared;
     int rc = encode_text(&self->r, j->sp, j->sp2, j->s + j->b[i], j->b[i + 1] - j->b[i], &local);
+    if (memo) memo->shared = NULL;
     local.memo = NULL;
     PyObject **pp = NULL;
     if (j->kind != OUT_LIST) {
@@ -1389,6 +1393,7 @@ static PyObject *run_bounds(ModelObject *self, const uint8_t *s, const size_t *b
     Py_INCREF(sp2o);
     if (nthreads > 256) nthreads = 256;
     if ((size_t)nthreads > np) nthreads = (int)np;
+    job.shared = nthreads > 1 ? rt_shared(&((ModelObject *)self)->r) : NULL;
     /* the workers: the module's persistent pool, or threads of this call while the pool runs another job */
     int pooled = nthreads > 1 && np > 1 ? tp_start(cuts_worker, &job, nthreads - 1) : -1;
     if (pooled >= 0) {
@@ -1762,9 +1767,15 @@ static PyObject *Model_profile(ModelObject *self, PyObject *args) {
  * set_memo(flag): enable/disable them (benchmarks: cold vs warm) */
 static PyObject *Model_clear_cache(ModelObject *self, PyObject *noargs) {
     __atomic_add_fetch(&self->r.memo_epoch, 1, __ATOMIC_RELAXED);
+    sc_clear(self->r.shared);
     Py_RETURN_NONE;
 }
 
+
+/* shared_cache_entries(): pieces in the shared piece cache of multi-threaded calls now, -1 if it was never made */
+static PyObject *Model_shared_cache_entries(ModelObject *self, PyObject *noargs) {
+    return PyLong_FromLongLong(self->r.shared ? (long long)sc_count(self->r.shared) : -1);
+}
 
 static PyObject *Model_set_memo(ModelObject *self, PyObject *arg) {
     int on = PyObject_IsTrue(arg);
@@ -1802,6 +1813,8 @@ static PyMethodDef Model_methods[] = {
     {"_profile", (PyCFunction)Model_profile, METH_VARARGS, "cost breakdown (benchmarks)"},
     {"clear_cache", (PyCFunction)Model_clear_cache, METH_NOARGS, "forget the pre-token memos of this model"},
     {"set_memo", (PyCFunction)Model_set_memo, METH_O, "enable/disable the thread-private pre-token memo"},
+    {"shared_cache_entries", (PyCFunction)Model_shared_cache_entries, METH_NOARGS,
+     "pieces in the shared piece cache of multi-threaded calls (-1: none made yet)"},
     {"_tune", (PyCFunction)Model_tune, METH_VARARGS, "set short_max / backtracking (tests, benchmarks)"},
     {"self_check", (PyCFunction)Model_self_check, METH_NOARGS, "every reachable token encodes to itself"},
     {"_pair_small_check", (PyCFunction)Model_pair_small_check, METH_NOARGS, "small-id pair bitmap vs hashed table (tests)"},
