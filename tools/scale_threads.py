@@ -10,7 +10,9 @@ seen (cold), and a second pass over it (warm).  `lines`: non-empty lines, `--bat
 `docs`: ~8 KB documents, `--batch` per call (default 64).  `--no-memo` turns fstok's piece cache off (every
 piece merged from its bytes: the scaling of the encoder alone).  `--trace` also sums FSTOK_TRACE_THREADS's
 per-call breakdown (the GIL-held part: preparation, the result lists, clean-up; the workers' CPU).
-The speed-up column is the median MB/s divided by 1 thread's (use --threads starting with 1)."""
+The speed-up column is the median MB/s divided by 1 thread's (use --threads starting with 1); `--procs N` runs N
+fresh processes per thread count and reports the medians (one pass over a few MB at 16 threads lasts milliseconds).
+FSTOK_SHARED_CACHE=0 in the environment turns off the piece cache that a call's threads share (A/B)."""
 from __future__ import annotations
 
 import argparse
@@ -94,6 +96,7 @@ def main() -> int:
     ap.add_argument("--threads", default="1,2,4,8,16")
     ap.add_argument("--batch", type=int, default=0, help="texts per call (default: 1024 lines, 64 documents)")
     ap.add_argument("--rounds", type=int, default=2, help="warm passes after the cold one")
+    ap.add_argument("--procs", type=int, default=1, help="fresh processes per thread count (medians over them)")
     ap.add_argument("--no-memo", action="store_true")
     ap.add_argument("--mb", type=float, default=0, help="MB of timed text (default: tools/bench cold's; the warm-up is half)")
     ap.add_argument("--trace", action="store_true")
@@ -111,8 +114,10 @@ def main() -> int:
     print("|---|---|---|---|---|---|---|")
     base = None
     for nt in [int(x) for x in a.threads.split(",")]:
-        r = run_one(a, nt)
-        cold, warm = r["cold"][0], statistics.median(r["warm"])
+        runs = [run_one(a, nt) for _ in range(a.procs)]
+        r = runs[-1]
+        cold = statistics.median(x["cold"][0] for x in runs)
+        warm = statistics.median(statistics.median(x["warm"]) for x in runs)
         base = base or (cold, warm)
         print(f"| {nt} | {cold:.1f} | {cold / base[0]:.2f}x | {warm:.1f} | {warm / base[1]:.2f}x | "
               f"{r.get('gil_us', float('nan')):.0f} | {r.get('workers_us', float('nan')):.0f} |", flush=True)
