@@ -412,15 +412,10 @@ miss:;
     b = pc_buddy(memo, l);
     size_t before = st->ids.len;
     uint32_t id = len <= m->max_span_len && bpe_seg_may_be_token(m, p, len) ? bpe_span_probe(m, m->span_tab, m->span_mask, k->h, k->w0, p, len) : BPE_NONE;
-    size_t got;
     if (id != BPE_NONE)
         st->ids.ids[st->ids.len++] = id;
-    else if (memo->shared && (got = sc_get(memo->shared, k->h, k->w0, k->w1, len, st->ids.ids + st->ids.len)))
-        st->ids.len += got; /* (room: the caller keeps BPE_PC_MAXLEN >= SC_IDS) */
     else if (bpe_encode_span_multi(m, memo, p, len, &st->ids))
         return -1;
-    else if (memo->shared)
-        sc_put(memo->shared, k->h, k->w0, k->w1, len, st->ids.ids + before, st->ids.len - before);
     size_t nt = st->ids.len - before;
     if (nt <= BPE_PC_MAXLEN) pc_insert(l, b, k, want, gen, st->ids.ids + before, nt);
     return st->ids.cap - st->ids.len >= room ? 1 : bpe_vec_reserve(&st->ids, room) ? -1 : 1;
