@@ -8,7 +8,9 @@ Each thread count runs in a fresh process: load the model, warm up with the same
 half of the corpus, then time (wall clock) each batch call over the first half, text the process has not
 seen (cold), and a second pass over it (warm).  `lines`: non-empty lines, `--batch` per call (default 1024);
 `docs`: ~8 KB documents, `--batch` per call (default 64).  `--no-memo` turns fstok's piece cache off (every
-piece merged from its bytes: the scaling of the encoder alone).  `--trace` also sums FSTOK_TRACE_THREADS's
+piece merged from its bytes: the scaling of the encoder alone).  "cold CPU ns/byte" is the process's CPU time
+(every thread, spinning included) of the cold pass per byte: where it grows with threads, the threads do more work
+than one thread does (colder private caches, contention), not only wait.  `--trace` also sums FSTOK_TRACE_THREADS's
 per-call breakdown (the GIL-held part: preparation, the result lists, clean-up; the workers' CPU).
 The speed-up column is the median MB/s divided by 1 thread's (use --threads starting with 1); `--procs N` runs N
 fresh processes per thread count and reports the medians (one pass over a few MB at 16 threads lasts milliseconds).
@@ -54,11 +56,12 @@ def worker(model: str, workload: str, corpus: str, nt: int, batch: int, memo: bo
     nbytes = sum(len(x.encode("utf-8")) for x in timed)
     out = {}
     for name in ["cold"] + ["warm"] * rounds:
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         for c in calls:
             enc(c, num_threads=nt)
-        dt = time.perf_counter() - t0
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
         out.setdefault(name, []).append(nbytes / dt / 1e6)
+        out.setdefault(name + "_cpu", []).append(dc / nbytes * 1e9)  # ns of CPU (all threads) per byte
     out["bytes"] = nbytes
     out["calls"] = len(calls)
     return out
@@ -110,16 +113,18 @@ def main() -> int:
     print(f"model {a.model}, {a.workload} of {a.corpus} ({a.mb or 'default'} MB), {a.batch} per call, memo {'off' if a.no_memo else 'on'}, "
           f"{'numpy' if a.numpy else 'list'} output, "
           f"{os.cpu_count()} CPUs")
-    print("| threads | cold MB/s | speed-up | warm MB/s | speed-up | GIL-held us/call | workers' CPU us/call |")
-    print("|---|---|---|---|---|---|---|")
+    print("| threads | cold MB/s | speed-up | warm MB/s | speed-up | cold CPU ns/byte | GIL-held us/call | "
+          "workers' CPU us/call |")
+    print("|---|---|---|---|---|---|---|---|")
     base = None
     for nt in [int(x) for x in a.threads.split(",")]:
         runs = [run_one(a, nt) for _ in range(a.procs)]
         r = runs[-1]
         cold = statistics.median(x["cold"][0] for x in runs)
         warm = statistics.median(statistics.median(x["warm"]) for x in runs)
+        cold_cpu = statistics.median(x["cold_cpu"][0] for x in runs)
         base = base or (cold, warm)
-        print(f"| {nt} | {cold:.1f} | {cold / base[0]:.2f}x | {warm:.1f} | {warm / base[1]:.2f}x | "
+        print(f"| {nt} | {cold:.1f} | {cold / base[0]:.2f}x | {warm:.1f} | {warm / base[1]:.2f}x | {cold_cpu:.1f} | "
               f"{r.get('gil_us', float('nan')):.0f} | {r.get('workers_us', float('nan')):.0f} |", flush=True)
     return 0
 
