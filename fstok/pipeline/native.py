@@ -129,11 +129,13 @@ class Level(NamedTuple):
     code: int  # BEHAVIORS[...] | INVERT
 
 
-def native_levels(cfg: Any) -> list[Level]:
+def native_levels(cfg: Any, byte_level: bool = True) -> list[Level]:
     """The pre-tokenizer as split levels with HF's behaviors (every stage that splits by a pattern or a
     character predicate: Split with any behavior and invert, Punctuation, Digits, Whitespace, WhitespaceSplit,
     CharDelimiterSplit, BertPreTokenizer, ByteLevel without a prefix space); raises NotNative naming a stage
-    it cannot express (Metaspace, UnicodeScripts, FixedLength, a prefix space) or a file without ByteLevel."""
+    it cannot express (Metaspace, UnicodeScripts, FixedLength, a prefix space) or a file without ByteLevel.
+    byte_level=False: the levels of a model that is not byte-level (fstok.pipeline.model_tables): ByteLevel
+    is refused and not required."""
     from . import unicode as _u
     from .pretokenizers import WHITESPACE_REGEX
 
@@ -181,7 +183,7 @@ def native_levels(cfg: Any) -> list[Level]:
         elif t == "BertPreTokenizer":
             add(char_class(ws), "removed")
             add(char_class(sorted(_u.facts().punct)), "isolated")
-        elif t == "ByteLevel":
+        elif t == "ByteLevel" and byte_level:
             if seen_bytelevel:
                 raise NotNative("a second ByteLevel")
             if it.get("add_prefix_space", True):
@@ -191,7 +193,7 @@ def native_levels(cfg: Any) -> list[Level]:
             after = seen_bytelevel = True
         else:
             raise NotNative(f"pre-tokenizer {t!r}")
-    if not seen_bytelevel:
+    if byte_level and not seen_bytelevel:
         raise NotNative("no ByteLevel pre-tokenizer (not a byte-level BPE)")
     return levels
 

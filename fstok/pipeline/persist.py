@@ -4,9 +4,11 @@
 
 Pipeline (docs/artifact-format.md): meta {pipeline_meta_version, name, where, n_vocab, has_pp, pp_ids,
 guards, standin_lo, mode, raw_guards, norm_guards, has_norm, normalizer, norm_sections, suffix, cut,
-has_tables}; section `tokenizer.json` (the file's JSON, UTF-8), the normalizer's facts (sections `norm.*`,
+has_tables, model_native}; section `tokenizer.json` (the file's JSON, UTF-8), the normalizer's facts (sections `norm.*`,
 fstok.pipeline.fastnorm) and, when the compiled byte-level
-tables encode the file, section `tables` (a whole BPE artifact, kind 3, with its own checksums).
+tables encode the file, section `tables` (a whole BPE artifact, kind 3, with its own checksums); when the
+model stage runs in C instead (fstok.pipeline.model_tables), section `model` (a whole WordPiece or
+SentencePiece artifact, kinds 1 and 7) and meta.model_native {kind, first_ok}.
 Tekken: meta {tekken_meta_version, name, n_special, specials, bos_id, eos_id}; section `tables` (the
 BPE artifact of the ranks).  Every meta field is checked and the nested BPE artifact validated (checksums,
 every table C indexes) when the file is loaded, before anything runs; the tokenizer.json section (covered
@@ -99,12 +101,15 @@ def pipeline_artifact(tok) -> bytes:
         "cut": None if tok._pieces is None else dict(
             {"find": tok._pieces.find is not None, "split": tok._pieces.split is not None},
             **({} if tok._pieces.behaviors is None else {"behaviors": list(tok._pieces.behaviors)})),
+        "model_native": None if tok._model_native is None else tok._model_native.meta(),
     }
     sections: dict[str, Any] = {"tokenizer.json": raw}
     if tok._norm_fast is not None:
         sections.update(tok._norm_fast.sections())  # the normalizer's facts: loading computes none
     if tok._pieces is not None:
         sections.update(tok._pieces.sections())
+    if tok._model_native is not None:
+        sections["model"] = tok._model_native.to_bytes()  # a whole artifact of the model's kind
     uv = "n/a"
     if tok._tables is not None:
         sections["tables"] = tok._tables.to_bytes()
@@ -143,17 +148,25 @@ def load_pipeline(cls, art: _art.Artifact):
     if not m["has_tables"]:
         obj = tokenizer_json(art, art.raw("tokenizer.json"))
     inner = _nested_bpe(art) if m["has_tables"] else None
+    native_model = None
+    if m.get("model_native") is not None:
+        if inner is not None or m["mode"] != "guarded" or m["suffix"] or m.get("prefix_space"):
+            raise _bad(art, "meta.model_native beside the byte-level tables, or outside the guarded mode")
+        from .model_tables import NativeModel
+
+        native_model = NativeModel.from_artifact(art, m["model_native"])
+    compiled = inner is not None or native_model is not None
     if inner is not None and inner.n_vocab > m["n_vocab"] + 512:  # + stand-ins for missing bytes, the sentinel
         raise _bad(art, f"tables hold {inner.n_vocab} ids, more than the pipeline's n_vocab {m['n_vocab']} + 512")
     if m["suffix"] and m.get("cut") is None:
         raise _bad(art, "meta.suffix: an end-of-word sentinel without a piece cutter (meta.cut)")
     cut = None
-    if m.get("cut") is not None and inner is not None:
+    if m.get("cut") is not None and compiled:
         from .native import Cutter
 
         cut = Cutter.from_sections(art, m["cut"]["find"], m["cut"]["split"], m["cut"].get("behaviors"))
     norm_fast = None
-    if m["has_norm"] and inner is not None:
+    if m["has_norm"] and compiled:
         from .fastnorm import NoFastForm, NormPlan, fast_normalizer_plan
 
         if "normalizer" in m:
@@ -188,6 +201,7 @@ def load_pipeline(cls, art: _art.Artifact):
     tok._standin_lo = m.get("standin_lo") if inner is not None else None
     tok._mode = m["mode"]
     tok._raw_guards, tok._norm_guards = tuple(m["raw_guards"]), tuple(m["norm_guards"])
+    tok._model_native = native_model
     tok._norm_fast, tok._pieces, tok._suffix = norm_fast, cut, m["suffix"] and inner is not None
     tok._prefix_space = m.get("prefix_space", False) and inner is not None
     if tok._prefix_space and tok._mode != "guarded":

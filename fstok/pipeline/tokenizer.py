@@ -119,6 +119,7 @@ class PipelineTokenizer:
     _norm_guards: tuple = ()
     _standin_lo = None
     _artifact_where: Optional[str] = None  # the artifact this tokenizer was loaded from (its messages name it)
+    _model_native = None  # the model stage in C where the byte-level tables do not run (fstok.pipeline.model_tables)
     # built from the tokenizer.json on first use when the tokenizer was loaded from an artifact (the compiled
     # tables encode without them; the stages, decode and the vocabulary need them)
     _LAZY = frozenset({"normalizer", "pre_tokenizer", "model", "decoder", "_pp_mod", "post_processor", "added",
@@ -135,6 +136,8 @@ class PipelineTokenizer:
         self._obj = obj
         self._build_stages()
         self._set_inner(self._byte_level_tables(obj, where) if compiled else None)
+        if compiled and self._tables is None:
+            self._model_tables(obj, where)
         ids = set(self.model.vocab_r) | set(self.added.by_id)
         self.n_vocab = (max(ids) + 1) if ids else 0
         self._has_pp = self.post_processor is not None
@@ -398,12 +401,44 @@ class PipelineTokenizer:
         self._guards = tuple(t.content for t in self.added.tokens if t.lstrip or t.rstrip or t.single_word)
         self._lens = np.diff(inner._tables["dec_off"].astype(np.int64))
 
+    def _model_tables(self, obj: dict, where: str) -> None:
+        """The model stage in C (fstok.pipeline.model_tables) for a model the byte-level tables do not run
+        (WordPiece, Unigram, BPE that is not byte-level), in "guarded" mode: a text holding no added token is
+        normalized by the normalizer's fast form, cut into pieces by the pre-tokenizer's split levels in one C
+        call (a trailing Metaspace runs in the model stage), and the model encodes every piece in one C call.
+        Left unset (the stages run) where a stage has no such form."""
+        from . import model_tables as _mt
+        from .native import Cutter, NotNative, compile_levels, native_levels
+
+        norm_fast = None
+        if self.normalizer is not None:
+            from .fastnorm import fast_normalizer_plan
+
+            norm_fast = fast_normalizer_plan(obj.get("normalizer"))
+            if norm_fast is None:
+                return
+        pre, metaspace = _mt.split_metaspace(obj.get("pre_tokenizer"))
+        levels = []
+        if pre is not None:
+            try:
+                levels = compile_levels(native_levels(pre, byte_level=False))
+            except NotNative:
+                return
+        nm = _mt.build(self.model, obj, where, metaspace, bool(levels))
+        if nm is None:
+            return
+        self._mode, self._norm_fast, self._suffix, self._prefix_space, self._cut = "guarded", norm_fast, False, False, None
+        self._pieces = Cutter.build_levels(levels) if levels else None
+        self._raw_guards = tuple(t.content for t in self.added.tokens if not t.normalized)
+        self._norm_guards = tuple(self.added.id_to_token(t.id) for t in self.added.tokens if t.normalized)
+        self._model_native = nm
+
     def _native_text(self, text: str):
         """What the compiled tables encode for `text`: the text itself ("direct" mode), or its normalized
         UTF-8 bytes ("guarded" mode: the normalizer's fast form, fstok.pipeline.fastnorm); None where the
         stages must run (an added token that needs them occurs; the normalizer has no fast form for this
         text)."""
-        if self._tables is None:
+        if self._tables is None and self._model_native is None:
             return None
         if self._mode == "direct":
             for g in self._guards:
@@ -451,7 +486,13 @@ class PipelineTokenizer:
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         t = self._native_text(text)
-        if t is not None:
+        if t is not None and self._model_native is not None:
+            from .model_tables import whole
+
+            a = self._model_native.encode(t, self._pieces.triples(t) if self._pieces is not None else whole(t))
+            if a is not None:
+                return a
+        elif t is not None:
             lo = self._standin_lo
             if self._mode == "direct" and lo is None:
                 enc = self.__dict__.get("_direct_enc")

@@ -864,6 +864,134 @@ HOT int is_white(uint32_t c) {
            c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
+/* The pre-tokenizer (Metaspace, WhitespaceSplit, the word separator, or none) and the model over normalized
+ * UTF-8 (cur, cn), the ids appended to ids: spm_hf_encode after its normalizer, and spm_hf_encode_spans per
+ * piece.  buf: scratch bytes that are not cur; segs: scratch.  0, -1 (no memory) or 1 (an unknown piece
+ * without unk_id) */
+static int hf_after_norm(const spm_model *m, spm_hf *h, const uint8_t *cur, size_t cn, int at_start, spm_bytes *buf,
+                         spm_ints *segs, hf_scratch *sc, spm_ints *ids) {
+    segs->n = 0;
+    if (h->pre == HFP_METASPACE) {
+        /* spaces become the replacement; it is prepended (scheme always, or first at the text's start)
+         * unless the text starts with it; pieces split before each replacement */
+        spm_bytes *dst = buf;
+        dst->n = 0;
+        if (cn) {
+            if (spm_bytes_reserve(dst, cn * 3 + 8)) return -1;
+            const int pre = h->scheme == HFM_ALWAYS || (h->scheme == HFM_FIRST && at_start);
+            const int starts_rep = cur[0] == ' ' || (cn >= h->nrep && memcmp(cur, h->rep, h->nrep) == 0);
+            if (pre && !starts_rep && buf_put(dst, h->rep, h->nrep)) return -1;
+            size_t last = 0;
+            for (size_t i = 0; i < cn; i++) {
+                if (cur[i] != ' ') continue;
+                if (buf_put(dst, cur + last, i - last) || buf_put(dst, h->rep, h->nrep)) return -1;
+                last = i + 1;
+            }
+            if (buf_put(dst, cur + last, cn - last)) return -1;
+        }
+        cur = dst->p;
+        cn = dst->n;
+        if (!h->split) {
+            if (seg_add(segs, 0, cn)) return -1;
+            goto run;
+        }
+        size_t st = 0;
+        const uint8_t r0 = h->rep[0];
+        for (size_t i = 0; i + h->nrep <= cn;) {
+            if (cur[i] == r0 && memcmp(cur + i, h->rep, h->nrep) == 0) {
+                if (i > st && seg_add(segs, st, i - st)) return -1;
+                st = i;
+                i += h->nrep;
+            } else {
+                i += u8len(cur[i]);
+            }
+        }
+        if (seg_add(segs, st, cn - st)) return -1;
+        goto run;
+    }
+    if (h->pre == HFP_WHITESPACE_SPLIT) {
+        size_t st = 0;
+        int in_word = 0;
+        for (size_t i = 0; i < cn;) {
+            const size_t l = u8len(cur[i]);
+            const int w = is_white(u8cp(cur + i, l));
+            if (w && in_word) {
+                if (seg_add(segs, st, i - st)) return -1;
+                in_word = 0;
+            } else if (!w && !in_word) {
+                st = i;
+                in_word = 1;
+            }
+            i += l;
+        }
+        if (in_word && seg_add(segs, st, cn - st)) return -1;
+        goto run;
+    }
+    if (h->nwsep) {
+        const size_t ns = h->nwsep;
+        const uint8_t w0 = h->wsep[0];
+        const uint8_t *cut = h->cut;
+        size_t st = 0;
+        int prev_sep = 1;
+        for (size_t i = 0; i < cn;) {
+            const int sep = cur[i] == w0 && i + ns <= cn && memcmp(cur + i, h->wsep, ns) == 0;
+            if ((sep && !prev_sep) ||
+                (cut && i > st && !((cut[((size_t)cur[i - 1] << 5) | (cur[i] >> 3)] >> (cur[i] & 7)) & 1))) {
+                if (seg_add(segs, st, i - st)) return -1;
+                st = i;
+            }
+            prev_sep = sep;
+            i += sep ? ns : u8len(cur[i]);
+        }
+        if (seg_add(segs, st, cn - st)) return -1;
+        goto run;
+    }
+    if (seg_add(segs, 0, cn)) return -1;
+run:;
+    /* the pieces in order; the cache slots of the pieces a few ahead are fetched meanwhile */
+    int rc = 0;
+    for (size_t k = 0; k < segs->n && !rc; k += 2) {
+        if (h->cache && k + 16 < segs->n) {
+            const size_t ln = (size_t)segs->p[k + 17];
+            if (ln <= PC_MAXB) {
+                uint64_t key[4];
+                piece_key(cur + segs->p[k + 16], ln, cn - (size_t)segs->p[k + 16], key);
+                const uint32_t hs = piece_hash(key, ln);
+                __builtin_prefetch(&h->cache[hs & (PC_SLOTS - 1)]);
+                __builtin_prefetch(&h->cache[(hs >> 16 ^ hs >> 5) & (PC_SLOTS - 1)]);
+            }
+        }
+        rc = run_piece(m, h, sc, cur + segs->p[k], (size_t)segs->p[k + 1], cn - (size_t)segs->p[k], ids);
+    }
+    return rc;
+}
+
+/* The pre-tokenizer and model of the handle on each (start, end, flag) uint32 triple of the normalized UTF-8
+ * `in` (pieces a tokenizer.json pipeline cut before them; the handle has no normalizer steps): the Metaspace
+ * "first" scheme prepends only to a piece at byte 0 when first_ok.  counts[t] (when not NULL): the ids of
+ * piece t.  0, -1 or 1 as spm_hf_encode. */
+int spm_hf_encode_spans(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, const uint32_t *tri, size_t ntri,
+                        int first_ok, spm_ints *ids, uint32_t *counts) {
+    spm_bytes buf = {0};
+    spm_ints segs = {0};
+    hf_scratch sc;
+    memset(&sc, 0, sizeof sc);
+    int rc = 0;
+    (void)n;
+    for (size_t t = 0; t < ntri && !rc; t++) {
+        const size_t before = ids->n;
+        const uint32_t st = tri[3 * t], en = tri[3 * t + 1];
+        rc = hf_after_norm(m, h, in + st, (size_t)(en - st), first_ok && st == 0, &buf, &segs, &sc, ids);
+        if (counts) counts[t] = (uint32_t)(ids->n - before);
+    }
+    spm_bytes_free(&buf);
+    spm_ints_free(&segs);
+    spm_ints_free(&sc.tri);
+    free(sc.w.sym);
+    free(sc.w.q);
+    return rc;
+}
+
 int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, int at_start, spm_ints *ids) {
     spm_bytes a = {0}, b = {0};
     spm_ints segs = {0}; /* (start, length) of each piece */
@@ -904,98 +1032,7 @@ int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, in
         rc = -1;
         at_start = st == 0;
     }
-    if (h->pre == HFP_METASPACE) {
-        /* spaces become the replacement; it is prepended (scheme always, or first at the text's start)
-         * unless the text starts with it; pieces split before each replacement */
-        spm_bytes *dst = (cur == a.p) ? &b : &a;
-        dst->n = 0;
-        if (cn) {
-            if (spm_bytes_reserve(dst, cn * 3 + 8)) goto done;
-            const int pre = h->scheme == HFM_ALWAYS || (h->scheme == HFM_FIRST && at_start);
-            const int starts_rep = cur[0] == ' ' || (cn >= h->nrep && memcmp(cur, h->rep, h->nrep) == 0);
-            if (pre && !starts_rep && buf_put(dst, h->rep, h->nrep)) goto done;
-            size_t last = 0;
-            for (size_t i = 0; i < cn; i++) {
-                if (cur[i] != ' ') continue;
-                if (buf_put(dst, cur + last, i - last) || buf_put(dst, h->rep, h->nrep)) goto done;
-                last = i + 1;
-            }
-            if (buf_put(dst, cur + last, cn - last)) goto done;
-        }
-        cur = dst->p;
-        cn = dst->n;
-        if (!h->split) {
-            if (seg_add(&segs, 0, cn)) goto done;
-            goto run;
-        }
-        size_t st = 0;
-        const uint8_t r0 = h->rep[0];
-        for (size_t i = 0; i + h->nrep <= cn;) {
-            if (cur[i] == r0 && memcmp(cur + i, h->rep, h->nrep) == 0) {
-                if (i > st && seg_add(&segs, st, i - st)) goto done;
-                st = i;
-                i += h->nrep;
-            } else {
-                i += u8len(cur[i]);
-            }
-        }
-        if (seg_add(&segs, st, cn - st)) goto done;
-        goto run;
-    }
-    if (h->pre == HFP_WHITESPACE_SPLIT) {
-        size_t st = 0;
-        int in_word = 0;
-        for (size_t i = 0; i < cn;) {
-            const size_t l = u8len(cur[i]);
-            const int w = is_white(u8cp(cur + i, l));
-            if (w && in_word) {
-                if (seg_add(&segs, st, i - st)) goto done;
-                in_word = 0;
-            } else if (!w && !in_word) {
-                st = i;
-                in_word = 1;
-            }
-            i += l;
-        }
-        if (in_word && seg_add(&segs, st, cn - st)) goto done;
-        goto run;
-    }
-    if (h->nwsep) {
-        const size_t ns = h->nwsep;
-        const uint8_t w0 = h->wsep[0];
-        const uint8_t *cut = h->cut;
-        size_t st = 0;
-        int prev_sep = 1;
-        for (size_t i = 0; i < cn;) {
-            const int sep = cur[i] == w0 && i + ns <= cn && memcmp(cur + i, h->wsep, ns) == 0;
-            if ((sep && !prev_sep) ||
-                (cut && i > st && !((cut[((size_t)cur[i - 1] << 5) | (cur[i] >> 3)] >> (cur[i] & 7)) & 1))) {
-                if (seg_add(&segs, st, i - st)) goto done;
-                st = i;
-            }
-            prev_sep = sep;
-            i += sep ? ns : u8len(cur[i]);
-        }
-        if (seg_add(&segs, st, cn - st)) goto done;
-        goto run;
-    }
-    if (seg_add(&segs, 0, cn)) goto done;
-run:
-    /* the pieces in order; the cache slots of the pieces a few ahead are fetched meanwhile */
-    rc = 0;
-    for (size_t k = 0; k < segs.n && !rc; k += 2) {
-        if (h->cache && k + 16 < segs.n) {
-            const size_t ln = (size_t)segs.p[k + 17];
-            if (ln <= PC_MAXB) {
-                uint64_t key[4];
-                piece_key(cur + segs.p[k + 16], ln, cn - (size_t)segs.p[k + 16], key);
-                const uint32_t hs = piece_hash(key, ln);
-                __builtin_prefetch(&h->cache[hs & (PC_SLOTS - 1)]);
-                __builtin_prefetch(&h->cache[(hs >> 16 ^ hs >> 5) & (PC_SLOTS - 1)]);
-            }
-        }
-        rc = run_piece(m, h, &sc, cur + segs.p[k], (size_t)segs.p[k + 1], cn - (size_t)segs.p[k], ids);
-    }
+    rc = hf_after_norm(m, h, cur, cn, at_start, (cur == a.p) ? &b : &a, &segs, &sc, ids);
 done:
     spm_bytes_free(&a);
     spm_bytes_free(&b);

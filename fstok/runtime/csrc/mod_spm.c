@@ -679,6 +679,55 @@ static size_t utf8_bad_at(const uint8_t *s, size_t n) {
     return n;
 }
 
+/* hf_encode_spans(handle, utf8, triples, first_ok) -> ids or None: the handle's pre-tokenizer and model on each
+ * (start, end, flag) uint32 triple of the normalized UTF-8 (a tokenizer.json pipeline's pieces, the handle
+ * without normalizer steps); None where a piece is unknown and the model has no unk_id */
+static PyObject *py_hf_encode_spans(PyObject *self, PyObject *args) {
+    PyObject *cap;
+    Py_buffer in, tr;
+    int first_ok;
+    if (!PyArg_ParseTuple(args, "Oy*y*p", &cap, &in, &tr, &first_ok)) return NULL;
+    PyObject *r = NULL;
+    hf_handle *x = (hf_handle *)PyCapsule_GetPointer(cap, "fstok.spm_hf");
+    spm_model *m = x ? get_model(x->model) : NULL;
+    if (!m) goto out;
+    const size_t nt = (size_t)tr.len / 12, n = (size_t)in.len;
+    const uint32_t *tri = (const uint32_t *)tr.buf;
+    const uint8_t *s = (const uint8_t *)in.buf;
+    int bad = tr.len % 12 || ((uintptr_t)tr.buf & 3) || x->h.n_ops || utf8_bad_at(s, n) != n;
+    for (size_t t = 0; t < nt && !bad; t++) {
+        const uint32_t a = tri[3 * t], b = tri[3 * t + 1];
+        bad = a > b || b > n || (a < n && (s[a] & 0xC0) == 0x80) || (b < n && (s[b] & 0xC0) == 0x80);
+    }
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "hf_encode_spans: a handle with normalizer steps, data that is not UTF-8, or a "
+                                          "span that is not a character range of it");
+        goto out;
+    }
+    spm_ints ids = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = spm_hf_encode_spans(m, &x->h, s, n, tri, nt, first_ok, &ids, NULL);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        spm_ints_free(&ids);
+        if (rc == 1) {
+            Py_INCREF(Py_None);
+            r = Py_None;
+        } else {
+            PyErr_NoMemory();
+        }
+        goto out;
+    }
+    handle *mh = get_handle(x->model);
+    const int pinned = mh ? pin_ints(mh) : 0;
+    r = pinned < 0 ? NULL : pinned ? ids_list_h(mh, &ids, 1) : ids_list(&ids, 1);
+    spm_ints_free(&ids);
+out:
+    PyBuffer_Release(&in);
+    PyBuffer_Release(&tr);
+    return r;
+}
+
 /* UTF-8 validation as a shift-based DFA: a state is a bit offset (a multiple of 6), and bits [state, state + 6)
  * of dfa_row(b) are the state after byte b.  One shift per byte, no branch: a piece arena of a large multilingual
  * vocabulary is mostly multi-byte characters, which the byte-wise checker took a mispredicted branch on */
@@ -916,6 +965,8 @@ static PyMethodDef methods[] = {
     {"hf_make", py_hf_make, METH_VARARGS, "build a tokenizer.json pipeline handle over a model handle"},
     {"hf_merge_table", py_hf_merge_table, METH_VARARGS, "hf_merge_table(a, b, new) -> the merge table to store"},
     {"hf_encode", py_hf_encode, METH_VARARGS, "hf_encode(handle, utf8, at_start) -> ids or None"},
+    {"hf_encode_spans", py_hf_encode_spans, METH_VARARGS,
+     "hf_encode_spans(handle, utf8, triples, first_ok) -> ids or None: the model on a pipeline's pieces"},
     {"hf_encode_offsets", py_hf_encode_offsets, METH_VARARGS,
      "hf_encode_offsets(handle, span, vocab, unk_tok, texts, cuts) -> [(ids, offsets, words, tokens) or None]"},
     {"encode", py_encode, METH_VARARGS, "encode(handle, utf8, mode=0)"},

@@ -6,6 +6,7 @@
  *   wp_normalize.h  BERT normalization + pre-tokenization fused with the walk (one pass)
  *   wp_layout.h     the blob built from the artifact's arrays at load
  *   wp_batch.h      work queue, workers, parallel copy, long-text cut points
+ *   wp_spans.h      the model over pre-cut pieces (the tokenizer.json pipeline's model stage)
  * The cores are headers of static functions compiled into this one translation unit, so the hot loop
  * inlines exactly as when it was one file.
  *
@@ -40,6 +41,7 @@
 #include "wp_batch.h"
 #include "wp_layout.h"
 #include "wp_normalize.h"
+#include "wp_spans.h"
 #include "wp_tables.h"
 #include "wp_walk.h"
 
@@ -402,6 +404,66 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     Py_ssize_t n;
     if (text_bytes(text, &s, &n) < 0) return NULL;
     return encode_utf8(self, s, n, mode, word);
+}
+
+/* encode_spans(data, triples, mode=0): the WordPiece model on each (start, end, flag) uint32 triple of the
+ * UTF-8 bytes `data` (pieces a tokenizer.json pipeline cut).  mode 0: the ids, a list; 1: (ids, offsets,
+ * counts) as bytes of uint32: offsets two per token in characters of its piece, counts one per piece. */
+static PyObject *Model_encode_spans(ModelObject *self, PyObject *args) {
+    Py_buffer d, tr;
+    int mode = 0;
+    if (!PyArg_ParseTuple(args, "y*y*|i", &d, &tr, &mode)) return NULL;
+    PyObject *r = NULL;
+    uint32_t *counts = NULL;
+    outbuf o;
+    uint32_t stack_ids[STACK_IDS];
+    memset(&o, 0, sizeof(o));
+    if (tr.len % 12 || (mode != 0 && mode != 1)) {
+        PyErr_SetString(PyExc_ValueError, "encode_spans: triples must be uint32 (start, end, flag) and mode 0 or 1");
+        goto done;
+    }
+    const size_t nt = (size_t)tr.len / 12;
+    const uint32_t *tri = (const uint32_t *)tr.buf;
+    if (((uintptr_t)tr.buf & 3) || !wp_spans_ok((const uint8_t *)d.buf, (size_t)d.len, tri, nt)) {
+        PyErr_SetString(PyExc_ValueError, "encode_spans: the data is not UTF-8 or a span is not a character range of it");
+        goto done;
+    }
+    o.want_offs = mode == 1;
+    if (!o.want_offs) {
+        o.ids = stack_ids;
+        o.cap = STACK_IDS;
+        o.borrowed = 1;
+    } else if (!(counts = (uint32_t *)malloc(nt * 4 + 4))) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (d.len < 4096) {
+        wp_encode_spans(&self->t, (const uint8_t *)d.buf, tri, nt, &o, counts);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        wp_encode_spans(&self->t, (const uint8_t *)d.buf, tri, nt, &o, counts);
+        Py_END_ALLOW_THREADS
+    }
+    if (o.oom) {
+        PyErr_NoMemory();
+        out_free(&o);
+    } else if (mode == 0) {
+        r = finish(self, &o, 0);
+    } else {
+        PyObject *a = PyBytes_FromStringAndSize((const char *)o.ids, (Py_ssize_t)(o.n * 4));
+        PyObject *b = a ? PyBytes_FromStringAndSize((const char *)o.offs, (Py_ssize_t)(o.n * 8)) : NULL;
+        PyObject *c = b ? PyBytes_FromStringAndSize((const char *)counts, (Py_ssize_t)(nt * 4)) : NULL;
+        if (a && b && c) r = PyTuple_Pack(3, a, b, c);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_XDECREF(c);
+        out_free(&o);
+    }
+done:
+    free(counts);
+    PyBuffer_Release(&d);
+    PyBuffer_Release(&tr);
+    return r;
 }
 
 /* tok.encode for the common call, encode(text) with an exact str: a C function bound to
@@ -1155,6 +1217,8 @@ static PyMethodDef Model_methods[] = {
     {"encode_batch", (PyCFunction)Model_encode_batch, METH_VARARGS, "encode_batch(texts, nthreads=1, mode=0, word=False)"},
     {"encode_split", (PyCFunction)Model_encode_split, METH_VARARGS,
      "encode_split(text, nthreads, parts=4*nthreads, mode=0): one long text cut at whitespace, pieces on threads"},
+    {"encode_spans", (PyCFunction)Model_encode_spans, METH_VARARGS,
+     "encode_spans(data, triples, mode=0): the model on pre-cut pieces; mode 1: (ids, offsets, counts) bytes"},
     {"fast_encode", (PyCFunction)Model_fast_encode, METH_O, "fast_encode(fallback): a C callable for tok.encode"},
     {NULL, NULL, 0, NULL},
 };

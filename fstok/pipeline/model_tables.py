@@ -1,0 +1,171 @@
+"""The model stage of a tokenizer.json pipeline in C, for the models the byte-level BPE tables do not run.
+
+    nm = model_tables.build(tok, obj, where)     # NativeModel, or None (the Python model runs)
+    nm.encode(data, triples)                      # ids of the pieces (uint32 start, end, flag triples of data)
+
+The pieces are cut by the pipeline's own pre-tokenizer in one C call (fstok.pipeline.native.Cutter) over the
+normalized UTF-8 (fstok.pipeline.fastnorm), and the model runs over all of them in one C call:
+
+  WordPiece                   the WordPiece runtime's single-word walk (fstok.runtime._wordpiece,
+                              `Model.encode_spans`) over a WordPiece artifact of the model's vocabulary (no
+                              normalization of its own)
+  Unigram, BPE (not byte-level: byte_fallback, unk, fuse_unk, ignore_merges; no continuing prefix or
+  end-of-word suffix)         the tokenizer.json SentencePiece runtime (fstok.runtime._spm, `hf_encode_spans`)
+                              over an artifact of the model alone; a trailing Metaspace pre-tokenizer runs
+                              there too, on each piece (replacement, prepend scheme, split)
+
+Each is exactly fstok.pipeline.models' Python model (the oracle); the compiled model is a whole artifact of
+its kind nested in the pipeline artifact (section `model`), validated when it loads as every artifact of
+that kind.  Everything else keeps the Python model.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any, Optional
+
+from .. import artifact as _art
+
+#: the kinds of nested model artifacts
+KINDS = ("wordpiece", "spm")
+
+
+class NativeModel:
+    """A compiled model over pre-cut pieces: `encode(data, triples)` -> ids, or None where the Python model
+    must decide (an unknown piece and no unk id: HF raises)."""
+
+    def __init__(self, kind: str, inner, first_ok: bool = False):
+        self.kind, self.inner, self.first_ok = kind, inner, first_ok
+        if kind == "wordpiece":
+            f = inner._model.encode_spans
+            self.encode = lambda data, tri: f(data, tri, 0)  # noqa: E731
+        else:
+            from ..runtime import _spm
+
+            h, g, fo = inner._hf, _spm.hf_encode_spans, first_ok
+            if h is None:
+                raise _art.ArtifactError(f"{inner._art.path or '<bytes>'}: the model has no native form")
+            self.encode = lambda data, tri: g(h, data, tri, fo)  # noqa: E731
+
+    def encode(self, data: bytes, tri: bytes) -> Optional[list[int]]:  # (replaced per instance)
+        raise NotImplementedError
+
+    def to_bytes(self) -> bytes:
+        return self.inner.to_bytes()
+
+    def meta(self) -> dict:
+        return {"kind": self.kind, "first_ok": self.first_ok}
+
+    @classmethod
+    def from_artifact(cls, art: _art.Artifact, meta: Any) -> "NativeModel":
+        """The nested model of a pipeline artifact (section `model`), validated as every artifact of its kind."""
+        where = art.path or "<bytes>"
+        if not (isinstance(meta, dict) and meta.get("kind") in KINDS and isinstance(meta.get("first_ok"), bool)):
+            raise _art.ArtifactError(f"{where}: meta.model_native {meta!r} is not a native model description"[:300])
+        if "model" not in art.sections:
+            raise _art.ArtifactError(f"{where}: meta.model_native without a 'model' section")
+        s = art.sections["model"]
+        view = memoryview(art.buffer)[s.offset: s.offset + s.nbytes]
+        kind = meta["kind"]
+        expect = _art.KIND_WORDPIECE if kind == "wordpiece" else _art.KIND_SPM
+        inner_art = _art.parse_artifact(view, where=f"{where}: model", expect_kind=expect, verify_payload=False)
+        inner_art.path = f"{where}: model"
+        if kind == "wordpiece":
+            from ..wordpiece import WordPieceTokenizer
+
+            inner = WordPieceTokenizer(inner_art)
+        else:
+            from ..hf_spm import HFSentencePieceTokenizer
+
+            inner = HFSentencePieceTokenizer(inner_art)
+        return cls(kind, inner, meta["first_ok"])
+
+
+def whole(data: bytes) -> bytes:
+    """The one triple of a text that is one piece (no pre-tokenizer)."""
+    return struct.pack("=III", 0, len(data), 0xFFFFFFFF) if data else b""
+
+
+def split_metaspace(cfg: Any) -> tuple[Any, Optional[dict]]:
+    """(the pre-tokenizer before a trailing Metaspace, that Metaspace or None)."""
+    if isinstance(cfg, dict) and cfg.get("type") == "Metaspace":
+        return None, cfg
+    if isinstance(cfg, dict) and cfg.get("type") == "Sequence":
+        items = list(cfg.get("pretokenizers") or [])
+        if items and isinstance(items[-1], dict) and items[-1].get("type") == "Metaspace":
+            rest = items[:-1]
+            return (dict(cfg, pretokenizers=rest) if rest else None), items[-1]
+    return cfg, None
+
+
+_FIRST_SAFE = {"NFC", "NFD", "NFKC", "NFKD", "Lowercase"}
+
+
+def _first_safe(norm_cfg: Any) -> bool:
+    """Whether the normalizer keeps the first normalized character at original offset 0 (Metaspace's "first"
+    scheme reads the piece's original start): its steps never delete or insert at the start."""
+    if norm_cfg is None:
+        return True
+    items = norm_cfg.get("normalizers") if norm_cfg.get("type") == "Sequence" else [norm_cfg]
+    return all(isinstance(c, dict) and c.get("type") in _FIRST_SAFE for c in items or [])
+
+
+def build(model, obj: dict, where: str, metaspace: Optional[dict], has_levels: bool) -> Optional[NativeModel]:
+    """The compiled form of the pipeline's Python `model` (fstok.pipeline.models), or None where it has none.
+    `metaspace`: a trailing Metaspace pre-tokenizer the model stage runs per piece (None: none)."""
+    from . import models as _m
+
+    if isinstance(model, _m.WordPiece):
+        if metaspace is not None or model.unk_token not in model.vocab or not model.vocab:
+            return None
+        return _wordpiece(model, where)
+    if isinstance(model, (_m.Unigram, _m.BPE)):
+        if isinstance(model, _m.BPE) and (model.prefix or model.suffix):
+            return None
+        first_ok = True
+        if metaspace is not None and str(metaspace.get("prepend_scheme", "always")) == "first":
+            # the scheme prepends to the piece that starts the text only: the piece at byte 0 where nothing
+            # before the model moves the text's start
+            first_ok = _first_safe(obj.get("normalizer"))
+            if not first_ok:
+                return None
+        return _spm(obj, where, metaspace, first_ok)
+    return None
+
+
+def _wordpiece(model, where: str) -> Optional[NativeModel]:
+    from ..compile.wordpiece import compile_source
+    from ..loaders.bert import WordPieceSource
+    from ..wordpiece import WordPieceTokenizer
+
+    vocab = model.vocab
+    n = max(vocab.values()) + 1
+    tokens = [""] * n
+    for t, i in vocab.items():
+        tokens[i] = t
+    src = WordPieceSource(tokens=tokens, token_to_id=dict(vocab), lowercase=False, strip_accents=False,
+                          handle_chinese_chars=False, clean_text=False, unk_token=model.unk_token,
+                          continuing_subword_prefix=model.prefix, max_input_chars_per_word=model.max_chars,
+                          cls_token=None, sep_token=None, source_name=where)
+    try:
+        inner = WordPieceTokenizer(compile_source(src, "pipeline-model"))
+    except ValueError:
+        return None
+    return NativeModel("wordpiece", inner)
+
+
+def _spm(obj: dict, where: str, metaspace: Optional[dict], first_ok: bool) -> Optional[NativeModel]:
+    from ..compile.hf_spm_tables import hf_tables
+    from ..hf_spm import HFSentencePieceTokenizer
+    from ..spm_layout import with_walk_tables
+
+    bare = {"model": obj["model"], "normalizer": None, "pre_tokenizer": metaspace, "decoder": None,
+            "post_processor": None, "added_tokens": []}
+    try:
+        meta, sections = hf_tables(bare, where)
+        inner = with_walk_tables(meta, sections, _art.source_hash(b"pipeline-model", where.encode()),
+                                 HFSentencePieceTokenizer, where)
+    except ValueError:
+        return None
+    if inner._hf is None:
+        return None
+    return NativeModel("spm", inner, first_ok)
