@@ -14,6 +14,7 @@ Each component is one pass with HF's own facts, over the text as a str or as its
   Replace                   String: `bytes.replace` (leftmost, non-overlapping, as HF); Regex: fstok's DFA
                             finds the matches and C writes the result (fstok.runtime._dfa Spanner.replace)
   Prepend                   prefix on a non-empty text
+  BertNormalizer            clean_text, CJK padding, NFD + HF's Mn marks deleted, Lowercase: C maps over the UTF-8
   Sequence                  in order (None as soon as one part says None)
 None means "not here": the caller runs the stage normalizer (fstok.pipeline.normalizers, the oracle), which
 also gives the offsets.  Other components (ByteLevel, ...) have no fast form.
@@ -191,6 +192,91 @@ class _Prepend(_Step):
         return self.pre + b if b else b
 
 
+class _BertNorm(_Step):
+    """HF's BertNormalizer in its own order (fstok.pipeline.normalizers.BertNormalizer, the oracle), over the UTF-8
+    in C passes: clean_text (NUL, U+FFFD and control characters deleted, whitespace to a space), CJK characters
+    padded with spaces, NFD and HF's Mn marks deleted (strip_accents; the NFD step's None on code points HF's
+    tables do not know), lowercase (HF's map).  The facts are HF's (fstok.pipeline.unicode)."""
+
+    def __init__(self, clean: bool, chinese: bool, strip: bool, lower: bool, data: dict):
+        super().__init__()
+        self.clean, self.chinese, self.strip, self.lower = clean, chinese, strip, lower
+        self.data = data
+        for k in ("del", "space", "cjk", "mn", "cps"):
+            a = data[k]
+            if a.dtype != np.uint32 or (a.size and int(a.max()) >= NCP):
+                raise ValueError(f"BertNormalizer {k}: not uint32 code points")
+        self._cjk_bm = _bitmap(data["cjk"]) if chinese else None
+        self._any = _native().any_in
+        self._nfd = _Unicode("NFD", data["cps"]) if strip else None
+        self._lower = _Lowercase(data["keys"], data["offs"], data["blob"]) if lower else None
+        self._ascii_tab = None
+        self._map = _native().map
+
+    @classmethod
+    def build(cls, c: dict) -> "_BertNorm":
+        from . import unicode as _u
+
+        f = _u.facts()
+        strip = c.get("strip_accents")
+        lower = bool(c.get("lowercase", True))
+        strip = lower if strip is None else bool(strip)
+        low = _Lowercase.build()
+        data = {"del": np.nonzero(f.clean == 1)[0].astype(np.uint32),
+                "space": np.nonzero(f.clean == 2)[0].astype(np.uint32),
+                "cjk": np.nonzero(f.cjk)[0].astype(np.uint32), "mn": np.nonzero(f.mn)[0].astype(np.uint32),
+                "cps": _Unicode.build("NFD").data["cps"], **low.data}
+        return cls(bool(c.get("clean_text", True)), bool(c.get("handle_chinese_chars", True)), strip, lower, data)
+
+    domain = "b"
+
+    def _args(self, name: str) -> tuple:
+        """fstok.runtime._norm.map's arguments replacing each code point of a set by its UTF-8 value (made on
+        first need): "clean" the non-ASCII characters clean_text deletes or makes a space, "cjk" the padded CJK
+        characters, "mn" the deleted marks."""
+        got = self.__dict__.get("_m_" + name)
+        if got is not None:
+            return got
+        if name == "clean":
+            sp = {k for k in self.data["space"].tolist() if k >= 128}
+            keys = sorted(sp | {k for k in self.data["del"].tolist() if k >= 128})
+            vals = [b" " if k in sp else b"" for k in keys]
+        elif name == "cjk":
+            keys = self.data["cjk"].tolist()
+            vals = [f" {chr(k)} ".encode("utf-8", "surrogatepass") for k in keys]
+        else:
+            keys = self.data["mn"].tolist()
+            vals = [b""] * len(keys)
+        keys = np.asarray(keys, dtype=np.uint32)
+        offs = np.zeros(len(keys) + 1, dtype=np.uint32)
+        offs[1:] = np.cumsum([len(v) for v in vals]) if vals else []
+        blob = np.frombuffer(b"".join(vals) or b"\0", dtype=np.uint8).copy()
+        got = self.__dict__["_m_" + name] = (_bitmap(keys), keys, offs, blob, bytes(range(128)))
+        return got
+
+    def __call__(self, b: bytes) -> Optional[bytes]:
+        m = self._map
+        if self.clean:  # ASCII controls and spaces in one bytes.translate (no UTF-8 sequence holds an ASCII byte)
+            if self._ascii_tab is None:
+                tab = bytearray(range(256))
+                for k in self.data["space"].tolist():
+                    if k < 128:
+                        tab[k] = 32
+                self._ascii_tab = (bytes(tab), bytes(k for k in self.data["del"].tolist() if k < 128))
+            b = b.translate(*self._ascii_tab)
+        if b.isascii():
+            return b.lower() if self.lower else b
+        if self.clean:
+            b = m(b, *self._args("clean"))
+        if self.chinese and self._any(b, self._cjk_bm):
+            b = m(b, *self._args("cjk"))
+        if self.strip:
+            t = self._nfd(b.decode("utf-8"))
+            if t is None:
+                return None
+            b = m(t.encode("utf-8"), *self._args("mn"))
+        return self._lower(b) if self.lower else b
+
 def _flatten(cfg: Any) -> list[dict]:
     if cfg is None:
         return []
@@ -262,6 +348,14 @@ def _step(c: dict, i: int, art=None) -> _Step:
         if cps.dtype != np.uint32 or (cps.size and int(cps.max()) >= NCP):
             raise ValueError(f"{PREFIX}{i}.cps: not uint32 code points")
         return _StripAccents(cps)
+    if t == "BertNormalizer":
+        if art is None:
+            return _BertNorm.build(c)
+        lower = bool(c.get("lowercase", True))
+        strip = c.get("strip_accents")
+        return _BertNorm(bool(c.get("clean_text", True)), bool(c.get("handle_chinese_chars", True)),
+                         lower if strip is None else bool(strip), lower,
+                         {k: arr(k) for k in ("del", "space", "cjk", "mn", "cps", "keys", "offs", "blob")})
     if t == "Prepend":
         pre = c.get("prepend")
         if not isinstance(pre, str):
