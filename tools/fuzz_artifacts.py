@@ -55,6 +55,7 @@ BASES = {
     "bpe_find": 24, "bpe_split": 16, "bpe_whole": 10, "spm_bpe": 6, "spm_unigram": 6,
     "json_roberta": 5, "json_llama3": 5, "json_olmo2": 4, "json_falcon": 4, "json_whisper": 4, "json_clip": 6,
     "json_phi3": 6, "json_e5": 6, "json_minilm": 5, "tekken": 5,
+    "json_minilm_ws": 5, "json_e5_digits": 5, "json_phi3_digits": 5,
 }
 SPM_SOURCES = {"spm_bpe": "models/spm-bpe/llama-2/tokenizer.model",
                "spm_unigram": "models/unigram/maxtext-default-c4/tokenizer.default"}
@@ -69,7 +70,19 @@ JSON_SOURCES = {"json_roberta": "models/bytelevel-bpe/roberta-base/tokenizer.jso
                 "json_phi3": "models/spm-bpe/phi-3-mini/tokenizer.json",
                 "json_e5": "models/unigram/multilingual-e5-small/tokenizer.json",
                 "json_minilm": "models/wordpiece/all-MiniLM-L6-v2/tokenizer.json",
-                "tekken": "models/tekken/mistral-nemo/tekken_240718.json"}
+                "tekken": "models/tekken/mistral-nemo/tekken_240718.json",
+                # pipelines whose model runs in C over pieces cut in C (fstok.pipeline.model_tables)
+                "json_minilm_ws": "models/wordpiece/all-MiniLM-L6-v2/tokenizer.json",
+                "json_e5_digits": "models/unigram/multilingual-e5-small/tokenizer.json",
+                "json_phi3_digits": "models/spm-bpe/phi-3-mini/tokenizer.json"}
+_META = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+JSON_EDITS = {  # the shared file's stages replaced (a pipeline fstok.compile does not take as a whole-file kind)
+    "json_minilm_ws": {"pre_tokenizer": {"type": "Whitespace"}, "truncation": None, "padding": None},
+    "json_e5_digits": {"normalizer": {"type": "BertNormalizer", "lowercase": True}, "pre_tokenizer": {
+        "type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _META]}},
+    "json_phi3_digits": {"normalizer": None, "pre_tokenizer": {
+        "type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": False}, _META]}},
+}
 SHARED_SOURCES = {**SPM_SOURCES, **JSON_SOURCES}
 HEADER_WORDS = ("header", "the section is missing", "checksum", "truncated", "padded", "magic", "format version", "section table",
                 "artifact kind", "meta", "not an fstok artifact", "expected 'bpe'", "expected 'wordpiece'",
@@ -154,6 +167,7 @@ def build_bases(d: str) -> dict[str, str]:
         if name in out:
             with open(os.path.join(_shared_vocab(), rel), encoding="utf-8") as f:
                 obj = json.load(f)
+            obj.update(JSON_EDITS.get(name, {}))
             src = os.path.join(d, name + (".tekken.json" if name == "tekken" else ".tokenizer.json"))
             with open(src, "w", encoding="utf-8") as f:
                 json.dump(shrink_tekken(obj) if name == "tekken" else shrink_tokenizer_json(obj), f)
@@ -506,13 +520,16 @@ class _Proc:
 
 
 def run(n: int = 10000, seed: int = 0, workers: int = 2, timeout: float = 10.0, start: int = 0,
-        base_dir: str | None = None, progress: bool = False) -> dict:
-    """Run cases start..start+n; returns {"counts": {...}, "failures": [...], "seconds": s}."""
+        base_dir: str | None = None, progress: bool = False, only: list | None = None) -> dict:
+    """Run cases start..start+n (on the bases named in `only`, default every base); returns {"counts": {...},
+    "failures": [...], "seconds": s}."""
     if base_dir is None:  # one folder per build of fstok: bases from an older layout would all be rejected
         from fstok._compile_cache import _code_fingerprint
 
         base_dir = os.path.join(tempfile.gettempdir(), f"fstok-fuzz-bases-{os.getuid()}-{_code_fingerprint()[:12]}")
     paths = build_bases(base_dir)
+    if only:
+        paths = {k: v for k, v in paths.items() if k in only}
     todo = list(range(start, start + n))[::-1]
     procs = [_Proc(paths, seed) for _ in range(max(1, workers))]
     counts: dict[str, int] = {}
@@ -581,12 +598,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=10.0)
     ap.add_argument("--dir", default=None, help="where the base artifacts are built")
     ap.add_argument("--json", default=None, help="write the summary and every failure here")
+    ap.add_argument("--only", nargs="*", default=None, help="only these bases (e.g. json_minilm_ws json_e5_digits)")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
         worker(json.loads(a.worker[0]), int(a.worker[1]))
         return 0
-    res = run(a.n, a.seed, a.workers, a.timeout, a.start, a.dir, progress=True)
+    res = run(a.n, a.seed, a.workers, a.timeout, a.start, a.dir, progress=True, only=a.only)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(res, f, indent=1)

@@ -204,8 +204,10 @@ class _BertNorm(_Step):
         self.data = data
         for k in ("del", "space", "cjk", "mn", "cps"):
             a = data[k]
-            if a.dtype != np.uint32 or (a.size and int(a.max()) >= NCP):
-                raise ValueError(f"BertNormalizer {k}: not uint32 code points")
+            if a.dtype != np.uint32 or (a.size and int(a.max()) >= NCP) or np.any(np.diff(a.astype(np.int64)) <= 0):
+                raise ValueError(f"BertNormalizer {k}: not increasing uint32 code points")
+        if np.intersect1d(data["del"], data["space"]).size:
+            raise ValueError("BertNormalizer del, space: a code point both deleted and made a space")
         self._cjk_bm = _bitmap(data["cjk"]) if chinese else None
         self._any = _native().any_in
         self._nfd = _Unicode("NFD", data["cps"]) if strip else None

@@ -33,18 +33,29 @@ class NativeModel:
     """A compiled model over pre-cut pieces: `encode(data, triples)` -> ids, or None where the Python model
     must decide (an unknown piece and no unk id: HF raises)."""
 
-    def __init__(self, kind: str, inner, first_ok: bool = False):
-        self.kind, self.inner, self.first_ok = kind, inner, first_ok
+    def __init__(self, kind: str, inner, first_ok: bool = False, norm: bool = False):
+        self.kind, self.inner, self.first_ok, self.norm = kind, inner, first_ok, norm
+        self.normalize = None
         if kind == "wordpiece":
             f = inner._model.encode_spans
             self.encode = lambda data, tri: f(data, tri, 0)  # noqa: E731
-        else:
-            from ..runtime import _spm
+            return
+        from ..runtime import _spm
 
-            h, g, fo = inner._hf, _spm.hf_encode_spans, first_ok
-            if h is None:
-                raise _art.ArtifactError(f"{inner._art.path or '<bytes>'}: the model has no native form")
-            self.encode = lambda data, tri: g(h, data, tri, fo)  # noqa: E731
+        if inner._hf is None:
+            raise _art.ArtifactError(f"{inner._art.path or '<bytes>'}: the model has no native form")
+        h, g, fo = _model_handle(inner, norm), _spm.hf_encode_spans, first_ok
+        self.encode = lambda data, tri: g(h, data, tri, fo)  # noqa: E731
+        if norm:  # the file's normalizer (Precompiled, Replace, Prepend) as the runtime's own steps
+            nh, nf = inner._hf, _spm.hf_normalize
+
+            def normalize(text: str) -> Optional[bytes]:
+                try:
+                    return nf(nh, text.encode("utf-8"))
+                except UnicodeEncodeError:
+                    return None  # lone surrogates: the stages see the text as given
+
+            self.normalize = normalize
 
     def encode(self, data: bytes, tri: bytes) -> Optional[list[int]]:  # (replaced per instance)
         raise NotImplementedError
@@ -53,13 +64,14 @@ class NativeModel:
         return self.inner.to_bytes()
 
     def meta(self) -> dict:
-        return {"kind": self.kind, "first_ok": self.first_ok}
+        return {"kind": self.kind, "first_ok": self.first_ok, "norm": self.norm}
 
     @classmethod
     def from_artifact(cls, art: _art.Artifact, meta: Any) -> "NativeModel":
         """The nested model of a pipeline artifact (section `model`), validated as every artifact of its kind."""
         where = art.path or "<bytes>"
-        if not (isinstance(meta, dict) and meta.get("kind") in KINDS and isinstance(meta.get("first_ok"), bool)):
+        if not (isinstance(meta, dict) and meta.get("kind") in KINDS and isinstance(meta.get("first_ok"), bool)
+                and isinstance(meta.get("norm", False), bool) and not (meta.get("norm") and meta["kind"] != "spm")):
             raise _art.ArtifactError(f"{where}: meta.model_native {meta!r} is not a native model description"[:300])
         if "model" not in art.sections:
             raise _art.ArtifactError(f"{where}: meta.model_native without a 'model' section")
@@ -77,7 +89,31 @@ class NativeModel:
             from ..hf_spm import HFSentencePieceTokenizer
 
             inner = HFSentencePieceTokenizer(inner_art)
-        return cls(kind, inner, meta["first_ok"])
+        return cls(kind, inner, meta["first_ok"], meta.get("norm", False))
+
+
+def _model_handle(inner, norm: bool):
+    """The SentencePiece runtime's handle of `inner`'s pre-tokenizer (a Metaspace or none) and model, without
+    its normalizer steps (they run before the pipeline cuts the pieces)."""
+    pre = inner._pre
+    if pre:
+        ms = pre[0]
+        kind, rep, split, scheme = 1, ms.rep.encode("utf-8"), int(bool(ms.split)), {"always": 0, "first": 1,
+                                                                                    "never": 2}[ms.scheme]
+    else:
+        kind, rep, split, scheme = 0, b"", 1, 0
+    if not norm:
+        return inner._hf  # (no normalizer steps: the handle itself)
+    word_sep = b""
+    cut = None
+    if inner.model_type == "bpe" and kind == 0:
+        a = inner._art
+        word_sep = str(a.meta.get("bpe_word_split") or "").encode("utf-8")
+        if word_sep and a.has("hf_cut_pairs"):
+            cut = a.array("hf_cut_pairs")
+            if a.sections["hf_cut_pairs"].dtype != "|u1" or len(cut) != 8192:
+                raise _art.ArtifactError(f"{a.path or '<artifact>'}: section 'hf_cut_pairs' is not 8192 bytes")
+    return inner._hf_make([], kind, scheme, split, rep, word_sep, cut)
 
 
 def whole(data: bytes) -> bytes:
@@ -109,13 +145,15 @@ def _first_safe(norm_cfg: Any) -> bool:
     return all(isinstance(c, dict) and c.get("type") in _FIRST_SAFE for c in items or [])
 
 
-def build(model, obj: dict, where: str, metaspace: Optional[dict], has_levels: bool) -> Optional[NativeModel]:
+def build(model, obj: dict, where: str, metaspace: Optional[dict], has_levels: bool,
+          norm: bool = False) -> Optional[NativeModel]:
     """The compiled form of the pipeline's Python `model` (fstok.pipeline.models), or None where it has none.
-    `metaspace`: a trailing Metaspace pre-tokenizer the model stage runs per piece (None: none)."""
+    `metaspace`: a trailing Metaspace pre-tokenizer the model stage runs per piece (None: none); `norm`: the
+    file's normalizer runs as the SentencePiece runtime's steps (`NativeModel.normalize`; Unigram and BPE)."""
     from . import models as _m
 
     if isinstance(model, _m.WordPiece):
-        if metaspace is not None or model.unk_token not in model.vocab or not model.vocab:
+        if norm or metaspace is not None or model.unk_token not in model.vocab or not model.vocab:
             return None
         return _wordpiece(model, where)
     if isinstance(model, (_m.Unigram, _m.BPE)):
@@ -128,7 +166,7 @@ def build(model, obj: dict, where: str, metaspace: Optional[dict], has_levels: b
             first_ok = _first_safe(obj.get("normalizer"))
             if not first_ok:
                 return None
-        return _spm(obj, where, metaspace, first_ok)
+        return _spm(obj, where, metaspace, first_ok, norm)
     return None
 
 
@@ -153,12 +191,13 @@ def _wordpiece(model, where: str) -> Optional[NativeModel]:
     return NativeModel("wordpiece", inner)
 
 
-def _spm(obj: dict, where: str, metaspace: Optional[dict], first_ok: bool) -> Optional[NativeModel]:
+def _spm(obj: dict, where: str, metaspace: Optional[dict], first_ok: bool, norm: bool) -> Optional[NativeModel]:
     from ..compile.hf_spm_tables import hf_tables
     from ..hf_spm import HFSentencePieceTokenizer
     from ..spm_layout import with_walk_tables
 
-    bare = {"model": obj["model"], "normalizer": None, "pre_tokenizer": metaspace, "decoder": None,
+    bare = {"model": obj["model"], "normalizer": obj.get("normalizer") if norm else None, "pre_tokenizer": metaspace,
+            "decoder": None,
             "post_processor": None, "added_tokens": []}
     try:
         meta, sections = hf_tables(bare, where)
@@ -167,5 +206,5 @@ def _spm(obj: dict, where: str, metaspace: Optional[dict], first_ok: bool) -> Op
     except ValueError:
         return None
     if inner._hf is None:
-        return None
-    return NativeModel("spm", inner, first_ok)
+        return None  # (a normalizer step without a native form)
+    return NativeModel("spm", inner, first_ok, norm)

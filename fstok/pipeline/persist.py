@@ -84,7 +84,9 @@ def pipeline_artifact(tok) -> bytes:
     raw = bytes(obj) if isinstance(obj, (bytes, bytearray, memoryview)) else json.dumps(
         obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     norm_cfg = None
-    if tok._norm_fast is not None:
+    # a normalizer the nested model runs (fstok.pipeline.model_tables) is kept there, not as fast-form facts
+    fast = tok._norm_fast if tok._model_native is None or not tok._model_native.norm else None
+    if fast is not None:
         norm_cfg = tok.__dict__.get("_norm_cfg")
         if norm_cfg is None:
             norm_cfg = (obj if isinstance(obj, dict) else json.loads(raw.decode("utf-8"))).get("normalizer")
@@ -96,16 +98,16 @@ def pipeline_artifact(tok) -> bytes:
         "has_tables": tok._tables is not None,
         "standin_lo": tok._standin_lo,
         "mode": tok._mode, "raw_guards": list(tok._raw_guards), "norm_guards": list(tok._norm_guards),
-        "has_norm": tok._norm_fast is not None, "suffix": bool(tok._suffix), "normalizer": norm_cfg,
-        "norm_sections": tok._norm_fast is not None, "prefix_space": bool(tok._prefix_space),
+        "has_norm": fast is not None, "suffix": bool(tok._suffix), "normalizer": norm_cfg,
+        "norm_sections": fast is not None, "prefix_space": bool(tok._prefix_space),
         "cut": None if tok._pieces is None else dict(
             {"find": tok._pieces.find is not None, "split": tok._pieces.split is not None},
             **({} if tok._pieces.behaviors is None else {"behaviors": list(tok._pieces.behaviors)})),
         "model_native": None if tok._model_native is None else tok._model_native.meta(),
     }
     sections: dict[str, Any] = {"tokenizer.json": raw}
-    if tok._norm_fast is not None:
-        sections.update(tok._norm_fast.sections())  # the normalizer's facts: loading computes none
+    if fast is not None:
+        sections.update(fast.sections())  # the normalizer's facts: loading computes none
     if tok._pieces is not None:
         sections.update(tok._pieces.sections())
     if tok._model_native is not None:
@@ -202,6 +204,10 @@ def load_pipeline(cls, art: _art.Artifact):
     tok._mode = m["mode"]
     tok._raw_guards, tok._norm_guards = tuple(m["raw_guards"]), tuple(m["norm_guards"])
     tok._model_native = native_model
+    if native_model is not None and native_model.norm:
+        if norm_fast is not None:
+            raise _bad(art, "meta.model_native.norm beside a normalizer fast form (meta.has_norm)")
+        norm_fast = native_model.normalize
     tok._norm_fast, tok._pieces, tok._suffix = norm_fast, cut, m["suffix"] and inner is not None
     tok._prefix_space = m.get("prefix_space", False) and inner is not None
     if tok._prefix_space and tok._mode != "guarded":

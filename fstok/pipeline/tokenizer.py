@@ -404,19 +404,19 @@ class PipelineTokenizer:
     def _model_tables(self, obj: dict, where: str) -> None:
         """The model stage in C (fstok.pipeline.model_tables) for a model the byte-level tables do not run
         (WordPiece, Unigram, BPE that is not byte-level), in "guarded" mode: a text holding no added token is
-        normalized by the normalizer's fast form, cut into pieces by the pre-tokenizer's split levels in one C
+        normalized by the normalizer's fast form (fstok.pipeline.fastnorm; a Precompiled one by the SentencePiece
+        runtime's steps, `NativeModel.normalize`), cut into pieces by the pre-tokenizer's split levels in one C
         call (a trailing Metaspace runs in the model stage), and the model encodes every piece in one C call.
         Left unset (the stages run) where a stage has no such form."""
         from . import model_tables as _mt
         from .native import Cutter, NotNative, compile_levels, native_levels
 
-        norm_fast = None
+        norm_fast, norm_in_model = None, False
         if self.normalizer is not None:
             from .fastnorm import fast_normalizer_plan
 
             norm_fast = fast_normalizer_plan(obj.get("normalizer"))
-            if norm_fast is None:
-                return
+            norm_in_model = norm_fast is None  # (Precompiled: the SentencePiece runtime's steps, where they apply)
         pre, metaspace = _mt.split_metaspace(obj.get("pre_tokenizer"))
         levels = []
         if pre is not None:
@@ -424,9 +424,11 @@ class PipelineTokenizer:
                 levels = compile_levels(native_levels(pre, byte_level=False))
             except NotNative:
                 return
-        nm = _mt.build(self.model, obj, where, metaspace, bool(levels))
+        nm = _mt.build(self.model, obj, where, metaspace, bool(levels), norm_in_model)
         if nm is None:
             return
+        if norm_in_model:
+            norm_fast = nm.normalize
         self._mode, self._norm_fast, self._suffix, self._prefix_space, self._cut = "guarded", norm_fast, False, False, None
         self._pieces = Cutter.build_levels(levels) if levels else None
         self._raw_guards = tuple(t.content for t in self.added.tokens if not t.normalized)

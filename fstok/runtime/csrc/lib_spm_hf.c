@@ -992,6 +992,43 @@ int spm_hf_encode_spans(const spm_model *m, spm_hf *h, const uint8_t *in, size_t
     return rc;
 }
 
+/* The handle's normalizer steps alone over UTF-8 `in` into *out (a tokenizer.json pipeline cuts the normalized
+ * text before its model runs).  0 or -1 (no memory) */
+int spm_hf_normalize(const spm_hf *h, const uint8_t *in, size_t n, spm_bytes *out) {
+    spm_bytes a = {0}, b = {0};
+    const uint8_t *cur = in;
+    size_t cn = n;
+    int rc = -1;
+    for (int k = 0; k < h->n_ops; k++) {
+        const spm_hf_op *op = &h->ops[k];
+        spm_bytes *dst = (cur == a.p) ? &b : &a;
+        dst->n = 0;
+        if (spm_bytes_reserve(dst, cn + 16)) goto done;
+        int r = 0;
+        switch (op->kind) {
+        case HFN_PRECOMPILED: r = precompiled(h, op, cur, cn, dst); break;
+        case HFN_REPLACE: r = replace_lit(op, cur, cn, dst); break;
+        case HFN_REPLACE_RUN: r = replace_run(op, cur, cn, dst); break;
+        case HFN_PREPEND:
+            if (cn) r = buf_put(dst, op->a, op->na) || buf_put(dst, cur, cn);
+            break;
+        default: r = -1;
+        }
+        if (r) goto done;
+        cur = dst->p;
+        cn = dst->n;
+    }
+    out->n = 0;
+    if (spm_bytes_reserve(out, cn + 1)) goto done;
+    if (cn) memcpy(out->p, cur, cn);
+    out->n = cn;
+    rc = 0;
+done:
+    spm_bytes_free(&a);
+    spm_bytes_free(&b);
+    return rc;
+}
+
 int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, int at_start, spm_ints *ids) {
     spm_bytes a = {0}, b = {0};
     spm_ints segs = {0}; /* (start, length) of each piece */

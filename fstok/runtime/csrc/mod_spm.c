@@ -679,6 +679,33 @@ static size_t utf8_bad_at(const uint8_t *s, size_t n) {
     return n;
 }
 
+/* hf_normalize(handle, utf8) -> bytes: the handle's normalizer steps alone (a tokenizer.json pipeline cuts the
+ * normalized text into pieces before its model runs) */
+static PyObject *py_hf_normalize(PyObject *self, PyObject *args) {
+    PyObject *cap;
+    Py_buffer in;
+    if (!PyArg_ParseTuple(args, "Oy*", &cap, &in)) return NULL;
+    PyObject *r = NULL;
+    hf_handle *x = (hf_handle *)PyCapsule_GetPointer(cap, "fstok.spm_hf");
+    if (!x) goto out;
+    if (utf8_bad_at((const uint8_t *)in.buf, (size_t)in.len) != (size_t)in.len) {
+        PyErr_SetString(PyExc_ValueError, "hf_normalize: the data is not UTF-8");
+        goto out;
+    }
+    spm_bytes o = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS rc = spm_hf_normalize(&x->h, (const uint8_t *)in.buf, (size_t)in.len, &o);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        PyErr_NoMemory();
+    else
+        r = PyBytes_FromStringAndSize((const char *)o.p, (Py_ssize_t)o.n);
+    spm_bytes_free(&o);
+out:
+    PyBuffer_Release(&in);
+    return r;
+}
+
 /* hf_encode_spans(handle, utf8, triples, first_ok) -> ids or None: the handle's pre-tokenizer and model on each
  * (start, end, flag) uint32 triple of the normalized UTF-8 (a tokenizer.json pipeline's pieces, the handle
  * without normalizer steps); None where a piece is unknown and the model has no unk_id */
@@ -965,6 +992,7 @@ static PyMethodDef methods[] = {
     {"hf_make", py_hf_make, METH_VARARGS, "build a tokenizer.json pipeline handle over a model handle"},
     {"hf_merge_table", py_hf_merge_table, METH_VARARGS, "hf_merge_table(a, b, new) -> the merge table to store"},
     {"hf_encode", py_hf_encode, METH_VARARGS, "hf_encode(handle, utf8, at_start) -> ids or None"},
+    {"hf_normalize", py_hf_normalize, METH_VARARGS, "hf_normalize(handle, utf8) -> bytes: the normalizer steps alone"},
     {"hf_encode_spans", py_hf_encode_spans, METH_VARARGS,
      "hf_encode_spans(handle, utf8, triples, first_ok) -> ids or None: the model on a pipeline's pieces"},
     {"hf_encode_offsets", py_hf_encode_offsets, METH_VARARGS,

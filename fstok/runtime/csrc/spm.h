@@ -446,6 +446,8 @@ void spm_hf_free(spm_hf *h);
 /* ids of one text segment (no added tokens in it); at_start: the segment starts the text.  0, -1 (out
  * of memory) or 1 (an unknown piece and no unk id: tokenizers raises) */
 int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, int at_start, spm_ints *ids);
+/* the handle's normalizer steps alone (0 or -1) */
+int spm_hf_normalize(const spm_hf *h, const uint8_t *in, size_t n, spm_bytes *out);
 /* the handle's pre-tokenizer and model on each (start, end, flag) uint32 triple of normalized UTF-8 (a tokenizer.json
  * pipeline's pieces); counts[t] (or NULL): the ids of piece t */
 int spm_hf_encode_spans(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, const uint32_t *tri, size_t ntri,
