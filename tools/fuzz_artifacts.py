@@ -55,7 +55,7 @@ BASES = {
     "bpe_find": 24, "bpe_split": 16, "bpe_whole": 10, "spm_bpe": 6, "spm_unigram": 6,
     "json_roberta": 5, "json_llama3": 5, "json_olmo2": 4, "json_falcon": 4, "json_whisper": 4, "json_clip": 6,
     "json_phi3": 6, "json_e5": 6, "json_minilm": 5, "tekken": 5,
-    "json_minilm_ws": 5, "json_e5_digits": 5, "json_phi3_digits": 5,
+    "json_minilm_ws": 5, "json_e5_digits": 5, "json_phi3_digits": 5, "json_e5_split": 5,
 }
 SPM_SOURCES = {"spm_bpe": "models/spm-bpe/llama-2/tokenizer.model",
                "spm_unigram": "models/unigram/maxtext-default-c4/tokenizer.default"}
@@ -74,7 +74,8 @@ JSON_SOURCES = {"json_roberta": "models/bytelevel-bpe/roberta-base/tokenizer.jso
                 # pipelines whose model runs in C over pieces cut in C (fstok.pipeline.model_tables)
                 "json_minilm_ws": "models/wordpiece/all-MiniLM-L6-v2/tokenizer.json",
                 "json_e5_digits": "models/unigram/multilingual-e5-small/tokenizer.json",
-                "json_phi3_digits": "models/spm-bpe/phi-3-mini/tokenizer.json"}
+                "json_phi3_digits": "models/spm-bpe/phi-3-mini/tokenizer.json",
+                "json_e5_split": "models/unigram/multilingual-e5-small/tokenizer.json"}
 _META = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
 JSON_EDITS = {  # the shared file's stages replaced (a pipeline fstok.compile does not take as a whole-file kind)
     "json_minilm_ws": {"pre_tokenizer": {"type": "Whitespace"}, "truncation": None, "padding": None},
@@ -82,6 +83,8 @@ JSON_EDITS = {  # the shared file's stages replaced (a pipeline fstok.compile do
         "type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": True}, _META]}},
     "json_phi3_digits": {"normalizer": None, "pre_tokenizer": {
         "type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": False}, _META]}},
+    "json_e5_split": {"pre_tokenizer": {"type": "Sequence", "pretokenizers": [  # (its Precompiled normalizer kept)
+        {"type": "Split", "pattern": {"Regex": "\\s+|\\p{P}"}, "behavior": "Isolated", "invert": False}, _META]}},
 }
 SHARED_SOURCES = {**SPM_SOURCES, **JSON_SOURCES}
 HEADER_WORDS = ("header", "the section is missing", "checksum", "truncated", "padded", "magic", "format version", "section table",
