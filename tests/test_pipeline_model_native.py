@@ -1,5 +1,5 @@
-"""The model stage of a tokenizer.json pipeline in C (fstok.pipeline.model_tables: WordPiece, Unigram and
-non-byte-level BPE over pieces cut in C, a trailing Metaspace in the model stage) against the Python stages (its
+"""The model stage of a tokenizer.json pipeline in C (fstok.pipeline.model_tables: WordPiece, WordLevel, Unigram
+and non-byte-level BPE over pieces cut in C, a trailing Metaspace in the model stage) against the Python stages (its
 oracle, `compiled=False`) and HF `tokenizers`, on small files built from each model's definition; the
 BertNormalizer fast form against its stage; the nested model artifact."""
 from __future__ import annotations
@@ -79,6 +79,9 @@ CASES = {
     "wp nfd-lower-strip+punct-removed": _file(_wordpiece(), {"type": "Sequence", "normalizers": [
         {"type": "NFD"}, {"type": "Lowercase"}, {"type": "StripAccents"}]},
         _seq({"type": "WhitespaceSplit"}, {"type": "Punctuation", "behavior": "Removed"})),
+    "wl bert+whitespace": _file({"type": "WordLevel", "unk_token": "[UNK]", "vocab": {
+        t: i for i, t in enumerate(["[UNK]"] + WORDS + list(".,!?'-日本語😀é") + ["12", "123", "hello,"])}},
+        BERT, {"type": "Whitespace"}),
     "uni digits+metaspace": _file(_unigram(False), None, _seq({"type": "Digits", "individual_digits": True}, META)),
     "uni bf split+metaspace never": _file(_unigram(True), {"type": "Lowercase"}, _seq(
         {"type": "Split", "pattern": {"Regex": "\\s+|[.,]"}, "behavior": "MergedWithNext", "invert": False},

@@ -9,6 +9,8 @@ normalized UTF-8 (fstok.pipeline.fastnorm), and the model runs over all of them 
   WordPiece                   the WordPiece runtime's single-word walk (fstok.runtime._wordpiece,
                               `Model.encode_spans`) over a WordPiece artifact of the model's vocabulary (no
                               normalization of its own)
+  WordLevel                   the same walk with a continuing prefix no token starts with: the whole piece or
+                              the unk token
   Unigram, BPE (not byte-level: byte_fallback, unk, fuse_unk, ignore_merges; no continuing prefix or
   end-of-word suffix)         the tokenizer.json SentencePiece runtime (fstok.runtime._spm, `hf_encode_spans`)
                               over an artifact of the model alone; a trailing Metaspace pre-tokenizer runs
@@ -156,6 +158,17 @@ def build(model, obj: dict, where: str, metaspace: Optional[dict], has_levels: b
         if norm or metaspace is not None or model.unk_token not in model.vocab or not model.vocab:
             return None
         return _wordpiece(model, where)
+    if isinstance(model, _m.WordLevel):
+        # the whole piece's id, else the unk token's: WordPiece's greedy walk with a continuing prefix no token
+        # starts with (the longest match from the start is the whole piece exactly when it is a token; any other
+        # start leaves a rest that prefix + rest never matches, and the word is the unk token)
+        if norm or metaspace is not None or not has_levels or model.unk_token not in model.vocab:
+            return None
+        prefix = next((p for p in ("\U0010fffe\U0010ffff\x00", "\U0010ffff\x00\U0010fffe\x01")
+                       if not any(t.startswith(p) for t in model.vocab)), None)
+        if prefix is None:
+            return None
+        return _wordpiece(model, where, prefix, 1 << 30)
     if isinstance(model, (_m.Unigram, _m.BPE)):
         if isinstance(model, _m.BPE) and (model.prefix or model.suffix):
             return None
@@ -170,7 +183,7 @@ def build(model, obj: dict, where: str, metaspace: Optional[dict], has_levels: b
     return None
 
 
-def _wordpiece(model, where: str) -> Optional[NativeModel]:
+def _wordpiece(model, where: str, prefix: Optional[str] = None, max_chars: Optional[int] = None) -> Optional[NativeModel]:
     from ..compile.wordpiece import compile_source
     from ..loaders.bert import WordPieceSource
     from ..wordpiece import WordPieceTokenizer
@@ -182,7 +195,8 @@ def _wordpiece(model, where: str) -> Optional[NativeModel]:
         tokens[i] = t
     src = WordPieceSource(tokens=tokens, token_to_id=dict(vocab), lowercase=False, strip_accents=False,
                           handle_chinese_chars=False, clean_text=False, unk_token=model.unk_token,
-                          continuing_subword_prefix=model.prefix, max_input_chars_per_word=model.max_chars,
+                          continuing_subword_prefix=model.prefix if prefix is None else prefix,
+                          max_input_chars_per_word=model.max_chars if max_chars is None else max_chars,
                           cls_token=None, sep_token=None, source_name=where)
     try:
         inner = WordPieceTokenizer(compile_source(src, "pipeline-model"))
