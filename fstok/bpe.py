@@ -154,24 +154,20 @@ class BPETokenizer(Inspectable):
         self.post_processor = checked["post_processor"]
         self._pp_wrap: Optional[tuple] = None
         self.max_token_value: int = int(meta["max_token_value"])
-        tables = self._validated_tables(art, checked)
+        from .validate_bpe import check_tables, table_arrays, where_of
+
+        tables = table_arrays(art, checked)  # present, typed and sized; the contents are proven by Model itself
         self._tables = tables
         nat = _native()
-        self._model = nat.Model(
-            tables,
-            int(meta["n_int"]),
-            int(meta["n_ext"]),
-            int(meta["da_size"]),
-            int(meta["pair_bits"]),
-            int(meta["max_span_len"]),
-            bool(meta["backtrack_ok"]),
-            int(meta["short_max"]),
-            bool(meta["trie_has_spans"]),
-        )
-        self._model._tune(
-            int(meta["short_max"]), True, int(meta.get("hash_max", int(meta["short_max"]) + 8)),
-            int(meta.get("short_max_mb", meta["short_max"])),
-        )
+        try:
+            # the C pass over every table where the encoders read them (runtime/csrc/bpe_validate.h)
+            self._model = nat.Model(tables, checked["n_int"], checked["n_ext"], checked["da_size"],
+                                    checked["pair_bits"], checked["max_span_len"], checked["backtrack_ok"],
+                                    checked["short_max"], checked["trie_has_spans"])
+        except ValueError as e:
+            check_tables(art, checked, native=False)  # the numpy checks (the oracle) name the bad element
+            raise _art.ArtifactError(f"{where_of(art)}: BPE tables: {e}") from None
+        self._model._tune(checked["short_max"], True, checked["hash_max"], checked["short_max_mb"])
         self._pt_mode = meta.get("pretok_mode", "regex")
         self._spanner_obj: Optional[_RegexSpanner] = None  # the `regex` module only for artifacts that need it
         self._pattern = None  # the compiled pre-tokenizer (its C spanner gives the HF face's word ids)

@@ -23,8 +23,11 @@ NORMALIZERS = (None, "NFKC", "NFC")
 SECTION_DTYPES = {
     "dec_bytes": "|u1", "dec_off": "<u4", "dec_kind": "|u1", "int_ext": "<u4", "int_info": "<u4",
     "pair_tab": "<u8", "byte_pair": "<u4", "pair_bloom": "<u8", "pair_hot": "<u8", "span_tab": "<u8",
-    "span_hot": "<u8", "trie": "<u4", "byte_tok": "<u4",
+    "span_hot": "<u8", "trie": "<u4", "byte_tok": "<u4", "span_bloom": "<u8", "seg_big": "|u1", "seg_tri": "<u4",
 }
+BPE_META_VERSION = 2  # 2: the span bloom filter and the segment tables are stored (built by the compiler)
+SEG_TRI_WORDS = (1 << 19) // 32  # runtime/csrc/bpe.h BPE_SEG_TRI_BITS
+SEG_FLAGS = 7  # BPE_SEG_IN | BPE_SEG_START | BPE_SEG_END
 
 
 def where_of(art) -> str:
@@ -35,8 +38,9 @@ def check_meta(art) -> dict[str, Any]:
     """The meta fields the BPE loader reads, each typed and in range (ArtifactError naming the field)."""
     where = where_of(art)
     m = Meta(art.meta, where)
-    if art.meta.get("bpe_meta_version") != 1:
-        raise m.fail("bpe_meta_version", f"{art.meta.get('bpe_meta_version')!r} is not supported (this fstok reads 1)")
+    if art.meta.get("bpe_meta_version") != BPE_META_VERSION:
+        raise m.fail("bpe_meta_version", f"{art.meta.get('bpe_meta_version')!r} is not supported (this fstok reads "
+                     f"{BPE_META_VERSION}): recompile the tokenizer")
     v: dict[str, Any] = {}
     v["name"] = m.str("name")
     v["semantics"] = m.str("semantics", choices=("tiktoken", "hf"))
@@ -107,24 +111,32 @@ def _native_ok(t: dict[str, np.ndarray], meta: dict[str, Any], nbytes: int) -> b
     return bool(tables_ok(meta["n_int"], meta["n_ext"], meta["da_size"], meta["max_span_len"], meta["backtrack_ok"],
                           nbytes, t["dec_off"], t["dec_kind"], t["int_ext"], t["int_info"], t["pair_tab"],
                           t["pair_hot"], t["pair_bloom"], t["byte_pair"], t["span_tab"], t["span_hot"], t["trie"],
-                          t["byte_tok"]))
+                          t["byte_tok"], t["span_bloom"], t["seg_big"], t["seg_tri"]))
+
+
+def table_arrays(art, meta: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The arrays of the tables, each present with its dtype and (where the meta fields fix it) its size; their
+    contents are proven by `check_tables`, or by the runtime itself: `fstok.runtime._bpe.Model` runs the C pass
+    (runtime/csrc/bpe_validate.h) over the tables where it reads them, and `BPETokenizer` calls `check_tables`
+    to name the element when that fails."""
+    where = where_of(art)
+    n_int, n_ext, da_size = meta["n_int"], meta["n_ext"], meta["da_size"]
+    sizes = {"int_ext": n_int, "int_info": 4 * n_int, "dec_off": n_ext + 1, "dec_kind": n_ext, "trie": 3 * da_size,
+             "byte_tok": 256, "byte_pair": 65536, "pair_tab": 1 << meta["pair_bits"], "seg_big": 65536,
+             "seg_tri": SEG_TRI_WORDS}
+    t = {name: section_array(art, where, name, dt, sizes.get(name)) for name, dt in SECTION_DTYPES.items()}
+    info = t["int_info"].reshape(-1, 4)
+    return dict(t, int_len=info[:, 0], split_l=info[:, 1], split_r=info[:, 2], next_prefix=info[:, 3])
 
 
 def check_tables(art, meta: dict[str, Any], native: bool = True) -> dict[str, np.ndarray]:
     """Every array C indexes, proven in range; returns the arrays (and the int_info columns)."""
     where = where_of(art)
     n_int, n_ext, da_size = meta["n_int"], meta["n_ext"], meta["da_size"]
-    pair_bits, max_span = meta["pair_bits"], meta["max_span_len"]
-    sizes = {"int_ext": n_int, "int_info": 4 * n_int, "dec_off": n_ext + 1, "dec_kind": n_ext, "trie": 3 * da_size,
-             "byte_tok": 256, "byte_pair": 65536, "pair_tab": 1 << pair_bits}
-    t: dict[str, np.ndarray] = {}
-    for name, dt in SECTION_DTYPES.items():
-        t[name] = section_array(art, where, name, dt, sizes.get(name))
-
-    info = t["int_info"].reshape(-1, 4)
-    cols = dict(int_len=info[:, 0], split_l=info[:, 1], split_r=info[:, 2], next_prefix=info[:, 3])
+    max_span = meta["max_span_len"]
+    t = table_arrays(art, meta)
     if native and _native_ok(t, meta, len(t["dec_bytes"])):
-        return dict(t, **cols)  # every rule below holds (one pass in C); the numpy checks name a failure
+        return t  # every rule below holds (one pass in C); the numpy checks name a failure
 
     def pow2(name: str, n: int, lo: int) -> None:
         if n < lo or n & (n - 1):
@@ -181,6 +193,9 @@ def check_tables(art, meta: dict[str, Any], native: bool = True) -> dict[str, np
         badp = full & (((pt >> np.uint64(43)) >= n_int) | (((pt >> np.uint64(22)) & m21) >= n_int) | ((pt & m22) >= n_int))
         check_mask(where, name, badp, lambda i, pt=pt: f"entry {int(pt[i]):#x} holds a token id >= n_int {n_int}")
     pow2("pair_bloom", len(t["pair_bloom"]), 1)
+    pow2("span_bloom", len(t["span_bloom"]), 64)
+    sb = t["seg_big"]
+    check_mask(where, "seg_big", (sb & ~np.uint8(SEG_FLAGS)) != 0, lambda i: f"flags {int(sb[i])} are not 0..{SEG_FLAGS}")
     bp = t["byte_pair"]
     check_mask(where, "byte_pair", (bp != NONE32) & (bp >= n_int), lambda i: f"token {int(bp[i])} >= n_int {n_int}")
     max_len = int(d.max()) if len(d) else 0

@@ -95,6 +95,10 @@ def _mutations(t, meta):
         "trie token": put("trie", 3 * with_tok + 2, n_int),
         "byte_tok range": put("byte_tok", 0, n_int),
         "byte_tok length": put("byte_tok", 0, multi),
+        "span len long": put("span_tab", 2 * full_span + 1, np.uint64((int(span[full_span, 1]) & 0xFFFFFFFF) | (300 << 32))),
+        "span_bloom size": {"span_bloom": t["span_bloom"][:48]},
+        "span_bloom not a power of two": {"span_bloom": np.concatenate([t["span_bloom"], t["span_bloom"][:64]])},
+        "seg_big flags": put("seg_big", 1234, 8),
     }
     if non_merge_ext is not None:
         out["int_ext kind"] = put("int_ext", k, non_merge_ext)

@@ -23,6 +23,10 @@ Tables (all little-endian flat arrays, see `fstok/runtime/csrc/bpe.h` for how C 
   trie                           double-array trie of the internal tokens (longest-prefix match):
                                  (base, check, token) per node
   byte_tok                       byte -> internal id
+  span_bloom                     blocked bloom filter over the bytes of every token up to max_span_len:
+                                 a clear bit proves a span is in neither span table
+  seg_big, seg_tri               segment tables: per byte bigram, inside / starts / ends some internal
+                                 token; a bitset of the byte trigrams inside one (dead boundaries, bpe.h)
 
 Canonical merges: BPE (both tiktoken's rank semantics and HF's merge-list semantics) only ever
 forms a token t from the last merge of BPE run on t's own bytes ("every intermediate part encodes
@@ -39,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..loaders.bpe_source import BPESource
+from ..validate_bpe import BPE_META_VERSION as META_VERSION
 
 # Encoder choice for a pre-token of n bytes (measured on the shared corpora, see tools/bench_bpe.py):
 # n <= HASH_MAX: whole-span hash lookup first; not a token and n <= SHORT_MAX (SHORT_MAX_MB when the
@@ -50,7 +55,6 @@ DEFAULT_HASH_MAX = 24
 HOT_TOKENS = 16384  # tokens in the small first-probe span table (512 KiB)
 HOT_PAIRS = 32768  # merges (by rank) in the small first-probe pair table (<= 512 KiB)
 
-META_VERSION = 1
 
 
 def _native():
@@ -211,6 +215,7 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX, short_max
     hot_ids = int_ext[: min(n_int, hot_tokens)]
     span_hot = nat.build_span_table(dec_bytes, dec_off.tobytes(), np.ascontiguousarray(hot_ids, dtype=np.uint32).tobytes())
     max_span_len = int(span_lens.max()) if len(span_lens) else 0
+    span_bloom, seg_big, seg_tri = nat.build_filters(dec_bytes, dec_off.tobytes(), int_ext.tobytes(), max_span_len)
 
     sections = {
         "dec_bytes": np.frombuffer(dec_bytes, dtype=np.uint8),
@@ -228,6 +233,9 @@ def compile_source(src: BPESource, short_max: int = DEFAULT_SHORT_MAX, short_max
         "span_hot": np.frombuffer(span_hot, dtype=np.uint64),
         "trie": np.frombuffer(trie, dtype=np.uint32),
         "byte_tok": byte_tok,
+        "span_bloom": np.frombuffer(span_bloom, dtype=np.uint64),
+        "seg_big": np.frombuffer(seg_big, dtype=np.uint8),
+        "seg_tri": np.frombuffer(seg_tri, dtype=np.uint32),
     }
     unreachable = [int(tok_ids[k]) for k in np.nonzero(~reachable)[0]]
     cp, pt_mode = compile_pretokenizer(src)

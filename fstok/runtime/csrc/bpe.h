@@ -53,7 +53,7 @@ typedef struct {
                                    small enough to stay in cache, probed first */
     uint64_t hot_mask;
     const uint64_t *span_bloom; /* blocked bloom filter over span_tab's keys (2 bits of one word per key;
-                                   built at load time; NULL: none): most multi-token spans skip span_tab */
+                                   stored by the compiler; NULL: none): most multi-token spans skip span_tab */
     uint64_t span_bloom_mask;
     const uint8_t *dec_bytes;   /* external id -> bytes (arena + offsets) */
     const uint32_t *dec_off;
@@ -69,14 +69,14 @@ typedef struct {
     int int_is_ext;             /* internal id == external id for every internal token */
     int trie_has_spans;         /* every whole-span token is in the trie (no unreachable ones), so the
                                    backtracking encoder needs no whole-span lookup first */
-    /* Segment tables (bpe_model_prepare; NULL: none, the encoders work without them).  A boundary between two
+    /* Segment tables (stored by the compiler, bpe_builders.h bpe_filters_build; NULL: none, the encoders work
+     * without them).  A boundary between two
      * bytes of a pre-token that no internal token can span is *dead*: no merge ever crosses it (every merge
      * result is an internal token), so BPE of the pre-token is BPE of its segments, and a pre-token with a dead
      * boundary is not one token.  Random text has many (docs/design/bpe.md). */
     const uint8_t *seg_big;     /* [65536] per byte bigram a << 8 | b: BPE_SEG_IN (inside some internal token),
                                    BPE_SEG_START (starts one), BPE_SEG_END (ends one) */
     const uint32_t *seg_tri;    /* 2^BPE_SEG_TRI_BITS bits: byte trigrams inside some internal token (bpe_tri_bit) */
-    void *seg_mem;              /* owner of both */
     /* The pair table again for the two-lane window encoder on AVX-512 machines (built on first use by
      * win_pair_buckets in lib_bpe.c, freed by bpe_model_release): buckets of one cache line, 7 slots + a sentinel. */
     uint64_t *win_vb;
@@ -169,6 +169,11 @@ static inline int bpe_seg_may_be_token(const bpe_model *m, const uint8_t *s, siz
 }
 
 /* build / free the segment tables (an optional speed-up: -1 on allocation failure, and there are none) */
+/* Where the tables live: the randomly probed ones are copied into 2 MiB pages (optional; bpe_model_release puts the
+ * artifact's pointers back).  The binding then proves the tables it will read (bpe_validate.h) before anything
+ * follows an index in them, bpe_model_prepare included. */
+void bpe_model_place(bpe_model *m);
+/* The tables derived from proven tables (pair_small, the non-monotone tokens): none on allocation failure. */
 int bpe_model_prepare(bpe_model *m);
 void bpe_model_release(bpe_model *m);
 

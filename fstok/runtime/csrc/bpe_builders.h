@@ -294,6 +294,95 @@ out:
     return res;
 }
 
+/* The filters the encoders read beside the tables (bpe.h span_bloom, seg_big, seg_tri), built once here and stored
+ * in the artifact, so that a load only checks their sizes (validate_bpe.py; their bits choose between exact paths
+ * and never index anything).
+ *   span_bloom: a blocked bloom filter over the bytes of every token up to max_span_len long (a superset of the span
+ *     tables' keys, since a slot's key is the bytes of the token it names): a clear bit proves a span in neither.
+ *     words: the least power of two >= 64 with words * 8 >= tokens hashed (at most 2^24).
+ *   seg_big[a << 8 | b]: BPE_SEG_IN / START / END of byte bigram ab inside / at the start / at the end of some
+ *     internal token of >= 2 bytes; seg_tri: 2^BPE_SEG_TRI_BITS bits, the byte trigrams inside one (bpe_tri_bit). */
+static int bpe_filters_build(const uint8_t *dec_bytes, const uint32_t *dec_off, size_t n_ext, const uint32_t *int_ext,
+                             size_t n_int, size_t max_span_len, uint64_t **bloom_out, size_t *bloom_words,
+                             uint8_t *big, uint32_t *tri) {
+    size_t used = 0;
+    for (size_t id = 0; id < n_ext; id++) {
+        uint32_t len = dec_off[id + 1] - dec_off[id];
+        used += len && len <= max_span_len;
+    }
+    size_t words = 64;
+    while (words * 8 < used && words < ((size_t)1 << 24)) words *= 2;
+    uint64_t *bl = (uint64_t *)calloc(words, 8);
+    uint64_t *is_int = (uint64_t *)calloc((n_ext + 63) / 64 + 1, 8);
+    if (!bl || !is_int) {
+        free(bl);
+        free(is_int);
+        return -1;
+    }
+    for (size_t id = 0; id < n_ext; id++) {
+        uint32_t len = dec_off[id + 1] - dec_off[id];
+        if (!len || len > max_span_len) continue;
+        uint64_t h = bpe_hash_bytes(dec_bytes + dec_off[id], len);
+        bl[(h >> 40) & (words - 1)] |= bpe_span_bloom_bits(h);
+    }
+    memset(big, 0, 65536);
+    memset(tri, 0, ((size_t)1 << BPE_SEG_TRI_BITS) / 8);
+    for (size_t t = 0; t < n_int; t++)
+        if (int_ext[t] < n_ext) is_int[int_ext[t] >> 6] |= 1ull << (int_ext[t] & 63);
+    for (size_t e = 0; e < n_ext; e++) { /* (one sequential pass over dec_bytes) */
+        if (!((is_int[e >> 6] >> (e & 63)) & 1)) continue;
+        const uint8_t *p = dec_bytes + dec_off[e];
+        size_t len = dec_off[e + 1] - dec_off[e];
+        if (len < 2) continue;
+        big[(uint32_t)p[0] << 8 | p[1]] |= BPE_SEG_START;
+        big[(uint32_t)p[len - 2] << 8 | p[len - 1]] |= BPE_SEG_END;
+        for (size_t i = 0; i + 1 < len; i++) big[(uint32_t)p[i] << 8 | p[i + 1]] |= BPE_SEG_IN;
+        for (size_t i = 0; i + 2 < len; i++) {
+            uint32_t b = bpe_tri_bit((uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2]);
+            tri[b >> 5] |= 1u << (b & 31);
+        }
+    }
+    free(is_int);
+    *bloom_out = bl;
+    *bloom_words = words;
+    return 0;
+}
+
+/* build_filters(dec_bytes, dec_off u32[n_ext+1], int_ext u32[n_int], max_span_len)
+ *   -> (span_bloom u64 bytes, seg_big u8[65536] bytes, seg_tri u32[2^BPE_SEG_TRI_BITS / 32] bytes) */
+static PyObject *py_build_filters(PyObject *self, PyObject *args) {
+    Py_buffer db, of, ie;
+    Py_ssize_t max_span;
+    if (!PyArg_ParseTuple(args, "y*y*y*n", &db, &of, &ie, &max_span)) return NULL;
+    PyObject *res = NULL;
+    uint64_t *bl = NULL;
+    size_t words = 0, n_ext = of.len >= 4 ? (size_t)of.len / 4 - 1 : 0, n_int = (size_t)ie.len / 4;
+    size_t tri_bytes = ((size_t)1 << BPE_SEG_TRI_BITS) / 8;
+    uint8_t *big = (uint8_t *)malloc(65536 + tri_bytes);
+    const uint32_t *off = (const uint32_t *)of.buf;
+    int ok = big != NULL && of.len >= 4 && max_span >= 0 && off[0] == 0 && off[n_ext] <= (uint64_t)db.len;
+    for (size_t i = 0; ok && i < n_ext; i++) ok = off[i] <= off[i + 1];
+    if (!ok) {
+        if (big) PyErr_SetString(PyExc_ValueError, "build_filters: bad decode offsets");
+        else PyErr_NoMemory();
+        goto out;
+    }
+    if (bpe_filters_build((const uint8_t *)db.buf, off, n_ext, (const uint32_t *)ie.buf, n_int, (size_t)max_span, &bl,
+                          &words, big, (uint32_t *)(big + 65536)) < 0) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    res = Py_BuildValue("(y#y#y#)", (const char *)bl, (Py_ssize_t)(words * 8), (const char *)big, (Py_ssize_t)65536,
+                        (const char *)(big + 65536), (Py_ssize_t)tri_bytes);
+out:
+    free(bl);
+    free(big);
+    PyBuffer_Release(&db);
+    PyBuffer_Release(&of);
+    PyBuffer_Release(&ie);
+    return res;
+}
+
 /* build_trie(arena, offsets u32[n+1]) -> (trie u32[3 * size] = (base, check, token) per node, next_prefix u32)
  * A double-array trie of the n tokens (token i ends at a node with tok == i). */
 static PyObject *py_build_trie(PyObject *self, PyObject *args) {

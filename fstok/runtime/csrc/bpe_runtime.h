@@ -3,7 +3,7 @@
 
 /* The byte-level BPE runtime's state without Python: the model tables (bpe.h), the compiled pre-tokenizer
  * DFA levels (dfa.h), the pool of pre-token memos (piece cache, bpe.h) each encoding thread borrows, and the
- * optional tables derived at load (the whole-span bloom filter, the direct-run tables).  The output kinds
+ * optional tables derived at load (the direct-run tables).  The output kinds
  * of an encode are here too.  Oracle: fstok/reference/bpe.py (ReferenceBPE). */
 #include <pthread.h>
 #include <stdint.h>
@@ -21,7 +21,6 @@ enum { OUT_LIST = 0, OUT_BYTES = 1, OUT_COUNT = 2 };
 
 typedef struct {
     bpe_model m;
-    uint64_t *span_bloom; /* owned; m.span_bloom */
     uint32_t *seg_bp;     /* owned; [65536] per byte bigram: m.byte_pair's id (0xFFFFFF: none) | m.seg_big's flags << 24;
                              NULL: none */
     const uint32_t *seg_dir; /* m.seg_tri: the trigram filter of direct runs (bpe_tri_bit), or NULL */
@@ -44,7 +43,6 @@ typedef struct {
 
 /* Everything a model owns (not the tables: they are views of the artifact). */
 static void bpe_rt_free(bpe_rt *self) {
-    free(self->span_bloom);
     free(self->seg_bp);
     bpe_model_release(&self->m);
     for (int i = 0; i < self->npool; i++) bpe_memo_free(self->pool[i]);
@@ -131,34 +129,6 @@ static void memo_worker_done(bpe_rt *self, bpe_memo *mm) {
     if (i < 0 || i >= TP_MAX_THREADS) memo_return(self, mm);
 }
 
-
-/* The bloom filter over the whole-span table (an optional speed-up: on allocation failure there is none).  It holds
- * the bytes of every token up to max_span_len long, read in id order (one sequential pass over dec_bytes): a superset
- * of the table's keys, since a slot's key is the bytes of the token it names (its id and length are checked by the
- * loader), so a clear bit still proves that a span is in neither span table.  (Built from the table's slots, it read
- * the token of each slot all over dec_bytes: a third of loading a 100k vocabulary.) */
-static void build_span_bloom(bpe_rt *self, size_t nbytes) {
-    bpe_model *m = &self->m;
-    size_t used = 0;
-    for (uint32_t id = 0; id < m->n_ext; id++) {
-        if (m->dec_off[id] > m->dec_off[id + 1] || m->dec_off[id + 1] > nbytes) return; /* (the loader rejects this) */
-        uint32_t len = m->dec_off[id + 1] - m->dec_off[id];
-        used += len && len <= m->max_span_len;
-    }
-    size_t words = 64;
-    while (words * 8 < used && words < ((size_t)1 << 24)) words *= 2;
-    uint64_t *bl = (uint64_t *)calloc(words, 8);
-    if (!bl) return;
-    for (uint32_t id = 0; id < m->n_ext; id++) {
-        uint32_t len = m->dec_off[id + 1] - m->dec_off[id];
-        if (!len || len > m->max_span_len) continue;
-        uint64_t h = bpe_hash_bytes(m->dec_bytes + m->dec_off[id], len);
-        bl[(h >> 40) & (words - 1)] |= bpe_span_bloom_bits(h);
-    }
-    self->span_bloom = bl;
-    m->span_bloom = bl;
-    m->span_bloom_mask = words - 1;
-}
 
 /* the tables of direct runs (direct_run; an optional speed-up: on allocation failure, or without the segment tables,
  * there are none): byte_pair and seg_big side by side, and the segment tables' trigram filter (m->seg_tri) */

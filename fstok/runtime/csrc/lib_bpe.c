@@ -222,44 +222,13 @@ static void pair_small_build(bpe_model *m) {
     m->pair_small_val = val;
 }
 
-int bpe_model_prepare(bpe_model *m) {
+void bpe_model_place(bpe_model *m) {
     bpe_model_release(m);
     tables_to_huge(m);
+}
+
+int bpe_model_prepare(bpe_model *m) {
     pair_small_build(m);
-    size_t tri_words = ((size_t)1 << BPE_SEG_TRI_BITS) / 64;
-    size_t int_words = ((size_t)m->n_ext + 63) / 64;
-    uint64_t *mem = (uint64_t *)calloc(65536 / 8 + tri_words, 8);
-    uint64_t *is_int = (uint64_t *)calloc(int_words ? int_words : 1, 8);
-    if (!mem || !is_int) {
-        free(mem);
-        free(is_int);
-        return -1;
-    }
-    uint8_t *big = (uint8_t *)mem;
-    uint32_t *tri = (uint32_t *)(mem + 65536 / 8);
-    /* the tokens' bytes are read in external id order, one sequential pass over dec_bytes (through int_ext they
-     * were read in rank order, all over it: the slower half of loading a 100k vocabulary) */
-    for (uint32_t t = 0; t < m->n_int; t++) {
-        uint32_t e = m->int_ext[t];
-        if (e < m->n_ext) is_int[e >> 6] |= 1ull << (e & 63);
-    }
-    for (uint32_t e = 0; e < m->n_ext; e++) {
-        if (!((is_int[e >> 6] >> (e & 63)) & 1)) continue;
-        const uint8_t *p = m->dec_bytes + m->dec_off[e];
-        size_t len = m->dec_off[e + 1] - m->dec_off[e];
-        if (len < 2) continue;
-        big[(uint32_t)p[0] << 8 | p[1]] |= BPE_SEG_START;
-        big[(uint32_t)p[len - 2] << 8 | p[len - 1]] |= BPE_SEG_END;
-        for (size_t i = 0; i + 1 < len; i++) big[(uint32_t)p[i] << 8 | p[i + 1]] |= BPE_SEG_IN;
-        for (size_t i = 0; i + 2 < len; i++) {
-            uint32_t b = bpe_tri_bit((uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2]);
-            tri[b >> 5] |= 1u << (b & 31);
-        }
-    }
-    free(is_int);
-    m->seg_mem = mem;
-    m->seg_big = big;
-    m->seg_tri = tri;
     return nm_prepare(m);
 }
 
@@ -271,9 +240,7 @@ void bpe_model_release(bpe_model *m) {
         free(m->win_alpha[i]);
         m->win_alpha[i] = NULL;
     }
-    free(m->seg_mem);
-    m->seg_mem = NULL;
-    m->seg_big = NULL;
+    m->seg_big = NULL; /* (views of the artifact, set by the binding) */
     m->seg_tri = NULL;
     free(m->nm_first), free(m->nm_key), free(m->nm_ext);
     m->nm_first = NULL;

@@ -75,11 +75,11 @@ static PyObject *vec_to_bytes(const uint32_t *ids, size_t n) {
 /* ================================================================ Model */
 
 enum { V_INT_EXT, V_INFO, V_PAIR_TAB, V_BYTE_PAIR, V_SPAN_TAB, V_DEC_BYTES, V_DEC_OFF, V_DEC_KIND, V_TRIE, V_BYTE_TOK,
-       V_PAIR_BLOOM, V_SPAN_HOT, V_PAIR_HOT, V_COUNT };
+       V_PAIR_BLOOM, V_SPAN_HOT, V_PAIR_HOT, V_SPAN_BLOOM, V_SEG_BIG, V_SEG_TRI, V_COUNT };
 static const char *VIEW_NAMES[V_COUNT] = {"int_ext",  "int_info", "pair_tab", "byte_pair", "span_tab",  "dec_bytes",
                                           "dec_off",  "dec_kind", "trie",     "byte_tok",  "pair_bloom", "span_hot",
-                                          "pair_hot"};
-static const Py_ssize_t VIEW_SIZES[V_COUNT] = {4, 16, 8, 4, 16, 1, 4, 1, 12, 4, 8, 16, 8};
+                                          "pair_hot", "span_bloom", "seg_big", "seg_tri"};
+static const Py_ssize_t VIEW_SIZES[V_COUNT] = {4, 16, 8, 4, 16, 1, 4, 1, 12, 4, 8, 16, 8, 8, 1, 4};
 
 typedef struct {
     PyObject_HEAD bpe_rt r; /* everything the cores read (bpe_runtime.h) */
@@ -164,13 +164,6 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     m->dec_kind = (const uint8_t *)self->views[V_DEC_KIND].buf;
     m->trie = (const uint32_t *)self->views[V_TRIE].buf;
     m->da_size = da_size;
-    memcpy(m->byte_tok, self->views[V_BYTE_TOK].buf, 256 * 4);
-    m->int_is_ext = 1;
-    for (uint32_t i = 0; i < n_int; i++)
-        if (m->int_ext[i] != i) {
-            m->int_is_ext = 0;
-            break;
-        }
     m->max_span_len = max_span_len;
     m->backtrack_ok = backtrack_ok;
     m->nm_use = !backtrack_ok;
@@ -179,20 +172,58 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
     m->short_max = short_max;
     m->hash_max = short_max + 8;
     m->short_max_mb = short_max;
-    /* sizes were validated by the Python loader; re-check the ones C indexes blindly */
+    /* the sizes every index below relies on */
     if ((size_t)self->views[V_BYTE_TOK].len != 1024 || (size_t)self->views[V_DEC_OFF].len / 4 != (size_t)n_ext + 1 ||
         (size_t)self->views[V_DEC_KIND].len != n_ext || (size_t)self->views[V_INT_EXT].len / 4 != n_int || (size_t)self->views[V_INFO].len / 16 != n_int ||
         n_int >= BPE_MAX_INTERNAL - 1 || (size_t)self->views[V_TRIE].len / 12 != da_size || pair_bits < 4 ||
         pair_bits > 40 || (uint64_t)self->views[V_PAIR_TAB].len / 8 != (1ull << pair_bits) ||
         (size_t)self->views[V_BYTE_PAIR].len != 65536 * 4 || (self->views[V_SPAN_TAB].len / 16) < 2 ||
         ((self->views[V_SPAN_TAB].len / 16) & (self->views[V_SPAN_TAB].len / 16 - 1)) ||
-        (self->views[V_SPAN_HOT].len / 16) < 2 || ((self->views[V_SPAN_HOT].len / 16) & (self->views[V_SPAN_HOT].len / 16 - 1))) {
+        (self->views[V_SPAN_HOT].len / 16) < 2 || ((self->views[V_SPAN_HOT].len / 16) & (self->views[V_SPAN_HOT].len / 16 - 1)) ||
+        (self->views[V_SPAN_BLOOM].len / 8) < 64 ||
+        ((self->views[V_SPAN_BLOOM].len / 8) & (self->views[V_SPAN_BLOOM].len / 8 - 1)) ||
+        (size_t)self->views[V_SEG_BIG].len != 65536 ||
+        (size_t)self->views[V_SEG_TRI].len != ((size_t)1 << BPE_SEG_TRI_BITS) / 8 ||
+        m->dec_off[n_ext] != (uint64_t)self->views[V_DEC_BYTES].len) { /* (the length bpe_model_place copies) */
         PyErr_SetString(PyExc_ValueError, "BPE tables have inconsistent sizes");
         return -1;
     }
-    build_span_bloom(&self->r, (size_t)self->views[V_DEC_BYTES].len);
-    bpe_model_prepare(m); /* optional (segment tables): none on allocation failure */
-    build_direct_tables(&self->r);
+    memcpy(m->byte_tok, self->views[V_BYTE_TOK].buf, 256 * 4);
+    m->int_is_ext = 1;
+    for (uint32_t i = 0; i < n_int; i++)
+        if (m->int_ext[i] != i) {
+            m->int_is_ext = 0;
+            break;
+        }
+    /* The tables are proven where the encoders will read them: after bpe_model_place has copied the randomly probed
+     * ones into private memory (so a mapped file rewritten later cannot change what was proven), in one pass over
+     * each table while it is still in the cache from the copy (bpe_validate.h; the Python loader names the first bad
+     * element when this fails).  Then the tables derived from them. */
+    int rc;
+    size_t n_bloom = (size_t)self->views[V_PAIR_BLOOM].len / 8, nbytes = (size_t)self->views[V_DEC_BYTES].len;
+    Py_BEGIN_ALLOW_THREADS /* (the model is not visible to any other thread yet) */
+    bpe_model_place(m);
+    rc = bpe_tables_ok(n_int, n_ext, da_size, max_span_len, backtrack_ok, nbytes, m->dec_off, (size_t)n_ext + 1,
+                       m->dec_kind, n_ext, m->int_ext, n_int, m->info, 4 * (size_t)n_int, m->pair_tab,
+                       (size_t)m->pair_mask + 1, m->pair_hot, (size_t)m->pair_hot_mask + 1, n_bloom, m->byte_pair, 65536,
+                       m->span_tab, 2 * ((size_t)m->span_mask + 1), m->span_hot, 2 * ((size_t)m->hot_mask + 1), m->trie,
+                       3 * (size_t)da_size, m->byte_tok, 256, (size_t)self->views[V_SPAN_BLOOM].len / 8,
+                       (const uint8_t *)self->views[V_SEG_BIG].buf, 65536, (size_t)self->views[V_SEG_TRI].len / 4);
+    if (rc == 0) {
+        bpe_model_prepare(m); /* optional tables derived at load: none on allocation failure */
+        /* the filters stored by the compiler (bpe_builders.h bpe_filters_build): views, like the tables */
+        m->span_bloom = (const uint64_t *)self->views[V_SPAN_BLOOM].buf;
+        m->span_bloom_mask = (uint64_t)(self->views[V_SPAN_BLOOM].len / 8) - 1;
+        m->seg_big = (const uint8_t *)self->views[V_SEG_BIG].buf;
+        m->seg_tri = (const uint32_t *)self->views[V_SEG_TRI].buf;
+        build_direct_tables(&self->r);
+    }
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        if (rc < 0) PyErr_NoMemory();
+        else PyErr_SetString(PyExc_ValueError, "the tables fail the runtime's structural check (bpe_validate.h)");
+        return -1;
+    }
     return 0;
 }
 
@@ -1861,6 +1892,7 @@ static PyMethodDef module_methods[] = {
     {"build_pair_table", py_build_pair_table, METH_VARARGS, "pair -> merged id hash"},
     {"build_span_table", py_build_span_table, METH_VARARGS, "bytes -> id hash"},
     {"build_trie", py_build_trie, METH_VARARGS, "double-array trie + next_prefix"},
+    {"build_filters", py_build_filters, METH_VARARGS, "span bloom filter and segment tables"},
     {"tables_ok", py_tables_ok, METH_VARARGS, "every index of a BPE artifact's tables in range (bpe_validate.h)"},
     {NULL, NULL, 0, NULL},
 };
