@@ -23,7 +23,7 @@ _DTYPES = {"wp.node": "<u8", "wp.edge_label": "|u1", "wp.edge_target": "<u4", "w
            "norm.pool": "<u4", "vocab.bytes": "|u1", "vocab.offs": "<u4"}
 
 
-def check(art, name: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+def check(art, name: str, native: bool = True) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     """(arrays incl. the split views wp.fail / wp.pops / wp.dense_target / wp.dense_pops, checked meta values)."""
     where = art.path or name or "<wordpiece artifact>"
     m = Meta(art.meta, where)
@@ -62,6 +62,9 @@ def check(art, name: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     for both, lo, hi in (("wp.failpops", "wp.fail", "wp.pops"), ("wp.dense", "wp.dense_target", "wp.dense_pops")):
         words = arrs[both].view("<u4")
         arrs[lo], arrs[hi] = words[0::2], words[1::2]
+    if native and _native_ok(arrs, v, n, nd):
+        _check_unk(where, arrs, v)
+        return arrs, v  # every table rule below holds (one pass in C); the numpy checks name a failure
     node, el, et = arrs["wp.node"], arrs["wp.edge_label"], arrs["wp.edge_target"]
     for k, size in (("wp.node", n), ("wp.failpops", n), ("wp.depth", n), ("wp.dense", nd * 256)):
         if len(arrs[k]) != size:
@@ -127,8 +130,26 @@ def check(art, name: str) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
     nsw = v["n_suffix_word"]
     if nsw:
         check_mask(where, "wp.suffix_word", sw[:nsw] >= V, lambda i: f"token id {int(sw[i])} >= vocabulary size {V}")
-    unk_b = v["unk_token"].encode("utf-8")
-    u = v["unk_id"]
-    if bytes(vbytes[voffs[u]:voffs[u + 1]]) != unk_b:
-        raise error(where, "meta.unk_id", f"token {u} of the vocabulary is not the unk token {v['unk_token']!r}")
+    _check_unk(where, arrs, v)
     return arrs, v
+
+
+def _check_unk(where: str, arrs: dict[str, np.ndarray], v: dict[str, Any]) -> None:
+    voffs, vbytes, u = arrs["vocab.offs"], arrs["vocab.bytes"], v["unk_id"]
+    if bytes(vbytes[voffs[u]:voffs[u + 1]]) != v["unk_token"].encode("utf-8"):
+        raise error(where, "meta.unk_id", f"token {u} of the vocabulary is not the unk token {v['unk_token']!r}")
+
+
+def _native_ok(arrs: dict[str, np.ndarray], v: dict[str, Any], n: int, nd: int) -> bool:
+    """The table rules of `check` in one C pass (runtime/csrc/wp_validate.h): True when all hold."""
+    try:
+        from .runtime import _wordpiece
+    except ImportError:
+        return False
+    tables_ok = getattr(_wordpiece, "tables_ok", None)
+    if tables_ok is None:
+        return False
+    return bool(tables_ok(arrs["wp.node"], arrs["wp.edge_label"], arrs["wp.edge_target"], arrs["wp.failpops"],
+                          arrs["wp.depth"], arrs["wp.pool"], arrs["wp.dense"], arrs["vocab.offs"],
+                          len(arrs["vocab.bytes"]), arrs["norm.stage1"], arrs["norm.stage2"], arrs["norm.pool"],
+                          arrs["wp.suffix_word"][:v["n_suffix_word"]], n, nd))

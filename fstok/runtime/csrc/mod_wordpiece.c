@@ -43,6 +43,7 @@
 #include "wp_normalize.h"
 #include "wp_spans.h"
 #include "wp_tables.h"
+#include "wp_validate.h"
 #include "wp_walk.h"
 
 /* ---------------------------------------------------------------- Python type */
@@ -1234,7 +1235,52 @@ static PyTypeObject ModelType = {
     .tp_new = PyType_GenericNew,
 };
 
-static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_wordpiece", "fstok WordPiece runtime", -1, NULL};
+/* tables_ok(node, edge_label, edge_target, failpops, depth, pool, dense, vocab_offs, n_vocab_bytes, norm_stage1,
+ *           norm_stage2, norm_pool, suffix_word (the used prefix), n_nodes, n_dense) -> bool: wp_validate.h */
+static PyObject *py_tables_ok(PyObject *self, PyObject *args) {
+    enum { N = 12 };
+    PyObject *o[N];
+    Py_ssize_t nvb, n_nodes, n_dense;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOnOOOOnn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &nvb, &o[8],
+                          &o[9], &o[10], &o[11], &n_nodes, &n_dense))
+        return NULL;
+    static const Py_ssize_t item[N] = {8, 1, 4, 8, 2, 4, 8, 4, 2, 4, 4, 4};
+    Py_buffer v[N];
+    int got = 0, rc = 1;
+    for (; got < N; got++) {
+        if (PyObject_GetBuffer(o[got], &v[got], PyBUF_C_CONTIGUOUS) < 0) {
+            for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+            return NULL;
+        }
+        if (v[got].len % item[got]) {
+            got++;
+            goto verdict;
+        }
+    }
+    if (nvb < 0 || n_nodes < 0 || n_dense < 0) goto verdict;
+    wv_tables t = {
+        (const uint64_t *)v[0].buf, (size_t)v[0].len / 8, (const uint8_t *)v[1].buf, (size_t)v[1].len,
+        (const uint32_t *)v[2].buf, (size_t)v[2].len / 4, (const uint64_t *)v[3].buf, (size_t)v[3].len / 8,
+        (const uint16_t *)v[4].buf, (size_t)v[4].len / 2, (const uint32_t *)v[5].buf, (size_t)v[5].len / 4,
+        (const uint64_t *)v[6].buf, (size_t)v[6].len / 8, (const uint32_t *)v[7].buf, (size_t)v[7].len / 4,
+        (size_t)nvb, (const uint16_t *)v[8].buf, (size_t)v[8].len / 2, (const uint32_t *)v[9].buf,
+        (size_t)v[9].len / 4, (size_t)v[10].len / 4, (const uint32_t *)v[10].buf, (const uint32_t *)v[11].buf,
+        (size_t)v[11].len / 4, (size_t)n_nodes, (size_t)n_dense};
+    Py_BEGIN_ALLOW_THREADS
+    rc = wp_tables_ok(&t);
+    Py_END_ALLOW_THREADS
+verdict:
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    if (rc == 0) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"tables_ok", py_tables_ok, METH_VARARGS, "every index of a WordPiece artifact's tables in range (wp_validate.h)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_wordpiece", "fstok WordPiece runtime", -1, module_methods};
 
 PyMODINIT_FUNC PyInit__wordpiece(void) {
     wp_walk_init();
