@@ -174,13 +174,22 @@ class BPETokenizer(Inspectable):
         if self._pt_mode in ("find", "split"):
             from .pretokenize import CompiledPattern
 
-            cp = self._pattern = CompiledPattern.from_sections(art, "dfa.")
+            # the levels' C pass (fstok_dfa_check) is set_pretokenizer's, once; the Python checks name what it refuses
+            cp = self._pattern = CompiledPattern.from_sections(art, "dfa.", c_check=False)
             if cp.mode != self._pt_mode:
                 raise _art.ArtifactError("BPE artifact: pre-tokenizer mode does not match its DFA sections")
-            self._model.set_pretokenizer(
-                0 if cp.mode == "find" else 1,
-                tuple((t.trans, t.classes, t.accept, t.n_states, t.shift, t.start, t.eoi, t.n_boundary) for t in cp.levels),
-            )
+            try:
+                self._model.set_pretokenizer(
+                    0 if cp.mode == "find" else 1,
+                    tuple((t.trans, t.classes, t.accept, t.n_states, t.shift, t.start, t.eoi, t.n_boundary)
+                          for t in cp.levels),
+                )
+            except ValueError as e:
+                from .pretokenize import validate_tables
+
+                for k, t in enumerate(cp.levels):
+                    validate_tables(t, f"{where_of(art)}: dfa.{k}")
+                raise _art.ArtifactError(f"{where_of(art)}: dfa.: {e}") from None
         elif self._pt_mode == "whole":
             self._model.set_pretokenizer(1, ())
         self._native = self._pt_mode in ("find", "split", "whole")

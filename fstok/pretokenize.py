@@ -223,13 +223,13 @@ class DFATables:
         return ends, deaths
 
 
-def validate_tables(t: DFATables, where: str = "DFA") -> None:
+def validate_tables(t: DFATables, where: str = "DFA", c_check: bool = True) -> None:
     """Structural checks and the progress proof before C ever sees the tables (a crafted file must
     raise, not crash or hang): fstok/validate_dfa.py (one C pass, the Python checks for the message).
-    `where` is "<file>: <section prefix>"."""
+    `where` is "<file>: <section prefix>".  c_check=False: see `validate_dfa.validate`."""
     from .validate_dfa import validate
 
-    validate(t, where)
+    validate(t, where, c_check)
 
 
 # --------------------------------------------------------------------------------- compiling
@@ -459,8 +459,9 @@ class CompiledPattern:
         return cls.from_sections(art, prefix)
 
     @classmethod
-    def from_sections(cls, art: _art.Artifact, prefix: str = PREFIX) -> "CompiledPattern":
-        """Load DFA sections written by `dfa_sections` (also from inside another artifact kind)."""
+    def from_sections(cls, art: _art.Artifact, prefix: str = PREFIX, c_check: bool = True) -> "CompiledPattern":
+        """Load DFA sections written by `dfa_sections` (also from inside another artifact kind).  c_check=False:
+        the levels' C pass is left to the caller's runtime (a BPE model's set_pretokenizer runs it)."""
         where = art.path or "<artifact>"
         try:
             src = json.loads(art.raw(f"{prefix}source").decode("utf-8"))
@@ -493,7 +494,7 @@ class CompiledPattern:
             t = DFATables(art.array(p + "trans"), art.array(p + "classes"), art.array(p + "accept"), n_states,
                           n_classes, shift, start, eoi, n_boundary, n_giveback, str(desc.get("pattern", "")),
                           str(desc.get("dialect", "")), str(desc.get("unicode", "")))
-            validate_tables(t, f"{where}: {p[:-1]}")
+            validate_tables(t, f"{where}: {p[:-1]}", c_check)
             levels.append(t)
         name = src.get("name")
         return cls(levels, mode, name if isinstance(name, str) else None)

@@ -170,7 +170,7 @@ def check_tables(t, where: str) -> None:
     prove_progress(t, where)
 
 
-def _native_ok(t) -> bool:
+def _native_ok(t, c_check: bool = True) -> bool:
     """The rules of `check_tables` in one C pass where the runtime is built (`fstok_dfa_check`, run when a
     `fstok.runtime._dfa.DFA` is made: ranges, the dead state, accept codes, give-back states and the same
     progress proof), after the info-level facts only Python sees (dtypes, the class count, the give-back
@@ -190,16 +190,19 @@ def _native_ok(t) -> bool:
         # the give-back states are exactly 1..ng (C counts them from the accept bytes)
         if (ng and not acc[ng] >> GIVEBACK_SHIFT) or (ng < nb and acc[ng + 1] >> GIVEBACK_SHIFT):
             return False
-        _dfa.DFA(t.trans, t.classes, acc, n, int(t.shift), int(t.start), int(t.eoi), nb)
+        if c_check:  # (False: the caller hands the tables to a C runtime that runs fstok_dfa_check itself)
+            _dfa.DFA(t.trans, t.classes, acc, n, int(t.shift), int(t.start), int(t.eoi), nb)
         return True
     except (ValueError, TypeError, OverflowError, BufferError):
         return False
 
 
-def validate(t, where: str) -> None:
+def validate(t, where: str, c_check: bool = True) -> None:
     """`check_tables` by its C pass where it holds (loading an artifact computes no numpy proof); else the
-    Python checks, whose errors name the section and element."""
-    if _native_ok(t):
+    Python checks, whose errors name the section and element.  c_check=False: the info-level facts only, for a
+    caller that hands the tables to a C runtime running the same C pass (fstok_dfa_check) before it reads them,
+    and calls `validate` again to name what that pass refuses."""
+    if _native_ok(t, c_check):
         return
     check_tables(t, where)
     raise ArtifactError(f"{where}: the tables fail the C runtime's check (fstok_dfa_check)")
