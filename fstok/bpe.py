@@ -209,13 +209,6 @@ class BPETokenizer(Inspectable):
             sp = self._spanner_obj = _RegexSpanner(self._stages)
         return sp
 
-    @staticmethod
-    def _validated_tables(art: _art.Artifact, checked: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
-        """Structural checks of every array C will index (a crafted file must raise, not crash): fstok/validate_bpe.py."""
-        from .validate_bpe import check_meta, check_tables
-
-        return check_tables(art, checked if checked is not None else check_meta(art))
-
     @classmethod
     def from_artifact(cls, art: _art.Artifact) -> "BPETokenizer":
         return cls(art)
