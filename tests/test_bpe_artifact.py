@@ -165,6 +165,9 @@ def test_crafted_artifacts_raise_not_crash():
     for meta in ({"n_int": 3}, {"pair_bits": 99}, {"bpe_meta_version": 7}, {"da_size": 1}, {"pretok_mode": "split"}):
         with pytest.raises((ArtifactError, ValueError)):
             fstok.loads(_rewrite(art, meta=meta))
+    # an artifact of the previous layout (no stored filters) asks for a new compile
+    with pytest.raises(ArtifactError, match="bpe_meta_version.*recompile"):
+        fstok.loads(_rewrite(art, meta={"bpe_meta_version": 1}, span_bloom=None, seg_big=None, seg_tri=None))
 
 
 def test_corrupted_bytes_raise(tmp_path):
