@@ -201,8 +201,8 @@ static int Model_init(ModelObject *self, PyObject *args, PyObject *kw) {
      * element when this fails).  Then the tables derived from them. */
     int rc;
     size_t n_bloom = (size_t)self->views[V_PAIR_BLOOM].len / 8, nbytes = (size_t)self->views[V_DEC_BYTES].len;
+    bpe_model_place(m); /* (with the GIL: its first call reads the machine's settings into a static) */
     Py_BEGIN_ALLOW_THREADS /* (the model is not visible to any other thread yet) */
-    bpe_model_place(m);
     rc = bpe_tables_ok(n_int, n_ext, da_size, max_span_len, backtrack_ok, nbytes, m->dec_off, (size_t)n_ext + 1,
                        m->dec_kind, n_ext, m->int_ext, n_int, m->info, 4 * (size_t)n_int, m->pair_tab,
                        (size_t)m->pair_mask + 1, m->pair_hot, (size_t)m->pair_hot_mask + 1, n_bloom, m->byte_pair, 65536,
