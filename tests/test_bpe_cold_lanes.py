@@ -1,6 +1,7 @@
 """Pieces that miss the piece cache on text new to it are encoded several at a time, in lockstep (pc_fill_cold,
 bpe_piece_cache.h), while many pieces miss: the ids equal the reference's with the fill on, with it off
-($FSTOK_BPE_LANES=0), and with a piece cache of three lines (each filled piece is evicted again before it is
+($FSTOK_BPE_LANES=0), with the baseline build of the merge loop on a machine with AVX2 ($FSTOK_BPE_LANES=sse2),
+and with a piece cache of three lines (each filled piece is evicted again before it is
 emitted, and the emitting loop encodes it itself).  Pieces of 17-24 bytes take the lanes too (long entries);
 test_bpe_cold_lanes_long.py checks them against the pure-Python oracle."""
 import json
@@ -66,8 +67,8 @@ def _run(env_extra):
 
 
 @needs_shared
-@pytest.mark.parametrize("env", [{}, {"FSTOK_BPE_LANES": "0"}, {"FSTOK_BPE_PC_LINES": "3"}],
-                         ids=["lanes", "no-lanes", "three-lines"])
+@pytest.mark.parametrize("env", [{}, {"FSTOK_BPE_LANES": "0"}, {"FSTOK_BPE_LANES": "sse2"}, {"FSTOK_BPE_PC_LINES": "3"}],
+                         ids=["lanes", "no-lanes", "sse2-lanes", "three-lines"])
 def test_cold_lanes_exact(env):
     out = _run(env)
     assert out["bad"] == []

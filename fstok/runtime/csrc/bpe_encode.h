@@ -32,6 +32,7 @@ static int encode_pieces_cached(const bpe_rt *self, const uint8_t *s, size_t a, 
     const size_t room = room_text < room_chunk ? room_text : room_chunk;
     size_t ends[DIRECT_CHUNK + 1]; /* (SPAN_CHUNK + 1 used outside direct batches) */
     piece_key keys[PC_AHEAD];
+    piece_key ckeys[SPAN_CHUNK]; /* the keys pc_fill_cold computed (a chunk of a cold cache) */
     size_t pos = 0;
     /* piece-cache misses in the last batch of pieces: while more than 1 in 32 miss (a cold cache: a new text or
      * a new language), the span table's line is prefetched with the cache line, because most pieces will
@@ -120,36 +121,68 @@ static int encode_pieces_cached(const bpe_rt *self, const uint8_t *s, size_t a, 
             __builtin_prefetch(memo->pc + (i_ ^ 3));                                        \
         }                                                                                   \
     } while (0)
-        size_t filled = memo->pc_cold && pc_lanes_on ? pc_fill_cold(m, memo, gen, base, ends, k, avail_end) : 0;
-        for (size_t j = 0; j < k && j < PC_AHEAD; j++) PC_AHEAD_KEY(j);
-        for (size_t j = 0; j < k; j++) {
-            size_t pb = ends[j], len = ends[j + 1] - pb;
-            int rc;
-            if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN)) {
-                rc = piece_emit_fast(m, memo, gen, base + pb, len, &keys[j % PC_AHEAD], room, st);
-                if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD); /* (into the slot of the key just used) */
-                if (FSTOK_UNLIKELY(rc)) {
-                    if (rc < 0) return -1;
-                    misses++;
-                    rc = 0;
+        /* after pc_fill_cold, the keys it computed: only the lines are prefetched */
+#define PC_AHEAD_LINE(jj)                                                                   \
+    do {                                                                                    \
+        size_t len_ = ends[(jj) + 1] - ends[jj];                                            \
+        if (len_ <= PC_LONG_MAXLEN) {                                                       \
+            size_t i_ = ((ckeys[jj].h >> 32) * pc_nlines) >> 32;                            \
+            __builtin_prefetch(memo->pc + i_);                                              \
+            if (len_ > BPE_PC_MAXLEN) __builtin_prefetch(memo->pc + (i_ ^ 1));              \
+        }                                                                                   \
+    } while (0)
+        if (memo->pc_cold && pc_lanes_on) { /* a cold cache: the chunk's new pieces first, then every piece from it */
+            misses += pc_fill_cold(m, memo, gen, base, ends, k, avail_end, ckeys); /* (they missed the cache too) */
+            for (size_t j = 0; j < k && j < PC_AHEAD; j++) PC_AHEAD_LINE(j);
+            for (size_t j = 0; j < k; j++) {
+                size_t pb = ends[j], len = ends[j + 1] - pb;
+                int rc;
+                if (j + PC_AHEAD < k) PC_AHEAD_LINE(j + PC_AHEAD);
+                if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN))
+                    rc = piece_emit_fast(m, memo, gen, base + pb, len, &ckeys[j], room, st);
+                else if (len <= PC_LONG_MAXLEN)
+                    rc = piece_emit_long(m, memo, gen, base + pb, len, &ckeys[j], piece_w2(base + pb, len, avail_end - pb),
+                                         room, st);
+                else {
+                    rc = bpe_encode_span_avail(m, memo, base + pb, len, avail_end - pb, &st->ids);
+                    if (!rc && st->ids.cap - st->ids.len < room) rc = bpe_vec_reserve(&st->ids, room);
+                    if (rc) return -1;
+                    continue;
                 }
-            } else if (len <= PC_LONG_MAXLEN) {
-                piece_key key = keys[j % PC_AHEAD];
-                if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
-                rc = piece_emit_long(m, memo, gen, base + pb, len, &key, piece_w2(base + pb, len, avail_end - pb), room, st);
-                if (rc > 0) {
-                    misses++;
-                    rc = 0;
-                }
-            } else {
-                if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
-                rc = bpe_encode_span_avail(m, memo, base + pb, len, avail_end - pb, &st->ids);
-                if (!rc && st->ids.cap - st->ids.len < room) rc = bpe_vec_reserve(&st->ids, room);
+                if (rc < 0) return -1;
+                misses += (size_t)rc;
             }
-            if (rc) return -1;
+        } else {
+            for (size_t j = 0; j < k && j < PC_AHEAD; j++) PC_AHEAD_KEY(j);
+            for (size_t j = 0; j < k; j++) {
+                size_t pb = ends[j], len = ends[j + 1] - pb;
+                int rc;
+                if (FSTOK_LIKELY(len <= BPE_PC_MAXLEN)) {
+                    rc = piece_emit_fast(m, memo, gen, base + pb, len, &keys[j % PC_AHEAD], room, st);
+                    if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD); /* (into the slot of the key just used) */
+                    if (FSTOK_UNLIKELY(rc)) {
+                        if (rc < 0) return -1;
+                        misses++;
+                        rc = 0;
+                    }
+                } else if (len <= PC_LONG_MAXLEN) {
+                    piece_key key = keys[j % PC_AHEAD];
+                    if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
+                    rc = piece_emit_long(m, memo, gen, base + pb, len, &key, piece_w2(base + pb, len, avail_end - pb), room, st);
+                    if (rc > 0) {
+                        misses++;
+                        rc = 0;
+                    }
+                } else {
+                    if (j + PC_AHEAD < k) PC_AHEAD_KEY(j + PC_AHEAD);
+                    rc = bpe_encode_span_avail(m, memo, base + pb, len, avail_end - pb, &st->ids);
+                    if (!rc && st->ids.cap - st->ids.len < room) rc = bpe_vec_reserve(&st->ids, room);
+                }
+                if (rc) return -1;
+            }
         }
 #undef PC_AHEAD_KEY
-        misses += filled; /* (they missed the cache too: filled just before) */
+#undef PC_AHEAD_LINE
         pc_cold_update(memo, k, misses);
         cold = 32 * misses > k;
         if (hold) hold--;

@@ -11,6 +11,10 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define PC_X86 1
+#endif
 
 #include "bpe.h"
 #include "bpe_runtime.h"
@@ -135,12 +139,20 @@ static int pc_lanes_on = 1;
 static unsigned long pc_lanes_filled = 0, pc_lanes_filled_long = 0; /* (long: of 17..PC_LONG_MAXLEN bytes) */
 
 
+/* the CPU has AVX2 and popcnt (read at import; $FSTOK_BPE_LANES=sse2: as if not): the lockstep fill runs a build
+ * of its merge loop for them */
+static int pc_hw_lanes = 0;
+
 static void pc_init_lines(void) {
     const char *e = getenv("FSTOK_BPE_PC_LINES");
     long v = e ? atol(e) : 0;
     if (v >= 1 && v <= (long)BPE_PC_LINES) pc_nlines = (uint64_t)v;
     e = getenv("FSTOK_BPE_LANES");
     if (e && e[0] == '0') pc_lanes_on = 0;
+#ifdef PC_X86
+    __builtin_cpu_init();
+    pc_hw_lanes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt") && !(e && e[0] == 's');
+#endif
 }
 
 static inline bpe_pc_line *pc_line(bpe_memo *memo, uint64_t h) { return &memo->pc[((h >> 32) * pc_nlines) >> 32]; }
@@ -455,9 +467,21 @@ static inline __attribute__((always_inline)) int piece_emit_fast(const bpe_model
  * trie a byte at a time, each step a line not in the caches. */
 #define PC_LANES 8
 
+/* A lane: one piece's tokens at fixed positions (a merge keeps the left one and unlinks the right one: nx / pv link
+ * the live positions in order, position 0 is always live), and the rank of the pair that starts at each position,
+ * biased (rank ^ PC_RB) so that signed compares order ranks as unsigned ones: BPE_NONE (no pair, or a dead position,
+ * or the last one) is INT32_MAX, the largest.  The lowest-ranked pair, leftmost on a tie, is then the lowest biased
+ * rank at the lowest position: a few SSE2 compares over the whole array, with no branch per position and nothing
+ * shifted after a merge. */
+#define PC_RB 0x80000000u
+#define PC_LANE_CAP 24 /* = PC_LONG_MAXLEN, a multiple of 8 */
+_Static_assert(PC_LANE_CAP == PC_LONG_MAXLEN && PC_LANE_CAP % 8 == 0, "lane size");
+
 typedef struct {
-    uint32_t tok[PC_LONG_MAXLEN], rk[PC_LONG_MAXLEN];
-    uint32_t k;
+    uint32_t rk[PC_LANE_CAP] __attribute__((aligned(32)));
+    uint32_t tok[PC_LANE_CAP];
+    uint8_t nx[PC_LANE_CAP], pv[PC_LANE_CAP];
+    uint32_t n, k; /* positions, live tokens */
 } pc_lane;
 
 /* start loading the lines that bpe_pair_get(m, a, b) reads first */
@@ -474,49 +498,165 @@ static inline void pair_get_prefetch(const bpe_model *m, uint32_t a, uint32_t b)
     __builtin_prefetch(m->pair_tab + bpe_pair_slot(key, m->pair_shift));
 }
 
-/* bpe_encode_short on nl pieces at once (each lane's tok/rk/k set up as bpe_encode_short sets them up): the same
- * merges, lane by lane, in the same order (internal ids left in tok[0:k)) */
-static void pc_lanes_merge(const bpe_model *m, pc_lane *L, size_t nl) {
-    uint32_t act = 0;
-    for (size_t i = 0; i < nl; i++) act |= (uint32_t)(L[i].k > 1) << i;
-    while (act) {
-        uint32_t pl[2 * PC_LANES], ps[2 * PC_LANES], pa[2 * PC_LANES], pb[2 * PC_LANES];
-        size_t np = 0;
-        for (uint32_t w = act; w; w &= w - 1) {
-            uint32_t li = (uint32_t)__builtin_ctz(w);
-            pc_lane *x = &L[li];
-            uint32_t best = BPE_NONE, k = x->k;
-            size_t bi = 0;
-            for (size_t i = 0; i + 1 < k; i++)
-                if (x->rk[i] < best) {
-                    best = x->rk[i];
-                    bi = i;
-                }
-            if (best == BPE_NONE) {
-                act &= ~(1u << li);
-                continue;
-            }
-            x->tok[bi] = best;
-            for (size_t i = bi + 1; i + 1 < k; i++) {
-                x->tok[i] = x->tok[i + 1];
-                x->rk[i] = x->rk[i + 1];
-            }
-            x->k = --k;
-            x->rk[k - 1] = BPE_NONE;
-            if (bi + 1 < k) {
-                pl[np] = li, ps[np] = (uint32_t)bi, pa[np] = x->tok[bi], pb[np] = x->tok[bi + 1];
-                np++;
-            } else
-                x->rk[bi] = BPE_NONE;
-            if (bi > 0) {
-                pl[np] = li, ps[np] = (uint32_t)bi - 1, pa[np] = x->tok[bi - 1], pb[np] = x->tok[bi];
-                np++;
-            }
-            if (k <= 1) act &= ~(1u << li);
+#ifdef __SSE2__
+/* signed 32-bit minimum (SSE2 has none) */
+static inline __m128i pc_min32(__m128i a, __m128i b) {
+    __m128i gt = _mm_cmpgt_epi32(a, b);
+    return _mm_or_si128(_mm_and_si128(gt, b), _mm_andnot_si128(gt, a));
+}
+#endif
+
+/* the lowest biased rank of rk[0:nv*4) (nv = 2, 4 or 6) and its lowest position *at */
+#ifdef PC_X86
+__attribute__((target("avx2"), always_inline)) static inline uint32_t pc_lane_min_avx2(const uint32_t *rk, int nv,
+                                                                                      uint32_t *at) {
+    const __m256i *v = (const __m256i *)rk;
+    __m256i y0 = _mm256_load_si256(v), y1 = y0, y2 = y0, mn = y0;
+    if (nv > 2) {
+        y1 = _mm256_load_si256(v + 1);
+        mn = _mm256_min_epi32(mn, y1);
+        if (nv > 4) {
+            y2 = _mm256_load_si256(v + 2);
+            mn = _mm256_min_epi32(mn, y2);
         }
-        for (size_t i = 0; i < np; i++) pair_get_prefetch(m, pa[i], pb[i]);
-        for (size_t i = 0; i < np; i++) L[pl[i]].rk[ps[i]] = bpe_pair_get(m, pa[i], pb[i]);
     }
+    __m128i h = _mm_min_epi32(_mm256_castsi256_si128(mn), _mm256_extracti128_si256(mn, 1));
+    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    h = _mm_min_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+    __m256i b = _mm256_broadcastd_epi32(h);
+#define PC_EQ8(y) ((uint32_t)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32((y), b))))
+    *at = (uint32_t)__builtin_ctz(PC_EQ8(y0) | PC_EQ8(y1) << 8 | PC_EQ8(y2) << 16); /* (y1, y2 repeat y0 when not
+                                                                                       loaded: never the lowest bit) */
+#undef PC_EQ8
+    return (uint32_t)_mm_cvtsi128_si32(h);
+}
+#endif
+
+static inline __attribute__((always_inline)) uint32_t pc_lane_min(const uint32_t *rk, int nv, uint32_t *at) {
+#ifdef __SSE2__
+    const __m128i *v = (const __m128i *)rk;
+    __m128i x0 = _mm_load_si128(v), x1 = _mm_load_si128(v + 1), x2 = x0, x3 = x1, x4 = x0, x5 = x1;
+    __m128i mn = pc_min32(x0, x1);
+    if (nv > 2) {
+        x2 = _mm_load_si128(v + 2), x3 = _mm_load_si128(v + 3);
+        mn = pc_min32(mn, pc_min32(x2, x3));
+        if (nv > 4) {
+            x4 = _mm_load_si128(v + 4), x5 = _mm_load_si128(v + 5);
+            mn = pc_min32(mn, pc_min32(x4, x5));
+        }
+    }
+    mn = pc_min32(mn, _mm_shuffle_epi32(mn, 0x4E));
+    mn = pc_min32(mn, _mm_shuffle_epi32(mn, 0xB1));
+#define PC_EQ(x) ((uint32_t)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32((x), mn))))
+    uint32_t mask = PC_EQ(x0) | PC_EQ(x1) << 4 | PC_EQ(x2) << 8 | PC_EQ(x3) << 12 | PC_EQ(x4) << 16 | PC_EQ(x5) << 20;
+#undef PC_EQ
+    *at = (uint32_t)__builtin_ctz(mask); /* (x2..x5 repeat x0, x1 when not loaded: their bits are never the lowest) */
+    return (uint32_t)_mm_cvtsi128_si32(mn);
+#else
+    uint32_t best = (uint32_t)INT32_MAX, bi = 0;
+    for (int i = 0; i < 4 * nv; i++)
+        if ((int32_t)rk[i] < (int32_t)best) best = rk[i], bi = (uint32_t)i;
+    *at = bi;
+    return best;
+#endif
+}
+
+#ifdef PC_X86
+/* bpe_pair_get with the hardware popcount (in a function built for it) */
+__attribute__((target("popcnt"), always_inline)) static inline uint32_t pc_pair_get_hw(const bpe_model *m, uint32_t a,
+                                                                                     uint32_t b) {
+    if ((a | b) < BPE_PAIR_SMALL && m->pair_small) {
+        uint32_t k = a * BPE_PAIR_SMALL + b;
+        uint64_t w = m->pair_small[k >> 6], bit = 1ull << (k & 63);
+        if (!(w & bit)) return BPE_NONE;
+        return m->pair_small_val[m->pair_small_base[k >> 6] + (uint32_t)__builtin_popcountll(w & (bit - 1))];
+    }
+    return bpe_pair_lookup(m, a, b, 1);
+}
+#endif
+
+/* bpe_encode_short on nl pieces at once (lanes set up by pc_lane_init): the same merges, lane by lane, in the same
+ * order.  Each round merges one pair in every live lane, then fetches the lines of all the new pairs' lookups at once
+ * and only then reads them.  Internal ids are left in the lanes (pc_lane_out reads them in order).  MIN and GET: the
+ * lane minimum and the pair lookup of the build (AVX2 and popcnt, or the baseline) */
+#define PC_LANES_MERGE_BODY(MIN, GET)                                                                                  \
+    uint32_t act = 0;                                                                                                  \
+    for (size_t i = 0; i < nl; i++) act |= (uint32_t)(L[i].k > 1) << i;                                                \
+    while (act) {                                                                                                      \
+        uint32_t pl[2 * PC_LANES], ps[2 * PC_LANES], pa[2 * PC_LANES], pb[2 * PC_LANES];                               \
+        size_t np = 0;                                                                                                 \
+        for (uint32_t w = act; w; w &= w - 1) {                                                                        \
+            uint32_t li = (uint32_t)__builtin_ctz(w), bi;                                                              \
+            pc_lane *x = &L[li];                                                                                       \
+            uint32_t n = x->n;                                                                                         \
+            uint32_t best = MIN(x->rk, n <= 8 ? 2 : n <= 16 ? 4 : 6, &bi);                                             \
+            if (best == (uint32_t)INT32_MAX) {                                                                         \
+                act &= ~(1u << li);                                                                                    \
+                continue;                                                                                              \
+            }                                                                                                          \
+            uint32_t t = best ^ PC_RB, j = x->nx[bi], nj = x->nx[j];                                                   \
+            x->tok[bi] = t;                                                                                            \
+            x->rk[j] = (uint32_t)INT32_MAX;                                                                            \
+            x->rk[bi] = (uint32_t)INT32_MAX;                                                                           \
+            x->nx[bi] = (uint8_t)nj;                                                                                   \
+            if (nj < n) {                                                                                              \
+                x->pv[nj] = (uint8_t)bi;                                                                               \
+                pl[np] = li, ps[np] = bi, pa[np] = t, pb[np] = x->tok[nj];                                             \
+                np++;                                                                                                  \
+            }                                                                                                          \
+            if (bi > 0) {                                                                                              \
+                uint32_t p = x->pv[bi];                                                                                \
+                pl[np] = li, ps[np] = p, pa[np] = x->tok[p], pb[np] = t;                                               \
+                np++;                                                                                                  \
+            }                                                                                                          \
+            if (--x->k <= 1) act &= ~(1u << li);                                                                       \
+        }                                                                                                              \
+        for (size_t i = 0; i < np; i++) pair_get_prefetch(m, pa[i], pb[i]);                                            \
+        for (size_t i = 0; i < np; i++) L[pl[i]].rk[ps[i]] = GET(m, pa[i], pb[i]) ^ PC_RB;                             \
+    }
+
+#ifdef PC_X86
+__attribute__((target("avx2,popcnt"))) static void pc_lanes_merge_hw(const bpe_model *m, pc_lane *L, size_t nl) {
+    PC_LANES_MERGE_BODY(pc_lane_min_avx2, pc_pair_get_hw)
+}
+#endif
+
+static void pc_lanes_merge_sw(const bpe_model *m, pc_lane *L, size_t nl) { PC_LANES_MERGE_BODY(pc_lane_min, bpe_pair_get) }
+#undef PC_LANES_MERGE_BODY
+
+static inline void pc_lanes_merge(const bpe_model *m, pc_lane *L, size_t nl) {
+#ifdef PC_X86
+    if (pc_hw_lanes) {
+        pc_lanes_merge_hw(m, L, nl);
+        return;
+    }
+#endif
+    pc_lanes_merge_sw(m, L, nl);
+}
+
+/* set a lane up for the n bytes at s (2 <= n <= PC_LANE_CAP): byte tokens, the ranks of their pairs, the links */
+static inline void pc_lane_init(const bpe_model *m, pc_lane *x, const uint8_t *s, size_t n) {
+    static const uint8_t seq[PC_LANE_CAP + 1] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
+                                                 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24};
+    for (size_t i = 0; i < PC_LANE_CAP; i++) x->rk[i] = (uint32_t)INT32_MAX;
+    uint32_t c = s[0];
+    for (size_t j = 0; j + 1 < n; j++) {
+        uint32_t d = s[j + 1];
+        x->tok[j] = m->byte_tok[c];
+        x->rk[j] = m->byte_pair[c << 8 | d] ^ PC_RB;
+        c = d;
+    }
+    x->tok[n - 1] = m->byte_tok[c];
+    memcpy(x->nx, seq + 1, PC_LANE_CAP);
+    memcpy(x->pv + 1, seq, PC_LANE_CAP - 1);
+    x->n = x->k = (uint32_t)n;
+}
+
+/* a merged lane's internal ids, in order, into out (returns how many) */
+static inline size_t pc_lane_out(const pc_lane *x, uint32_t *out) {
+    size_t k = 0;
+    for (uint32_t i = 0; i < x->n; i = x->nx[i]) out[k++] = x->tok[i];
+    return k;
 }
 
 /* is the piece (key k, want = gen | len) in its line or the buddy?  (A look only: nothing moves.) */
@@ -548,49 +688,48 @@ static inline int pc_has_long(bpe_memo *memo, const piece_key *k, uint64_t w2, u
  * word of a piece of more than BPE_PC_MAXLEN bytes, stored as a long entry) */
 static void pc_lanes_run(const bpe_model *m, bpe_memo *memo, uint32_t gen, pc_lane *L, const piece_key *keys,
                          const uint64_t *w2, const uint8_t *const *p, const uint8_t *lens, size_t nl) {
-    for (size_t i = 0; i < nl; i++) {
-        const uint8_t *s = p[i];
-        size_t n = lens[i];
-        for (size_t j = 0; j < n; j++) L[i].tok[j] = m->byte_tok[s[j]];
-        for (size_t j = 0; j + 1 < n; j++) L[i].rk[j] = m->byte_pair[(uint32_t)s[j] << 8 | s[j + 1]];
-        L[i].rk[n - 1] = BPE_NONE;
-        L[i].k = (uint32_t)n;
-    }
+    for (size_t i = 0; i < nl; i++) pc_lane_init(m, &L[i], p[i], lens[i]);
     pc_lanes_merge(m, L, nl);
     for (size_t i = 0; i < nl; i++) {
-        uint32_t *t = L[i].tok;
+        uint32_t t[PC_LANE_CAP];
+        size_t nt = pc_lane_out(&L[i], t);
         if (!m->int_is_ext)
-            for (size_t j = 0; j < L[i].k; j++) t[j] = m->int_ext[t[j]];
+            for (size_t j = 0; j < nt; j++) t[j] = m->int_ext[t[j]];
         bpe_pc_line *l = pc_line(memo, keys[i].h);
         if (lens[i] > BPE_PC_MAXLEN)
-            pc_insert_long(memo, l, pc_buddy(memo, l), &keys[i], w2[i], gen | lens[i], gen, t, L[i].k);
+            pc_insert_long(memo, l, pc_buddy(memo, l), &keys[i], w2[i], gen | lens[i], gen, t, nt);
         else {
-            pc_insert(l, pc_buddy(memo, l), &keys[i], gen | lens[i], gen, t, L[i].k);
-            if (memo->shared) sc_put(memo->shared, keys[i].h, keys[i].w0, keys[i].w1, lens[i], t, L[i].k);
+            pc_insert(l, pc_buddy(memo, l), &keys[i], gen | lens[i], gen, t, nt);
+            if (memo->shared) sc_put(memo->shared, keys[i].h, keys[i].w0, keys[i].w1, lens[i], t, nt);
         }
     }
 }
 
 /* The pieces [ends[j], ends[j + 1]) of base, j < k (avail_end bytes readable at base), that miss the piece cache and
- * are not one token (as piece_emit / piece_emit_long would find), encoded PC_LANES at a time into the cache.  Returns
- * how many. */
+ * are not one token (as piece_emit / piece_emit_long would find), encoded PC_LANES at a time into the cache; those
+ * that are one token go in too.  The keys of the pieces of <= PC_LONG_MAXLEN bytes are left in wk[0:k) (for the
+ * emitting loop).  Returns how many pieces it stored. */
 #define PC_FILL_WINDOW 32
 static size_t pc_fill_cold(const bpe_model *m, bpe_memo *memo, uint32_t gen, const uint8_t *base, const size_t *ends,
-                           size_t k, size_t avail_end) {
+                           size_t k, size_t avail_end, piece_key *wk) {
     pc_lane L[PC_LANES];
-    piece_key lk[PC_LANES], wk[PC_FILL_WINDOW];
+    piece_key lk[PC_LANES];
     uint64_t lw2[PC_LANES], ww2[PC_FILL_WINDOW];
     const uint8_t *lp[PC_LANES];
     uint8_t ll[PC_LANES];
-    size_t nl = 0, filled = 0, filled_long = 0;
+    size_t nl = 0, filled = 0, filled_long = 0, single = 0;
     for (size_t w0 = 0; w0 < k; w0 += PC_FILL_WINDOW) {
         size_t w1 = w0 + PC_FILL_WINDOW < k ? w0 + PC_FILL_WINDOW : k;
         for (size_t j = w0; j < w1; j++) { /* keys first, and the lines they will read */
             size_t len = ends[j + 1] - ends[j];
-            if (len < 2 || len > PC_LONG_MAXLEN) continue;
-            piece_key *key = &wk[j - w0];
+            if (len > PC_LONG_MAXLEN) continue;
+            piece_key *key = &wk[j];
             const uint8_t *p = base + ends[j];
             bpe_pc_line *l;
+            if (len < 2) { /* (its key: the emitting loop's) */
+                piece_key_of(p, len, avail_end - ends[j], key);
+                continue;
+            }
             if (len <= BPE_PC_MAXLEN) {
                 piece_key_of(p, len, avail_end - ends[j], key);
                 l = pc_line(memo, key->h);
@@ -608,26 +747,35 @@ static size_t pc_fill_cold(const bpe_model *m, bpe_memo *memo, uint32_t gen, con
             __builtin_prefetch(l);
             __builtin_prefetch(pc_buddy(memo, l));
             __builtin_prefetch(m->span_tab + 2 * (key->h & m->span_mask));
+            if (m->span_bloom) __builtin_prefetch(m->span_bloom + ((key->h >> 40) & m->span_bloom_mask));
             if (memo->shared && len <= BPE_PC_MAXLEN) sc_prefetch(memo->shared, key->h);
         }
         for (size_t j = w0; j < w1; j++) {
             size_t len = ends[j + 1] - ends[j];
             if (len < 2 || len > PC_LONG_MAXLEN) continue;
-            const piece_key *key = &wk[j - w0];
+            const piece_key *key = &wk[j];
             const uint64_t w2 = ww2[j - w0];
             const uint8_t *p = base + ends[j];
             if (len <= BPE_PC_MAXLEN ? pc_has(memo, key, gen | (uint32_t)len)
                                      : pc_has_long(memo, key, w2, gen | (uint32_t)len))
                 continue;
-            if (len <= m->max_span_len && bpe_seg_may_be_token(m, p, len) &&
-                bpe_span_probe(m, m->span_tab, m->span_mask, key->h, key->w0, p, len) != BPE_NONE)
-                continue; /* one token: piece_emit's miss costs one probe */
+            if (len <= m->max_span_len && (!m->span_bloom || bpe_span_bloom_has(m, key->h))) {
+                uint32_t id = bpe_span_probe(m, m->span_tab, m->span_mask, key->h, key->w0, p, len);
+                if (id != BPE_NONE) { /* one token: stored now, so that the emitting loop hits */
+                    bpe_pc_line *l = pc_line(memo, key->h);
+                    if (len <= BPE_PC_MAXLEN) pc_insert(l, pc_buddy(memo, l), key, gen | (uint32_t)len, gen, &id, 1);
+                    else pc_insert_long(memo, l, pc_buddy(memo, l), key, w2, gen | (uint32_t)len, gen, &id, 1);
+                    single++;
+                    continue;
+                }
+            }
             if (memo->shared && len <= BPE_PC_MAXLEN) { /* merged by another thread of the call? */
                 uint32_t sids[SC_IDS];
                 size_t got = sc_get(memo->shared, key->h, key->w0, key->w1, len, sids);
                 if (got) {
                     bpe_pc_line *l = pc_line(memo, key->h);
                     pc_insert(l, pc_buddy(memo, l), key, gen | (uint32_t)len, gen, sids, got);
+                    single++; /* (stored without merging, as a one-token piece: a miss all the same) */
                     continue;
                 }
             }
@@ -651,7 +799,7 @@ static size_t pc_fill_cold(const bpe_model *m, bpe_memo *memo, uint32_t gen, con
     filled += nl;
     if (filled) __atomic_fetch_add(&pc_lanes_filled, filled, __ATOMIC_RELAXED);
     if (filled_long) __atomic_fetch_add(&pc_lanes_filled_long, filled_long, __ATOMIC_RELAXED);
-    return filled;
+    return filled + single;
 }
 
 /* the thread's recent share of pieces that missed the piece cache: after every 1024 pieces, cold while more than 1 in
