@@ -3,7 +3,7 @@
 then transformers patched vs unpatched.
 
     python tools/diff_hf.py [--max-lines N [--spread]] [--files WORD ...] [--parts tokenizers transformers]
-                            [--out DIR] [--summary]
+                            [--corpora NAME ...] [--settings NAME ...] [--shard K/N] [--out DIR] [--summary]
 
 tokenizers part (every tokenizer.json under ../shared/data/vocab/, models/ and hf/ included): each corpus line
 is encoded alone and paired with another line, under up to six settings: the file's own truncation/padding
@@ -22,7 +22,7 @@ dtype and value); batch_decode; apply_chat_template; streaming decode.
 A file fstok refuses counts as a difference. Exit status 1 on any difference.  Identical lines are checked
 once.  `--out DIR` writes one JSON per file and part (checks, differing, the first reports, seconds) and
 skips those already there, so that a long run resumes and shards by file (and, with `--settings`, by
-setting, and with `--shard K/N` by slice of the lines); `--summary --out DIR` prints
+setting, with `--corpora` by corpus file and with `--shard K/N` by slice of the lines); `--summary --out DIR` prints
 their table; `--files` takes paths or words of the path.
 """
 from __future__ import annotations
@@ -72,11 +72,13 @@ def apply(tok, trunc, pad) -> None:
         tok.enable_padding(**pad)
 
 
-def corpus(max_lines: int, spread: bool = False) -> list[str]:
-    """The lines of every corpus file (the first max_lines of each, or with spread max_lines evenly spaced
-    through each; 0: all), each distinct line once."""
+def corpus(max_lines: int, spread: bool = False, names: list[str] | None = None) -> list[str]:
+    """The lines of every corpus file, or of those named (`english`, `code`, ...), the first max_lines of
+    each, or with spread max_lines evenly spaced through each; 0: all), each distinct line once."""
     out = []
     for p in sorted(glob.glob(os.path.join(DATA, "corpus", "*.txt"))):
+        if names and os.path.basename(p)[:-4] not in names:
+            continue
         with open(p, encoding="utf-8") as f:
             lines = list(dict.fromkeys(f.read().splitlines()))
         if max_lines and spread:
@@ -442,6 +444,7 @@ def summary(out: str) -> int:
     for r in rows:
         part = r["part"] if r.get("settings", "all") == "all" else f"{r['part']} ({', '.join(r['settings'])})"
         part += "" if r.get("shard", "all") == "all" else f", lines {r['shard']}"
+        part += "" if r.get("corpora", "all") == "all" else f", {'+'.join(r['corpora'])}"
         print(f"| `{r['file']}` | {part} | {r['lines']:,} | {r['checks']:,} | {r['differing']:,} |")
     print(f"| all | | | {sum(r['checks'] for r in rows):,} | {sum(r['differing'] for r in rows):,} |")
     return 1 if any(r["differing"] for r in rows) else 0
@@ -459,6 +462,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-transformers", action="store_true", help="the tokenizers part only")
     ap.add_argument("--settings", nargs="*", choices=[s[0] for s in SETTINGS],
                     help="tokenizers part: only these settings (a long run sharded by setting)")
+    ap.add_argument("--corpora", nargs="*", metavar="NAME",
+                    help="only these corpus files (english, code, multilingual, stress, chinese_long); a long run "
+                         "split by corpus")
     ap.add_argument("--shard", help="K/N: only the K-th of N equal slices of the lines (K from 1), a long run "
                                     "split over processes or machines")
     ap.add_argument("--chunk", type=int, default=512, help="lines per batch call (default 512)")
@@ -476,14 +482,14 @@ def main(argv=None) -> int:
                         if os.path.isfile(f) and not f.endswith((".json", ".txt", ".md")) and spm_class(f))
     files = [f for w in args.files for f in ([w] if os.path.isfile(w) else [g for g in every if w in g])] \
         if args.files else every
-    lines = corpus(args.max_lines, args.spread)
-    shard = ""
+    lines = corpus(args.max_lines, args.spread, args.corpora)
+    shard = "." + "+".join(args.corpora) if args.corpora else ""
     if args.shard:
         k, n = (int(x) for x in args.shard.split("/"))
         if not 1 <= k <= n:
             ap.error(f"--shard {args.shard}: K must be 1..N")
         lines = lines[(k - 1) * len(lines) // n:k * len(lines) // n]
-        shard = f".shard{k}of{n}"
+        shard += f".shard{k}of{n}"
     print(f"{len(lines)} distinct lines", flush=True)
     total = total_bad = 0
     for f in dict.fromkeys(files):
@@ -516,7 +522,7 @@ def main(argv=None) -> int:
                 os.makedirs(args.out, exist_ok=True)
                 with open(out + ".tmp", "w", encoding="utf-8") as fh:
                     json.dump({"file": os.path.relpath(f, DATA), "part": part, "settings": args.settings or "all",
-                               "shard": args.shard or "all",
+                               "shard": args.shard or "all", "corpora": args.corpora or "all",
                                "lines": len(lines),
                                "max_lines": args.max_lines, "spread": args.spread, "checks": c, "differing": b,
                                "report": report[:40], "seconds": round(time.time() - t0)}, fh, indent=1)
