@@ -199,7 +199,14 @@ class BPETokenizer(Inspectable):
         self._special_re_cache: dict[frozenset, re.Pattern[str]] = {}
         self._lock = threading.Lock()
         self._added_raw = {a.content: a.id for a in self._added if not a.normalized}
-        self._added_norm = {a.content: a.id for a in self._added if a.normalized}
+        # HF looks for a normalized added token in the normalized text by its content passed through the
+        # normalizer (the first of two contents that normalize alike)
+        self._added_norm: dict[str, int] = {}
+        for a in self._added:
+            if a.normalized:
+                form = self._hf_normalize(a.content) if self._semantics == "hf" and self._normalizer else a.content
+                if form:
+                    self._added_norm.setdefault(form, a.id)
 
     @property
     def _spanner(self) -> _RegexSpanner:

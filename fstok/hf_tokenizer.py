@@ -423,6 +423,9 @@ class _BPECore(_Core):
         for c, i in added.items():
             if i < len(self.tok_len):
                 self.tok_len[i] = len(c.encode("utf-8"))
+        for form, i in tok._added_norm.items():  # matched by its normalized content, in the normalized text
+            if i < len(self.tok_len):
+                self.tok_len[i] = len(form.encode("utf-8"))
 
     def _pieces(self, used: str) -> list[tuple[int, int, bool]]:
         """(start, end, is_added_token) character spans of the pre-tokenizer words of the encoded text."""
@@ -562,18 +565,20 @@ class _BPECore(_Core):
         t = seg.translate(rep)
         return t if unicodedata.is_normalized(form, t) else None
 
-    def _native_row(self, text: str, ids: list, starts: bytes, trim=None, align: Optional[bytes] = None):
+    def _native_row(self, text: str, ids: list, starts: bytes, trim=None, align: Optional[bytes] = None,
+                    checked: bool = False):
         """(ids, offsets, word ids) by one C call (`fstok.runtime._hfalign.rows` over the compiled
         pre-tokenizer's byte spans) for a text that was encoded as it is (`text` is the text the core encoded:
         one the normalizer leaves unchanged keeps each character in its place) and holds no added-token text
-        (each would need the splits of `_pieces`); None otherwise."""
+        (each would need the splits of `_pieces`; `checked`: the caller found none); None otherwise."""
         tok = self.tok
         pat = tok._pattern if tok._native else None
         if pat is None or pat.spanner is None:
             return None
-        lits = self._literals()
-        if lits and lits.search(text) is not None:
-            return None
+        if not checked:
+            lits = self._literals()
+            if lits and lits.search(text) is not None:
+                return None
         _hfalign = _hfalign_mod()
 
         data = text.encode("utf-8")
@@ -626,12 +631,15 @@ class _BPECore(_Core):
             return None
         if not ids:
             return [], [], []
-        if isinstance(p.starts, range):  # each character in its place
+        if isinstance(p.starts, range) and isinstance(p.ends, range):
+            # each character in its place (a one-character form each): the offsets in `used` are those in text
+            return self._native_row(used, ids, starts, checked=True)
+        if isinstance(p.starts, range):
             st = np.arange(len(text), dtype=np.int32)
         else:
             st = np.asarray(p.starts, dtype=np.int32)
         if not isinstance(p.ends, range) and not np.array_equal(np.asarray(p.ends, dtype=np.int32), st + 1):
-            r = self._native_row(used, ids, starts)
+            r = self._native_row(used, ids, starts, checked=True)
             return None if r is None else (ids, [(p.starts[a], p.ends[b - 1]) for a, b in r[1]], r[2])
         # each normalized character came from one original character: the alignment of each byte of the
         # normalized text is that character's offset
@@ -639,7 +647,7 @@ class _BPECore(_Core):
 
         data = used.encode("utf-8")
         ci = np.frombuffer(_hfalign.chars(data), dtype=np.int32) if len(data) != len(used) else slice(None)
-        return self._native_row(used, ids, starts, align=st[ci].tobytes())
+        return self._native_row(used, ids, starts, align=st[ci].tobytes(), checked=True)
 
     def _literals(self) -> LiteralSet:
         lits = self.__dict__.get("_lits")
@@ -997,6 +1005,12 @@ class Tokenizer:
                                 pad_token=pd.get("pad_token", "[PAD]"), length=length,
                                 pad_to_multiple_of=pd.get("pad_to_multiple_of"))
         self._compiled, self._core = self._make_core(obj, _core, _raw, self._added)
+        if isinstance(self._core, _BPECore):
+            # a match of a normalized added token is named by the normalized text it covers (its normalized
+            # content), as HF names it; the byte-level core gives no token strings of its own
+            for i, form in self._decode_forms.items():
+                if i >= self._model_vocab_size and i < len(id_to_token):
+                    id_to_token[i] = form
         self._matching_core = self._core
         self._split_core: Optional[_Core] = None
         self._encode_special_tokens = False
@@ -1481,13 +1495,23 @@ class Tokenizer:
         # by the caller (padding each first changes nothing: HF pads each to the same or a shorter length)
         asm = {False: None, True: None}
         out = []
+        raw = Encoding._raw
         for (_, b), r in zip(items, firsts):
-            ea = model(r, 0)
             rb = None if b is None else next(seconds)
-            eb = None if b is None else model(rb, 1)
-            k = eb is not None
+            k = rb is not None
             if asm[k] is None:
                 asm[k] = self._assembler(k, add_special_tokens, trimming)
+            if not trimming and asm[k].fits(len(r[0]) + (len(rb[0]) if k else 0)):
+                # the template reads ids, tokens, word ids and offsets only: no other list is built
+                ea = raw(r[0], None, r[3] if len(r) > 3 else list(map(i2t.__getitem__, r[0])), r[2], r[1],
+                         None, None, None, None)
+                eb = None if rb is None else raw(rb[0], None, rb[3] if len(rb) > 3 else
+                                                 list(map(i2t.__getitem__, rb[0])), rb[2], rb[1],
+                                                 None, None, None, None)
+                out.append(asm[k](ea, eb))
+                continue
+            ea = model(r, 0)
+            eb = None if rb is None else model(rb, 1)
             n = len(ea._ids) + (len(eb._ids) if k else 0)
             if asm[k].fits(n):
                 if trimming:

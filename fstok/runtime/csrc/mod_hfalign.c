@@ -87,6 +87,31 @@ done:
     return res;
 }
 
+/* The tuple (a, z), built directly (no format string).  With `prev` (the int object of the previous
+ * pair's end, borrowed, or NULL), a start equal to it shares that object, and *prev becomes this end: the
+ * offsets of consecutive tokens meet, so most pairs allocate one int instead of two. */
+static PyObject *offset_pair(long a, long z, PyObject **prev) {
+    PyObject *t = PyTuple_New(2);
+    if (!t) return NULL;
+    PyObject *pa;
+    if (prev && *prev && PyLong_AsLong(*prev) == a) {
+        Py_INCREF(*prev);
+        pa = *prev;
+    } else if (!(pa = PyLong_FromLong(a))) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 0, pa);
+    PyObject *pz = PyLong_FromLong(z);
+    if (!pz) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 1, pz);
+    if (prev) *prev = pz;
+    return t;
+}
+
 /* rows(align, ids, lens, ends, pieces, starts, standin_lo) -> (offsets, words), or None.
  * align: int32 per byte of the encoded text; ids: uint32 token ids; lens: int64 bytes of each id's token;
  * pieces: uint32 (start, end, literal) triples of the pre-tokenizer's pieces, in order.
@@ -147,6 +172,7 @@ static PyObject *hfa_rows(PyObject *self, PyObject *args) {
     words = PyList_New((Py_ssize_t)nt);
     if (!offs || !words) goto done;
     if (have_t && !(toffs = PyList_New((Py_ssize_t)nt))) goto done;
+    PyObject *prev_end = NULL; /* the end offset of the token before (borrowed from its tuple) */
     size_t p = 0;     /* the piece of the current token */
     size_t wd = 0;    /* its word: the non-empty pieces before it (HF drops empty splits) */
     size_t pos = np_ ? pc[0] : 0; /* the current token's first byte (sentinel mode) */
@@ -172,7 +198,7 @@ static PyObject *hfa_rows(PyObject *self, PyObject *args) {
         e = b + (size_t)len;
         if (len <= 0 || e > nb) goto none;
         PyObject *w = PyLong_FromSize_t(have_s ? wd : p);
-        PyObject *t = w ? Py_BuildValue("(ii)", o[b], o[e - 1] + 1) : NULL;
+        PyObject *t = w ? offset_pair(o[b], o[e - 1] + 1, &prev_end) : NULL;
         if (!t) {
             Py_XDECREF(w);
             goto done;
@@ -188,7 +214,7 @@ static PyObject *hfa_rows(PyObject *self, PyObject *args) {
             if (ta == cs && tz == ce) {
                 Py_INCREF(t);
                 u = t;
-            } else if (!(u = Py_BuildValue("(ll)", ta, tz))) {
+            } else if (!(u = offset_pair(ta, tz, NULL))) {
                 goto done;
             }
             PyList_SET_ITEM(toffs, (Py_ssize_t)i, u);
