@@ -198,15 +198,32 @@ class BPETokenizer(Inspectable):
         self._special_values = set(self._special_tokens.values())
         self._special_re_cache: dict[frozenset, re.Pattern[str]] = {}
         self._lock = threading.Lock()
+        self._index_added()
+
+    def _index_added(self) -> None:
+        """The matchers' tables of the added tokens: raw contents, and normalized ones by the form HF looks
+        for in the normalized text (the content passed through the normalizer; the first of two contents
+        that normalize alike)."""
         self._added_raw = {a.content: a.id for a in self._added if not a.normalized}
-        # HF looks for a normalized added token in the normalized text by its content passed through the
-        # normalizer (the first of two contents that normalize alike)
         self._added_norm: dict[str, int] = {}
         for a in self._added:
             if a.normalized:
                 form = self._hf_normalize(a.content) if self._semantics == "hf" and self._normalizer else a.content
                 if form:
                     self._added_norm.setdefault(form, a.id)
+        self._specials_cache = {}
+
+    def with_added_tokens(self, tokens: list[tuple[str, int, bool]]) -> "BPETokenizer":
+        """A tokenizer sharing this one's compiled tables, with more non-special added tokens ((content, id,
+        normalized) each, none known yet) matched as HF matches them: the added tokens live in the matchers
+        built at run time, not in the tables, so nothing is compiled.  This tokenizer is left as it is."""
+        new = object.__new__(type(self))  # (copy.copy would go through __reduce__: a reload from bytes)
+        new.__dict__.update(self.__dict__)
+        new._added = self._added + [AddedToken(c, int(i), False, bool(n)) for c, i, n in tokens]
+        new._lock = threading.Lock()
+        new._special_re_cache = {}
+        new._index_added()
+        return new
 
     @property
     def _spanner(self) -> _RegexSpanner:

@@ -420,6 +420,9 @@ class _BPECore(_Core):
         self.i2t = id_to_token
         off = np.asarray(tok._dec_off, dtype=np.int64)
         self.tok_len = off[1:] - off[:-1]  # bytes of each token
+        top = max(added.values(), default=-1) + 1
+        if top > len(self.tok_len):  # tokens added after compiling (`BPETokenizer.with_added_tokens`)
+            self.tok_len = np.concatenate([self.tok_len, np.zeros(top - len(self.tok_len), dtype=np.int64)])
         for c, i in added.items():
             if i < len(self.tok_len):
                 self.tok_len[i] = len(c.encode("utf-8"))
@@ -427,15 +430,30 @@ class _BPECore(_Core):
             if i < len(self.tok_len):
                 self.tok_len[i] = len(form.encode("utf-8"))
 
-    def _pieces(self, used: str) -> list[tuple[int, int, bool]]:
-        """(start, end, is_added_token) character spans of the pre-tokenizer words of the encoded text."""
+    def _pieces(self, used: str, text: Optional[str] = None) -> list[tuple[int, int, bool]]:
+        """(start, end, is_added_token) character spans of the pre-tokenizer words of the encoded text `used`,
+        which `text` became (added tokens split out, the rest normalized, prefix spaces inserted).  The raw
+        added tokens are those of `text` (HF matches them before normalizing: a normalized stretch that
+        spells one is no match)."""
         tok = self.tok
         raw = dict(tok._added_raw)
         raw.update(tok._special_tokens)
         out: list[tuple[int, int, bool]] = []
         pattern = tok._pattern if tok._native else None
         pos = 0
-        for seg, tid in tok._split_literals(used, raw):
+        segs = None
+        if text is not None and text != used:
+            segs = []
+            for seg, tid in tok._split_literals(text, raw):
+                if tid is None:
+                    seg = self._normalize_piece(seg, 0, len(seg)).text if self.norm is not None else seg
+                    if tok._add_prefix_space:  # the spaces _plan_hf puts in front of each stretch
+                        seg = "".join(sub if t2 is not None or sub.startswith(" ") else " " + sub
+                                      for sub, t2 in tok._split_literals(seg, tok._added_norm))
+                segs.append((seg, tid))
+            if "".join(x for x, _ in segs) != used:
+                segs = None
+        for seg, tid in segs if segs is not None else tok._split_literals(used, raw):
             if tid is not None:
                 out.append((pos, pos + len(seg), True))
             else:
@@ -680,7 +698,7 @@ class _BPECore(_Core):
             cs, ce = self._map_normalized(used, text, cs, ce)
         elif used != text:
             cs, ce = _map_inserted_spaces(used, text, cs, ce)
-        pieces = self._pieces(used)
+        pieces = self._pieces(used, text)
         pstarts = np.fromiter((p[0] for p in pieces), dtype=np.int64, count=len(pieces))
         words = (np.searchsorted(pstarts, cum[np.minimum(bs + 1, len(d))] - 1, side="right") - 1).tolist()
         return ids, list(zip(cs.tolist(), ce.tolist())), words
@@ -1005,15 +1023,19 @@ class Tokenizer:
                                 pad_token=pd.get("pad_token", "[PAD]"), length=length,
                                 pad_to_multiple_of=pd.get("pad_to_multiple_of"))
         self._compiled, self._core = self._make_core(obj, _core, _raw, self._added)
-        if isinstance(self._core, _BPECore):
-            # a match of a normalized added token is named by the normalized text it covers (its normalized
-            # content), as HF names it; the byte-level core gives no token strings of its own
-            for i, form in self._decode_forms.items():
-                if i >= self._model_vocab_size and i < len(id_to_token):
-                    id_to_token[i] = form
+        self._name_normalized_matches()
         self._matching_core = self._core
         self._split_core: Optional[_Core] = None
         self._encode_special_tokens = False
+
+    def _name_normalized_matches(self) -> None:
+        """A match of a normalized added token is named by the normalized text it covers (its normalized
+        content), as HF names it; the byte-level core gives no token strings of its own."""
+        if isinstance(self._core, _BPECore):
+            i2t = self._id_to_token
+            for i, form in self._decode_forms.items():
+                if self._model_vocab_size <= i < len(i2t):
+                    i2t[i] = form
 
     def _make_core(self, obj: dict, _core, _raw: Optional[bytes], added: dict[str, int]) -> tuple:
         """(compiled tokenizer, face core) of `obj`."""
@@ -1098,8 +1120,9 @@ class Tokenizer:
     def add_tokens(self, tokens: Sequence) -> int:
         """Add literals (str or AddedToken) matched before the model; returns how many were new. New tokens
         that cannot overlap the tokenizer's own added tokens are matched in front of its compiled core
-        (`fstok.hf_added_layer`); otherwise the core is compiled again (from the artifact cache when this set
-        was compiled before)."""
+        (`fstok.hf_added_layer`); a byte-level BPE core and a SentencePiece-family core take the others
+        (normalized ones under a normalizer included) into their run-time matchers; otherwise the core is
+        compiled again (from the artifact cache when this set was compiled before)."""
         return self._add(tokens, False)
 
     def add_special_tokens(self, tokens: Sequence) -> int:
@@ -1146,10 +1169,13 @@ class Tokenizer:
             mode = self._encode_special_tokens
             layer = None if mode else self._layer_after(added, fresh)
             spm = None if mode or layer is not None else self._spm_with(added)
+            bpe = None if mode or layer is not None or spm is not None else self._bpe_with(fresh)
             if layer is not None:
                 self._extend(obj, layer)
             elif spm is not None:
                 self._extend(obj, (spm, {e["content"]: 0 for e in added}), replace=True)
+            elif bpe is not None:
+                self._extend(obj, (bpe, {e["content"]: 0 for e in added}), replace=True)
             else:
                 self.__init__(obj, self._source, _core=self._same_wordpiece_core(obj))
                 self.encode_special_tokens = mode
@@ -1175,6 +1201,21 @@ class Tokenizer:
         if type(c).__name__ != "HFSentencePieceTokenizer" or not isinstance(self._matching_core, _SpmCore):
             return None
         return c.with_added_tokens(added, self._model_vocab)
+
+    def _bpe_with(self, fresh: list):
+        """The compiled byte-level BPE core with the new entries `fresh` as more added tokens, without
+        compiling (`BPETokenizer.with_added_tokens`: its matchers find them, normalized ones in the normalized
+        text), or None where the core is of another kind or an entry asks for what it does not do (a special
+        token, lstrip / rstrip / single_word, a token changed rather than new)."""
+        c = self._compiled
+        if type(c).__name__ != "BPETokenizer" or type(self._matching_core) is not _BPECore or \
+                getattr(c, "_semantics", None) != "hf" or not fresh or None in fresh:
+            return None
+        for e in fresh:
+            if e.get("special") or e.get("lstrip") or e.get("rstrip") or e.get("single_word") or \
+                    e["content"] in self._added or e["content"] in self._model_vocab:
+                return None
+        return c.with_added_tokens([(e["content"], int(e["id"]), bool(e.get("normalized", True))) for e in fresh])
 
     def _extend(self, obj: dict, layer: tuple, replace: bool = False) -> None:
         """The state `__init__(obj)` gives, for `obj` = this one plus new added tokens that `layer` (face
@@ -1205,7 +1246,11 @@ class Tokenizer:
         # keyed by HF's id of each token (the file's id differs only in crafted files)
         file_ids = {int(a["id"]): self._added[a["content"]] for a in added_raw}
         self._decode_forms = {file_ids.get(i, i): f for i, f in _normalized_added_forms(obj, self._source).items()}
-        if replace:
+        if replace and type(core).__name__ == "BPETokenizer":
+            self._compiled = core
+            self._core = self._matching_core = _BPECore(core, self._added, i2t)
+            self._name_normalized_matches()
+        elif replace:
             self._compiled = core
             self._core = self._matching_core = _SpmCore(core)
         else:

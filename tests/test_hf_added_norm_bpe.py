@@ -71,3 +71,35 @@ def test_padded_numpy_batch(pair):
     want = h2.encode_batch(TEXTS)
     assert got["input_ids"].tolist() == [e.ids for e in want]
     assert got["attention_mask"].tolist() == [e.attention_mask for e in want]
+
+
+def test_added_without_compiling():
+    """add_tokens of normalized (and overlapping raw) tokens keeps the compiled tables: the BPE model object
+    is the one loaded, only the matchers change."""
+    hf = tokenizers.Tokenizer.from_file(ANTHROPIC)
+    ours = fstok.Tokenizer.from_file(ANTHROPIC)
+    model = ours._compiled._model
+    for toks in (["Ｈｅｌｌｏ", "<newtok>"], [("raw<", False)], ["<newtok2>"]):
+        hf.add_tokens([tokenizers.AddedToken(t[0], normalized=t[1]) if isinstance(t, tuple) else t for t in toks])
+        ours.add_tokens([fstok.AddedToken(t[0], normalized=t[1]) if isinstance(t, tuple) else t for t in toks])
+        assert ours._compiled._model is model
+    texts = TEXTS + ["ｒａｗ＜ x", "ｒａｗ＜raw<ｒａｗ＜ Ｈｅｌｌｏ", "x ｒａｗ＜Hello <newtok2>raw<", "raw<newtok2>"]
+    for x in texts:
+        a, b = hf.encode(x), ours.encode(x)
+        for f in FIELDS:
+            assert getattr(a, f) == getattr(b, f), (x, f)
+    got, want = ours.encode_batch(texts * 2), hf.encode_batch(texts * 2)
+    for f in FIELDS:
+        assert [getattr(e, f) for e in got] == [getattr(e, f) for e in want], f
+
+
+def test_raw_token_spelled_by_normalized_text():
+    """A raw (normalized=false) added token is matched in the raw text only: a stretch whose normalized
+    form spells it is ordinary text, its words those of the pre-tokenizer (the file holding the token)."""
+    hf = tokenizers.Tokenizer.from_file(ANTHROPIC)
+    hf.add_tokens([tokenizers.AddedToken("raw<", normalized=False)])
+    ours = fstok.Tokenizer.from_str(hf.to_str())
+    for x in ["ｒａｗ＜ x", "raw< ｒａｗ＜", "ｒａｗ＜raw<"]:
+        a, b = hf.encode(x), ours.encode(x)
+        for f in FIELDS:
+            assert getattr(a, f) == getattr(b, f), (x, f)
