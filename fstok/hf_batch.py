@@ -123,6 +123,7 @@ class Assembler:
         self._runs = [([p[1] for p in r], [p[2] for p in r], [None] * len(r), [(0, 0)] * len(r), [p[3] for p in r])
                       for r in runs]
         self._masks: dict = {}
+        self._bare = not any(r[0] for r in self._runs)  # the template adds no token to a text
 
     def fits(self, n: int) -> bool:
         """A text (pair) of n model tokens can be assembled: truncation (if any) leaves it whole."""
@@ -185,14 +186,19 @@ class Assembler:
             self._masks[na, nb] = m
         return m
 
-    def __call__(self, a: Encoding, b: Optional[Encoding], ranged: Optional[set] = None) -> Encoding:
-        """a (and b) laid into the template; `ranged`: the sequences that get a range (the template's)."""
+    def __call__(self, a: Encoding, b: Optional[Encoding], ranged: Optional[set] = None,
+                 own: bool = False) -> Encoding:
+        """a (and b) laid into the template; `ranged`: the sequences that get a range (the template's);
+        `own`: a's lists are the caller's to give away (fresh, held by nothing else), so a template that adds
+        no token takes them as they are."""
         ranged = self.ranged if ranged is None else ranged
         na = len(a._ids)
         nb = 0 if b is None else len(b._ids)
         m = self._masks.get((na, nb)) or self._masks_of(na, nb)
         r0, r1, r2 = self._runs
-        if b is None:
+        if b is None and own and self._bare:
+            ids, toks, words, offs = a._ids, a._tokens, a._words, a._offsets
+        elif b is None:
             ids = [*r0[0], *a._ids, *r1[0]]
             toks = [*r0[1], *a._tokens, *r1[1]]
             words = [*r0[2], *a._words, *r1[2]]

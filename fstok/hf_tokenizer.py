@@ -704,6 +704,7 @@ class _BPECore(_Core):
         return ids, list(zip(cs.tolist(), ce.tolist())), words
 
     trims = True  # model_batch(trim=...) gives each row its trimmed offsets (`fstok.hf_words.trim_offsets`)
+    fresh_rows = True  # model_encode / model_batch build new lists for every row (no cache hands one out twice)
 
     def model_batch(self, texts, num_threads, trim=None):
         """model_encode of many texts with no per-token Python work: the ids come from one threaded C call; a
@@ -1541,6 +1542,7 @@ class Tokenizer:
         asm = {False: None, True: None}
         out = []
         raw = Encoding._raw
+        fresh = getattr(self._core, "fresh_rows", False)  # each row's lists are new, held by nothing else
         for (_, b), r in zip(items, firsts):
             rb = None if b is None else next(seconds)
             k = rb is not None
@@ -1553,7 +1555,7 @@ class Tokenizer:
                 eb = None if rb is None else raw(rb[0], None, rb[3] if len(rb) > 3 else
                                                  list(map(i2t.__getitem__, rb[0])), rb[2], rb[1],
                                                  None, None, None, None)
-                out.append(asm[k](ea, eb))
+                out.append(asm[k](ea, eb, None, fresh))
                 continue
             ea = model(r, 0)
             eb = None if rb is None else model(rb, 1)
