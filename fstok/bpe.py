@@ -214,11 +214,17 @@ class BPETokenizer(Inspectable):
         self._specials_cache = {}
 
     def with_added_tokens(self, tokens: list[tuple[str, int, bool]]) -> "BPETokenizer":
-        """A tokenizer sharing this one's compiled tables, with more non-special added tokens ((content, id,
-        normalized) each, none known yet) matched as HF matches them: the added tokens live in the matchers
-        built at run time, not in the tables, so nothing is compiled.  This tokenizer is left as it is."""
+        """A tokenizer sharing this one's compiled tables, with more added tokens ((content, id, normalized)
+        each) matched as HF matches them: the added tokens live in the matchers built at run time, not in the
+        tables, so nothing is compiled.  A content that is one of the special tokens moves to the added tokens
+        (HF matches a special token with normalized=true in the normalized text, not in the raw text).  This
+        tokenizer is left as it is."""
         new = object.__new__(type(self))  # (copy.copy would go through __reduce__: a reload from bytes)
         new.__dict__.update(self.__dict__)
+        moved = {c for c, _, _ in tokens if c in self._special_tokens}
+        if moved:
+            new._special_tokens = {k: v for k, v in self._special_tokens.items() if k not in moved}
+            new._special_values = set(new._special_tokens.values())
         new._added = self._added + [AddedToken(c, int(i), False, bool(n)) for c, i, n in tokens]
         new._lock = threading.Lock()
         new._special_re_cache = {}

@@ -1055,6 +1055,12 @@ class Tokenizer:
         if kind == "WordPieceTokenizer":
             return compiled, _WordPieceCore(compiled, added, id_to_token, face_added, obj.get("normalizer"), source)
         if kind == "BPETokenizer":
+            norm_specials = [(a["content"], added[a["content"]], True) for a in obj.get("added_tokens") or []
+                             if a.get("special") and a.get("normalized") and a.get("content") in added]
+            if norm_specials and getattr(compiled, "_semantics", None) == "hf" and compiled._normalizer:
+                # special tokens that HF looks for in the normalized text (the compiled file matches specials
+                # in the raw text): moved to the run-time matcher of normalized added tokens
+                compiled = compiled.with_added_tokens([t for t in norm_specials if t[0] in compiled._special_tokens])
             return compiled, _BPECore(compiled, added, id_to_token)
         if kind == "PipelineTokenizer":
             return compiled, _PipelineCore(compiled, model)

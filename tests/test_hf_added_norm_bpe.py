@@ -103,3 +103,37 @@ def test_raw_token_spelled_by_normalized_text():
         a, b = hf.encode(x), ours.encode(x)
         for f in FIELDS:
             assert getattr(a, f) == getattr(b, f), (x, f)
+
+
+def test_special_tokens_with_normalized_true():
+    """A special token with normalized=true is looked for in the normalized text, in a file and after
+    add_special_tokens: `①<sp>` matches `1<sp>` under NFKC; decode skips it; encode_special_tokens=True
+    encodes it as text."""
+    import json
+
+    with open(ANTHROPIC, encoding="utf-8") as f:
+        obj = json.load(f)
+    n = max(a["id"] for a in obj["added_tokens"]) + 1
+    obj["added_tokens"] += [
+        {"id": n + 65000, "content": "①<sp>", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": True, "special": True},
+        {"id": n + 65001, "content": "<EOS>", "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": True, "special": True}]
+    s = json.dumps(obj)
+    hf, ours = tokenizers.Tokenizer.from_str(s), fstok.Tokenizer.from_str(s)
+    texts = ["a ①<sp> b", "a 1<sp> b", "x<EOS>y ＜ＥＯＳ＞ <EOT>", "<EOS>", "ＥＯＴ"]
+    h2, o2 = tokenizers.Tokenizer.from_file(ANTHROPIC), fstok.Tokenizer.from_file(ANTHROPIC)
+    h2.add_special_tokens([tokenizers.AddedToken("②x", normalized=True, special=True)])
+    o2.add_special_tokens([fstok.AddedToken("②x", normalized=True, special=True)])
+    for h, o, xs in ((hf, ours, texts), (h2, o2, ["a 2x ②x", "②x"])):
+        for mode in (False, True):
+            h.encode_special_tokens = o.encode_special_tokens = mode
+            for x in xs:
+                a, b = h.encode(x), o.encode(x)
+                for f in FIELDS:
+                    assert getattr(a, f) == getattr(b, f), (x, f, mode)
+                for skip in (True, False):
+                    assert h.decode(a.ids, skip_special_tokens=skip) == o.decode(b.ids, skip_special_tokens=skip)
+            got, want = o.encode_batch(xs * 3), h.encode_batch(xs * 3)
+            assert [e.ids for e in got] == [e.ids for e in want]
+            assert [e.offsets for e in got] == [e.offsets for e in want]
