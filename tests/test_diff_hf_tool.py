@@ -87,6 +87,18 @@ def test_out_and_summary_resume(tmp_path, capsys):
     assert "all-MiniLM-L6-v2" in table and "| tokenizers |" in table
 
 
+def test_corpora_split_a_run(tmp_path, capsys):
+    """--corpora takes the lines of the named corpus files only, and its result is kept apart."""
+    argv = ["--files", MINILM, "--max-lines", "3", "--corpora", "multilingual", "--settings", "none",
+            "--parts", "tokenizers", "--out", str(tmp_path)]
+    assert diff_hf.main(argv) == 0
+    [res] = list(tmp_path.glob("*.tokenizers.none.multilingual.json"))
+    got = json.loads(res.read_text())
+    assert got["lines"] == 3 and got["corpora"] == ["multilingual"] and got["differing"] == 0
+    assert diff_hf.main(["--summary", "--out", str(tmp_path)]) == 0
+    assert "multilingual" in capsys.readouterr().out
+
+
 def test_chunks_cover_every_line_and_bound_the_windows():
     lines = ["a b"] * 700 + ["x" * 20000] * 3 + ["c"] * 50
     got = diff_hf.spans(lines, 512)
