@@ -568,7 +568,7 @@ class _BPECore(_Core):
         if st is None:
             st = self._o2o = ({}, set(), set())  # (code point -> its one-character form, chars seen, chars not so)
         rep, seen, bad = st
-        new = set(seg) - seen
+        new = None if seen.issuperset(seg) else set(seg) - seen  # (no set built for a text of known characters)
         if new:
             dform = "NFKD" if form == "NFKC" else "NFD"
             for c in new:
