@@ -294,7 +294,11 @@ def compile_pretokenizer(src: BPESource):
             st = src.stages[0]
             cp, mode = CompiledPattern.compile(st.pattern, st.dialect, "find"), "find"
         elif all(st.keep_gaps for st in src.stages):
-            cp, mode = CompiledPattern.pipeline([(st.pattern, st.dialect) for st in src.stages], src.name), "split"
+            from .regex_fuse import fuse_class_runs
+
+            # consecutive levels that cut out runs of disjoint character classes: one level (one DFA walk)
+            levels = fuse_class_runs([(st.pattern, st.dialect) for st in src.stages])
+            cp, mode = CompiledPattern.pipeline(levels, src.name), "split"
         else:
             raise ValueError("mixed find/split stages")
     except (ValueError, NotImplementedError, RecursionError) as e:

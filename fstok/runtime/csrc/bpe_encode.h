@@ -13,12 +13,13 @@
 #include "bpe_specials.h"
 #include "dfa.h"
 
-/* The pieces of s[a:b) (one DFA level: find mode, or one HF Split(Isolated) level, whose pieces are the matches of
- * the same finditer plus the non-empty gaps between them) through the piece cache. */
-static int encode_pieces_cached(const bpe_rt *self, const uint8_t *s, size_t a, size_t b, enc_state *st) {
+/* The pieces of s[a:b) by the DFA d (one level: find mode, or one HF Split(Isolated) level, whose pieces are the
+ * matches of the same finditer plus the non-empty gaps between them; s[a:b) is a text of its own: its end is the
+ * end of input) through the piece cache. */
+static int encode_pieces_cached(const bpe_rt *self, const fstok_dfa *d, const uint8_t *s, size_t a, size_t b,
+                                enc_state *st) {
     const bpe_model *m = &self->m;
     const int keep_gaps = self->pt_mode == 1;
-    const fstok_dfa *d = &self->lv[0];
     bpe_memo *memo = st->memo;
     const uint32_t gen = memo->gen << 16;
     const size_t n = b - a;
@@ -330,7 +331,23 @@ static int encode_segment(const bpe_rt *self, const uint8_t *s, size_t a, size_t
     const bpe_model *m = &self->m;
     if (a >= b) return 0;
     if ((self->pt_mode == 0 || (self->pt_mode == 1 && self->n_levels == 1)) && st->memo && !st->want_starts && !st->plan)
-        return encode_pieces_cached(self, s, a, b, st);
+        return encode_pieces_cached(self, &self->lv[0], s, a, b, st);
+    if (self->pt_mode == 1 && self->n_levels > 1 && st->memo && !st->want_starts && !st->plan) {
+        /* HF Split(Isolated) levels: the pieces of every level but the last (few: a fused run of character-class
+         * levels cuts digits and scripts apart, fstok/compile/regex_fuse.py), then each of them cut by the last
+         * level as a text of its own in the piece loop (one DFA walk of the bytes, not one per level) */
+        st->elen = 0;
+        if (fstok_dfa_split_isolated(self->lv, self->n_levels - 1, s + a, b - a, &st->ends, &st->elen, &st->ecap))
+            return -1;
+        const fstok_dfa *last = &self->lv[self->n_levels - 1];
+        size_t prev = a;
+        for (size_t j = 0; j < st->elen; j++) {
+            size_t e = a + st->ends[j];
+            if (encode_pieces_cached(self, last, s, prev, e, st)) return -1;
+            prev = e;
+        }
+        return 0;
+    }
     if (self->pt_mode == 0) {
         size_t buf[2 * SPAN_CHUNK];
         size_t pos = 0, n = b - a;

@@ -68,6 +68,10 @@ typedef struct fstok_dfa {
     uint32_t eoi;            /* end-of-input class */
     uint32_t live;           /* (n_boundary + 1) << shift: states below it end an anchored match */
     uint32_t gbl;            /* (n_giveback + 1) << shift: states below it are dead or give-back boundary */
+    /* the ASCII bytes a match can start with (the start state does not die on them), as skip_n <= 4 byte
+     * ranges [skip_lo[r], skip_lo[r] + skip_w[r]]; skip_n = 0: no fast skip (many such bytes) */
+    uint32_t skip_n;
+    uint8_t skip_lo[4], skip_w[4];
 } fstok_dfa;
 
 #define FSTOK_DFA_GB_SHIFT 4 /* accept >> 4: a boundary state's give-back */
@@ -88,6 +92,32 @@ static inline void fstok_dfa_init(fstok_dfa *d, const uint32_t *trans, const uin
     uint32_t g = 0; /* give-back boundary states are 1..g; fstok_dfa_check validates the rest */
     while (g + 1 < n_states && g < n_boundary && (accept[g + 1] >> FSTOK_DFA_GB_SHIFT)) g++;
     d->gbl = (g + 1u) << shift;
+    /* the fast skip of fstok_dfa_next_span / find_all (tables read only where in range: fstok_dfa_check
+     * runs after this) */
+    d->skip_n = 0;
+    if (shift > 9 || (uint64_t)start >= ((uint64_t)n_states << shift)) return;
+    uint32_t nr = 0, cnt = 0;
+    int open = 0;
+    for (int b = 0; b <= 128; b++) {
+        int cand = b < 128 && (classes[b] >= (1u << shift) || trans[start + classes[b]] != 0);
+        cnt += (uint32_t)cand;
+        if (cand && !open) {
+            if (nr == 4) return; /* more than four ranges: no fast skip */
+            d->skip_lo[nr] = (uint8_t)b;
+            open = 1;
+        } else if (!cand && open) {
+            d->skip_w[nr] = (uint8_t)(b - 1 - d->skip_lo[nr]);
+            nr++;
+            open = 0;
+        }
+    }
+    if (cnt > 64) return; /* most ASCII bytes start a match: the byte loop stops at once anyway */
+    if (nr == 0) { /* no ASCII byte starts a match: one range of a byte >= 0x80 (those are tested anyway) */
+        d->skip_lo[0] = 0x80;
+        d->skip_w[0] = 0;
+        nr = 1;
+    }
+    d->skip_n = nr;
 }
 
 /* Structural check of the tables (O(table size)); 0 if valid, else -1 and a message in err. */

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 
 /* st = T[st + C[byte]] with the class's column computed first, off the chain of dependent loads: the chain is
@@ -139,10 +142,38 @@ size_t fstok_dfa_match(const fstok_dfa *d, const uint8_t *s, size_t n, size_t po
 }
 
 /* First position >= pos where a match could start: the start state does not die on its byte.
- * (Continuation bytes always kill the start state, so this only stops at character starts.) */
+ * (Continuation bytes always kill the start state, so this only stops at character starts.)  Where few ASCII
+ * bytes start a match (d->skip_n: a level that cuts out digits or a script), 16 bytes at a time: a block whose
+ * bytes are all ASCII outside the start ranges is skipped, and only its other bytes are looked up. */
 static inline size_t skip_to_candidate(const fstok_dfa *d, const uint8_t *s, size_t n, size_t pos) {
     const uint32_t *T0 = d->trans + d->start;
     const uint8_t *C = d->classes;
+#if defined(__SSE2__)
+    if (d->skip_n) {
+        __m128i lo[4], w[4];
+        const uint32_t nr = d->skip_n;
+        for (uint32_t r = 0; r < nr; r++) {
+            lo[r] = _mm_set1_epi8((char)d->skip_lo[r]);
+            w[r] = _mm_set1_epi8((char)d->skip_w[r]);
+        }
+        const __m128i zero = _mm_setzero_si128();
+        while (pos + 16 <= n) {
+            const __m128i x = _mm_loadu_si128((const __m128i *)(s + pos));
+            __m128i hit = _mm_cmplt_epi8(x, zero); /* bytes >= 0x80 */
+            for (uint32_t r = 0; r < nr; r++) {    /* x - lo <= w (unsigned): x in the range */
+                const __m128i t = _mm_sub_epi8(x, lo[r]);
+                hit = _mm_or_si128(hit, _mm_cmpeq_epi8(_mm_min_epu8(t, w[r]), t));
+            }
+            unsigned mask = (unsigned)_mm_movemask_epi8(hit);
+            while (mask) {
+                const size_t q = pos + (size_t)__builtin_ctz(mask);
+                if (T0[C[s[q]]] != 0) return q;
+                mask &= mask - 1;
+            }
+            pos += 16;
+        }
+    }
+#endif
     while (pos < n && T0[C[s[pos]]] == 0) pos++;
     return pos;
 }
