@@ -529,9 +529,18 @@ class BPETokenizer(Inspectable):
 
             nat = _norm_native()
             bm, any_in, runs = _bitmap(_sorted_cps(hf_unicode.touched(self._normalizer))).tobytes(), nat.any_in, nat.runs
+            self.__dict__["_nf_touched_bm"] = bm
             self.__dict__["_nf_touched_runs"] = lambda t, limit: runs(t, bm, limit)
             f = self.__dict__["_nf_touched_check"] = lambda t: any_in(t, bm)
         return f
+
+    def _nf_touched_bitmap(self) -> bytes:
+        """The bitmap of `_nf_touched`'s characters (0x110000 bits), for Model.encode's check in C."""
+        bm = self.__dict__.get("_nf_touched_bm")
+        if bm is None:
+            self._nf_touched()
+            bm = self.__dict__["_nf_touched_bm"]
+        return bm
 
     def _batch_in_normal_form(self, texts: list) -> bool:
         """Whether every text is in the normalizer's form, by one look at them all joined with U+0000 (a
@@ -563,6 +572,16 @@ class BPETokenizer(Inspectable):
         """Encode with the C pipeline; returns (result, text actually encoded)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if self._native and not self._add_prefix_space and self._python_text_path() and not text.isascii():
+            # an HF NFC / NFKC normalizer: C looks for the characters a normal-form check must look at (`_nf_touched`)
+            # and, where there are none (the text is in the form), encodes it in the same call; else None
+            sp1, sp2 = self._matchers(allowed)
+            try:
+                r = self._model.encode(text, sp1, kind, sp2, num_threads, self._nf_touched_bitmap())
+            except UnicodeEncodeError:
+                r = None  # lone surrogates: repaired below
+            if r is not None:
+                return r, text
         if self._native and not self._text_needs_python(text):
             sp1, sp2 = self._matchers(allowed)
             try:

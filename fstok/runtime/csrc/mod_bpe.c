@@ -44,6 +44,7 @@
 #include "bpe_piece_cache.h"
 #include "bpe_runtime.h"
 #include "bpe_specials.h"
+#include "utf8_bitmap.h"
 #include "bpe_validate.h"
 
 
@@ -685,10 +686,13 @@ static void str_utf8_done(void) {
     if (str_utf8_buf.cap > STR_UTF8_KEEP) pystr_buf_free(&str_utf8_buf);
 }
 
+/* encode(text, specials, kind=0, specials2=None, num_threads=1, nf=None): nf, a bitmap of 0x110000 bits (bytes):
+ * a str holding a code point of the set is not encoded and None is returned (the caller checks its normal form
+ * first), so that a text in NFC / NFKC is checked and encoded in one call */
 static PyObject *Model_encode(ModelObject *self, PyObject *args) {
-    PyObject *text, *spo, *sp2o = Py_None;
+    PyObject *text, *spo, *sp2o = Py_None, *nfo = Py_None;
     int kind = OUT_LIST, nthreads = 1;
-    if (!PyArg_ParseTuple(args, "OO|iOi", &text, &spo, &kind, &sp2o, &nthreads)) return NULL;
+    if (!PyArg_ParseTuple(args, "OO|iOiO", &text, &spo, &kind, &sp2o, &nthreads, &nfo)) return NULL;
     if (self->r.pt_mode < 0) {
         PyErr_SetString(PyExc_RuntimeError, "this model has no compiled pre-tokenizer");
         return NULL;
@@ -700,6 +704,23 @@ static PyObject *Model_encode(ModelObject *self, PyObject *args) {
     Py_buffer view = {0};
     if (PyUnicode_Check(text)) {
         if (str_utf8(text, &s, &n)) return NULL;
+        if (nfo != Py_None && !PyUnicode_IS_ASCII(text)) {
+            Py_buffer bm;
+            if (PyObject_GetBuffer(nfo, &bm, PyBUF_SIMPLE) < 0) {
+                str_utf8_done();
+                return NULL;
+            }
+            int bad = bm.len != 0x110000 / 8, hit = !bad && utf8_any_in_bitmap(s, (size_t)n, (const uint8_t *)bm.buf);
+            PyBuffer_Release(&bm);
+            if (bad || hit) {
+                str_utf8_done();
+                if (bad) {
+                    PyErr_SetString(PyExc_ValueError, "nf must be a bitmap of 0x110000 bits");
+                    return NULL;
+                }
+                Py_RETURN_NONE;
+            }
+        }
     } else {
         if (PyObject_GetBuffer(text, &view, PyBUF_SIMPLE) < 0) return NULL;
         s = (const uint8_t *)view.buf;
