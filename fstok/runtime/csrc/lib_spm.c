@@ -363,6 +363,7 @@ static void ftrie_release(spm_ftrie *f) {
     if (own & 2) spm_zfree(f->rows, f->bytes[2]);
     if (own & 4) spm_zfree(f->pairs, f->bytes[3]);
     spm_zfree(f->skey, f->bytes[4]);
+    spm_zfree(f->wide, f->wide_bytes);
     free(f);
 }
 
@@ -655,8 +656,21 @@ const spm_ftrie *spm_ftrie_warm(const spm_model *cm) {
         void **dst[3] = {(void **)&f->nodes, (void **)&f->rows, (void **)&f->pairs};
         const size_t nb[3] = {((size_t)f->n_nodes + 1) * 32, (size_t)f->n_rows * 1024, f->pairs ? (f->pmask + 1) * 8 : 0};
         size_t *mapped[3] = {&f->bytes[0], &f->bytes[2], &f->bytes[3]};
+        if (f->pairs && f->skey) { /* the merges' table: each entry beside its piece's score order */
+            const size_t n = (size_t)f->pmask + 1;
+            uint64_t *W = (uint64_t *)spm_huge_alloc(n * 16, &f->wide_bytes);
+            if (W) {
+                const uint64_t *P = f->pairs;
+                for (size_t i = 0; i < n; i++) {
+                    const uint64_t e = P[i];
+                    W[2 * i] = e;
+                    W[2 * i + 1] = e ? f->skey[SPM_PT_C(e)] : 0;
+                }
+                f->wide = W;
+            }
+        }
         for (int i = 0; i < 3; i++) {
-            if (nb[i] < HUGE_ALIGN / 2) continue;
+            if (nb[i] < HUGE_ALIGN / 2 || (i == 2 && f->wide)) continue;
             void *d = spm_huge_alloc(nb[i], mapped[i]);
             if (!d) continue; /* out of memory: the mapping serves */
             if (*mapped[i] % HUGE_ALIGN) { /* small pages only (FSTOK_TABLES_HUGE=0): the mapping serves as well */
@@ -1411,7 +1425,22 @@ HOT uint32_t sym_node(bpe_ctx *c, bpe_sym *y) {
 }
 
 HOT void pt_prefetch(const spm_ftrie *f, int32_t a, int32_t b) {
-    __builtin_prefetch(&f->pairs[pt_slot(SPM_PT_KEY(a, b), f->pmask)]);
+    const uint64_t i = pt_slot(SPM_PT_KEY(a, b), f->pmask);
+    __builtin_prefetch(f->wide ? &f->wide[2 * i] : &f->pairs[i]);
+}
+
+/* the wide table's entry for pieces (a, b), or 0; *sk its piece's score order */
+HOT uint64_t pt_get_wide(const spm_ftrie *f, int32_t a, int32_t b, uint32_t *sk) {
+    const uint64_t key = SPM_PT_KEY(a, b);
+    const uint64_t *W = f->wide;
+    for (uint64_t i = pt_slot(key, f->pmask);; i = (i + 1) & f->pmask) {
+        const uint64_t e = W[2 * i];
+        if ((e & SPM_PT_KEYMASK) == key) {
+            *sk = (uint32_t)W[2 * i + 1];
+            return e;
+        }
+        if (!e) return 0;
+    }
 }
 
 /* the merge candidate of symbols left and right (adjacent, live) into *out: 1, 0 none, -1 out of memory */
@@ -1431,10 +1460,11 @@ HOT int pair_of(bpe_ctx *c, int32_t left, int32_t right, bpe_pair *out) {
         p.node = SYM_LAZY;
         if (e >> 53 & 1) unused = p.id;
     } else if (f && f->pairs && a->id >= 0 && b->id >= 0) {
-        const uint64_t e = pt_get(f, a->id, b->id);
+        uint32_t sk = 0;
+        const uint64_t e = f->wide ? pt_get_wide(f, a->id, b->id, &sk) : pt_get(f, a->id, b->id);
         if (!e) return 0;
         p.id = (int32_t)SPM_PT_C(e);
-        p.prio = (uint64_t)f->skey[p.id] << 32;
+        p.prio = (uint64_t)(f->wide ? sk : f->skey[p.id]) << 32;
         p.node = SYM_LAZY;
         if (e & SPM_PT_UNUSED) unused = p.id;
     } else {
@@ -1463,18 +1493,37 @@ HOT int pair_of(bpe_ctx *c, int32_t left, int32_t right, bpe_pair *out) {
     return 1;
 }
 
+/* A candidate's merge makes two new pairs, (the symbol before left, the merged piece) and (the merged piece, the
+ * symbol after right): their table slots are fetched as soon as the candidate is known, so that when it is
+ * merged (often a few merges later) its two lookups find their lines in cache instead of waiting on memory one
+ * merge after another. */
+HOT void cand_prefetch(const bpe_ctx *c, const bpe_pair *p) {
+    const spm_ftrie *f = c->ft;
+    if (!f || !f->pairs) return;
+    const int32_t pl = c->sym[p->left].prev, nr = c->sym[p->right].next;
+    if (pl >= 0 && c->sym[pl].id >= 0) pt_prefetch(f, c->sym[pl].id, p->id);
+    if (nr >= 0 && c->sym[nr].id >= 0) pt_prefetch(f, p->id, c->sym[nr].id);
+}
+
 static int maybe_add(bpe_ctx *c, int32_t left, int32_t right) {
     bpe_pair p;
     const int r = pair_of(c, left, right, &p);
-    return r <= 0 ? r : heap_push(&c->q, p);
+    if (r <= 0) return r;
+    cand_prefetch(c, &p);
+    return heap_push(&c->q, p);
 }
 
 /* the candidate of left and its next symbol into cand[left] (prio 0: none); 0, or -1 out of memory */
-HOT int cand_set(bpe_ctx *c, bpe_pair *cand, int32_t left, int32_t right) {
+HOT int cand_set(bpe_ctx *c, bpe_pair *cand, uint64_t *pr, int32_t left, int32_t right) {
     if (left < 0) return 0;
     const int r = pair_of(c, left, right, &cand[left]);
-    if (r <= 0) cand[left].prio = 0;
-    return r < 0 ? -1 : 0;
+    if (r <= 0) {
+        pr[left] = 0;
+        return r;
+    }
+    pr[left] = cand[left].prio;
+    cand_prefetch(c, &cand[left]);
+    return 0;
 }
 
 #define ID_UNKNOWN (-2)
@@ -1583,25 +1632,23 @@ int spm_bpe(const spm_model *m, const uint8_t *s, size_t n, spm_ints *out) {
          * the largest prio among the current candidates, which are exactly the heap's entries that are
          * not stale) */
         bpe_pair cand[BPE_ARRAY_MAX];
-        cand[ns - 1].prio = 0;
+        /* the candidates' prios on their own (0: none): the best is their maximum, and a prio names its left
+         * symbol (its low half is ~left), so the scan is a branch-free reduction */
+        uint64_t pr[BPE_ARRAY_MAX];
+        pr[ns - 1] = 0;
         for (size_t k = 1; k < ns; k++)
-            if (cand_set(&c, cand, (int32_t)k - 1, (int32_t)k)) goto done;
+            if (cand_set(&c, cand, pr, (int32_t)k - 1, (int32_t)k)) goto done;
         for (;;) {
-            int32_t best = -1;
             uint64_t bp = 0;
-            for (size_t k = 0; k < ns; k++)
-                if (cand[k].prio > bp) {
-                    bp = cand[k].prio;
-                    best = (int32_t)k;
-                }
-            if (best < 0) break;
-            const bpe_pair top = cand[best];
+            for (size_t k = 0; k < ns; k++) bp = pr[k] > bp ? pr[k] : bp;
+            if (!bp) break;
+            const bpe_pair top = cand[~(uint32_t)bp];
             const bpe_sym *a = sym_merge(&c, &top, tab);
-            cand[top.right].prio = 0;
-            if (cand_set(&c, cand, a->prev, top.left)) goto done;
+            pr[top.right] = 0;
+            if (cand_set(&c, cand, pr, a->prev, top.left)) goto done;
             if (a->next < 0)
-                cand[top.left].prio = 0;
-            else if (cand_set(&c, cand, top.left, a->next))
+                pr[top.left] = 0;
+            else if (cand_set(&c, cand, pr, top.left, a->next))
                 goto done;
         }
         goto emit;

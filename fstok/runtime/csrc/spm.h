@@ -89,6 +89,11 @@ typedef struct {
      * (piece + 1) | unused << 31, 0 none.  Text of one script reads a few lines of it where the hashed
      * table scatters its characters over as many lines */
     uint32_t *bmp;
+    /* the pair table as the merges read it (made by spm_ftrie_warm; NULL: pairs and skey serve): two u64 per
+     * slot, the pair table's entry and the score order of the piece it names, so that one line answers a
+     * candidate with its priority */
+    uint64_t *wide;
+    size_t wide_bytes;
     size_t bytes[6]; /* the mapped sizes of nodes, (unused), rows, pairs, skey, chars (spm_huge_alloc) */
     uint32_t n_nodes, n_rows; /* records in nodes (one more is allocated), full rows in rows */
     int borrowed;             /* the tables are the artifact's (spm_ftrie_adopt), but for those of `own` */
