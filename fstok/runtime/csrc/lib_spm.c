@@ -364,6 +364,7 @@ static void ftrie_release(spm_ftrie *f) {
     if (own & 4) spm_zfree(f->pairs, f->bytes[3]);
     spm_zfree(f->skey, f->bytes[4]);
     spm_zfree(f->wide, f->wide_bytes);
+    spm_zfree(f->cnode, (size_t)65536 * 4);
     free(f);
 }
 
@@ -646,6 +647,51 @@ int spm_ftrie_adopt(spm_model *m, const spm_ft_tables *t) {
     return 0;
 }
 
+/* f->cnode (see spm_ftrie): the walks of every well-formed 2- and 3-byte character from the root, over the
+ * trie's edges (only the prefixes that are key prefixes are followed); left NULL when it cannot be allocated */
+static void cnode_build(spm_ftrie *f) {
+    uint32_t *T = (uint32_t *)spm_zalloc((size_t)65536 * 4);
+    if (!T) return;
+    memset(T, 0xFF, (size_t)65536 * 4); /* SPM_NONE */
+    for (uint32_t b0 = 0xC2; b0 <= 0xEF; b0++) {
+        const uint32_t n0 = spm_ft_step(f, 0, (uint8_t)b0);
+        if (n0 == SPM_NONE) continue;
+        for (uint32_t b1 = 0x80; b1 <= 0xBF; b1++) {
+            const uint32_t n1 = spm_ft_step(f, n0, (uint8_t)b1);
+            if (n1 == SPM_NONE) continue;
+            if (b0 <= 0xDF) {
+                T[(b0 & 0x1F) << 6 | (b1 & 0x3F)] = n1;
+                continue;
+            }
+            for (uint32_t b2 = 0x80; b2 <= 0xBF; b2++) {
+                const uint32_t cp = (b0 & 0x0F) << 12 | (b1 & 0x3F) << 6 | (b2 & 0x3F);
+                if (cp < 0x800) continue; /* an overlong form: not a character (walked byte by byte) */
+                T[cp] = spm_ft_step(f, n1, (uint8_t)b2);
+            }
+        }
+    }
+    f->cnode = T;
+}
+
+/* The node the character s[0, l) leads to from the root (SPM_NONE: no key starts with it) into *node, when it is a
+ * well-formed 2- or 3-byte character and cnode is made: 1; else 0 (the caller steps byte by byte).  A walk that
+ * enters the character's node at once skips no piece: piece strings are valid UTF-8 (checked at load), so none
+ * ends inside a well-formed character. */
+HOT int char_node(const spm_ftrie *f, const uint8_t *s, size_t l, uint32_t *node) {
+    if (!f->cnode) return 0;
+    if (l == 2 && s[0] >= 0xC2 && s[0] <= 0xDF && (s[1] & 0xC0) == 0x80) {
+        *node = f->cnode[(s[0] & 0x1F) << 6 | (s[1] & 0x3F)];
+        return 1;
+    }
+    if (l == 3 && (s[0] & 0xF0) == 0xE0 && (s[1] & 0xC0) == 0x80 && (s[2] & 0xC0) == 0x80) {
+        const uint32_t cp = (uint32_t)(s[0] & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F);
+        if (cp < 0x800) return 0;
+        *node = f->cnode[cp];
+        return 1;
+    }
+    return 0;
+}
+
 const spm_ftrie *spm_ftrie_warm(const spm_model *cm) {
     spm_model *m = (spm_model *)cm;
     pthread_mutex_lock(&m->ft_mu);
@@ -669,6 +715,7 @@ const spm_ftrie *spm_ftrie_warm(const spm_model *cm) {
                 f->wide = W;
             }
         }
+        if (!(m->flags & SPF_BPE)) cnode_build(f);
         for (int i = 0; i < 3; i++) {
             if (nb[i] < HUGE_ALIGN / 2 || (i == 2 && f->wide)) continue;
             void *d = spm_huge_alloc(nb[i], mapped[i]);
@@ -1142,6 +1189,17 @@ HOT walk_at walk_step(const spm_ftrie *f, uint32_t node, uint8_t c) {
     return w;
 }
 
+/* the walk at `node` (entered through char_node) */
+HOT walk_at walk_node(const spm_ftrie *f, uint32_t node) {
+    walk_at w;
+    w.node = node;
+    if (node == SPM_NONE) return w;
+    const spm_fnode *x = &f->nodes[node];
+    w.id = x->id;
+    w.type = x->type;
+    return w;
+}
+
 /* the score of the piece at w (f32 for .model files, f64 for tokenizer.json) */
 HOT float score_sp(const spm_ftrie *f, walk_at w) { return (float)f->nodes[w.node].score; }
 
@@ -1168,10 +1226,18 @@ static float sp_lattice(const spm_model *m, const spm_ftrie *f, const uint8_t *s
         int single = 0;
         size_t mblen = one_char_len(s[st]);
         if (mblen > size - st) mblen = size - st;
-        uint32_t node = 0;
-        for (size_t kp = st; kp < size;) {
-            const walk_at w = walk_step(f, node, s[kp]);
+        uint32_t node = 0, cn;
+        size_t kp = st;
+        walk_at w;
+        if (mblen > 1 && char_node(f, s + st, mblen, &cn)) { /* the first character in one read */
+            kp += mblen;
+            w = walk_node(f, cn);
+            goto at_node;
+        }
+        while (kp < size) {
+            w = walk_step(f, node, s[kp]);
             kp++;
+        at_node:
             if (w.node == SPM_NONE) break;
             node = w.node;
             if (!w.type || w.type == SPT_UNUSED) continue;
@@ -1222,10 +1288,18 @@ static int unigram_hf(const spm_model *m, const uint8_t *s, size_t size, spm_int
         int single = 0;
         size_t mblen = one_char_len(s[st]);
         if (mblen > size - st) mblen = size - st;
-        uint32_t node = 0;
-        for (size_t kp = st; kp < size;) {
-            const walk_at w = walk_step(f, node, s[kp]);
+        uint32_t node = 0, cn;
+        size_t kp = st;
+        walk_at w;
+        if (mblen > 1 && char_node(f, s + st, mblen, &cn)) { /* the first character in one read */
+            kp += mblen;
+            w = walk_node(f, cn);
+            goto at_node;
+        }
+        while (kp < size) {
+            w = walk_step(f, node, s[kp]);
             kp++;
+        at_node:
             if (w.node == SPM_NONE) break;
             node = w.node;
             if (w.id < 0) continue;
@@ -1948,6 +2022,22 @@ static void uw_exact(const spm_model *m, const spm_ftrie *f, const uint8_t *s, s
         node[st] = 0;
         at[st] = (uint8_t)st;
         mbl[st] = (uint8_t)mblen;
+        uint32_t cn;
+        if (mblen > 1 && char_node(f, s + st, mblen, &cn)) { /* the first character in one read */
+            const walk_at w = walk_node(f, cn);
+            if (w.node != SPM_NONE) {
+                node[st] = w.node;
+                at[st] = (uint8_t)(st + mblen);
+                if (w.type && w.type != SPT_UNUSED) {
+                    cand[st] |= 1u << (mblen - 1);
+                    cid[st][mblen - 1] = w.id;
+                    csc[st][mblen - 1] = w.type == SPT_USER ? (float)(0.1 * (double)((int)mblen - 1)) : score_sp(f, w);
+                }
+                if (st + mblen < n) go[ng++] = (uint8_t)st;
+            }
+            st += mblen;
+            continue;
+        }
         go[ng++] = (uint8_t)st;
         st += mblen;
     }

@@ -94,6 +94,10 @@ typedef struct {
      * candidate with its priority */
     uint64_t *wide;
     size_t wide_bytes;
+    /* the node each 2- and 3-byte character leads to from the root, by code point (made by spm_ftrie_warm for
+     * Unigram models; SPM_NONE: no piece starts with it; NULL: none made): a lattice walk enters a character's
+     * node in one read instead of one dependent record read per byte */
+    uint32_t *cnode;
     size_t bytes[6]; /* the mapped sizes of nodes, (unused), rows, pairs, skey, chars (spm_huge_alloc) */
     uint32_t n_nodes, n_rows; /* records in nodes (one more is allocated), full rows in rows */
     int borrowed;             /* the tables are the artifact's (spm_ftrie_adopt), but for those of `own` */
