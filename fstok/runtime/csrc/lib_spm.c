@@ -365,6 +365,7 @@ static void ftrie_release(spm_ftrie *f) {
     spm_zfree(f->skey, f->bytes[4]);
     spm_zfree(f->wide, f->wide_bytes);
     spm_zfree(f->cnode, (size_t)65536 * 4);
+    spm_zfree(f->da, f->da_bytes);
     free(f);
 }
 
@@ -647,17 +648,127 @@ int spm_ftrie_adopt(spm_model *m, const spm_ft_tables *t) {
     return 0;
 }
 
+/* a step of the double array from unit t on byte c: the child unit, SPM_NONE none; *id its piece (-1 none) */
+HOT uint32_t da_step(const uint32_t *D, uint32_t t, uint8_t c, int32_t *id) {
+    const uint32_t u = D[2 * (size_t)t] ^ c, x = D[2 * (size_t)u + 1];
+    if ((x & 0x1FF) != (0x100u | c)) return SPM_NONE;
+    *id = (int32_t)(x >> 9) - 1;
+    return u;
+}
+
+#define DA_MAX_NODES (1u << 20) /* larger tries keep the node records (the array's build would cost the first encode) */
+
+/* f->da from the node records (see spm_ftrie), breadth first: each node's base is the first one, at or after the
+ * lowest free unit, that no node took and whose units for the node's labels are free.  Left NULL when the trie is
+ * too large or memory is short (the records serve). */
+/* the lowest free unit at or after i (nf: a union-find forest over the units, each used unit pointing past itself) */
+static size_t da_free(uint32_t *nf, size_t i) {
+    size_t r = i;
+    while (nf[r] != r) r = nf[r];
+    while (nf[i] != r) {
+        const size_t k = nf[i];
+        nf[i] = (uint32_t)r;
+        i = k;
+    }
+    return r;
+}
+
+static void da_build(spm_ftrie *f) {
+    const uint32_t n = f->n_nodes;
+    if (n > DA_MAX_NODES) return;
+    size_t cap = 1024;
+    while (cap < (size_t)n * 3 + 1024) cap *= 2;
+    /* units 256 to 511 hold no child: every leaf's base is 256, where no label check passes */
+    uint32_t *D = (uint32_t *)calloc(cap * 2, 4);
+    uint32_t *nf = (uint32_t *)malloc((cap + 1) * 4);
+    uint8_t *taken = (uint8_t *)calloc(cap, 1);
+    uint32_t *slot = (uint32_t *)malloc((size_t)n * 4); /* each node's unit */
+    uint32_t kids[256];
+    uint8_t labs[256];
+    size_t mapped, lo = 1, hi = 511;
+    uint32_t *H = NULL;
+    if (!D || !nf || !taken || !slot) goto done;
+    for (size_t u = 0; u <= cap; u++) nf[u] = (uint32_t)u;
+    nf[0] = 1;
+    for (size_t u = 256; u < 512; u++) nf[u] = 512;
+    taken[256] = 1;
+    memset(slot, 0xFF, (size_t)n * 4); /* SPM_NONE: no parent has placed the node (none in a sound trie) */
+    slot[0] = 0;
+    for (uint32_t q = 0; q < n; q++) {
+        const spm_fnode *x = &f->nodes[q];
+        if (slot[q] == SPM_NONE) continue; /* no walk reaches it */
+        int nl = 0;
+        if (x->kids & SPM_FT_DENSE) {
+            const uint32_t *row = f->rows + (size_t)(x->kids & ~SPM_FT_DENSE) * 256;
+            for (int c = 0; c < 256; c++)
+                if (row[c] != SPM_NONE) {
+                    labs[nl] = (uint8_t)c;
+                    kids[nl++] = row[c];
+                }
+        } else {
+            for (int i = 0; i < x->nk; i++) {
+                labs[nl] = x->lab[i];
+                kids[nl++] = x->kids + (uint32_t)i;
+            }
+        }
+        if (!nl) {
+            D[2 * (size_t)slot[q]] = 256;
+            continue;
+        }
+        /* the search starts at most 4 blocks of 256 units below the highest unit in use (the free units further
+         * down stay free: a little room spent for a build in linear time) */
+        if (lo + 1024 < hi) lo = hi - 1024;
+        size_t b = 0;
+        for (size_t t = da_free(nf, lo);; t = da_free(nf, t + 1)) {
+            if (t + 256 >= cap) goto done; /* no room left (not seen: cap holds three units per node) */
+            b = t ^ labs[0];
+            int ok = !taken[b];
+            for (int i = 1; ok && i < nl; i++) {
+                const size_t u = b ^ labs[i];
+                ok = u != 0 && nf[u] == u;
+            }
+            if (ok) break;
+        }
+        taken[b] = 1;
+        D[2 * (size_t)slot[q]] = (uint32_t)b;
+        for (int i = 0; i < nl; i++) {
+            const size_t u = b ^ labs[i];
+            const int32_t id = f->nodes[kids[i]].id;
+            if (id >= (1 << 22)) goto done;
+            nf[u] = (uint32_t)(u + 1);
+            hi = u > hi ? u : hi;
+            slot[kids[i]] = (uint32_t)u;
+            D[2 * u + 1] = labs[i] | 0x100u | (uint32_t)(id + 1) << 9;
+        }
+    }
+    /* every base below cap, cap a power of two of at least 256 entries: base ^ c stays below cap */
+    if (!(H = (uint32_t *)spm_huge_alloc(cap * 8, &mapped))) goto done;
+    memcpy(H, D, cap * 8);
+    f->da = H;
+    f->da_bytes = mapped;
+done:
+    free(D);
+    free(nf);
+    free(taken);
+    free(slot);
+}
+
 /* f->cnode (see spm_ftrie): the walks of every well-formed 2- and 3-byte character from the root, over the
  * trie's edges (only the prefixes that are key prefixes are followed); left NULL when it cannot be allocated */
+HOT uint32_t cn_step(const spm_ftrie *f, uint32_t t, uint8_t c) {
+    int32_t id;
+    return f->da ? da_step(f->da, t, c, &id) : spm_ft_step(f, t, c);
+}
+
 static void cnode_build(spm_ftrie *f) {
     uint32_t *T = (uint32_t *)spm_zalloc((size_t)65536 * 4);
     if (!T) return;
     memset(T, 0xFF, (size_t)65536 * 4); /* SPM_NONE */
     for (uint32_t b0 = 0xC2; b0 <= 0xEF; b0++) {
-        const uint32_t n0 = spm_ft_step(f, 0, (uint8_t)b0);
+        const uint32_t n0 = cn_step(f, 0, (uint8_t)b0);
         if (n0 == SPM_NONE) continue;
         for (uint32_t b1 = 0x80; b1 <= 0xBF; b1++) {
-            const uint32_t n1 = spm_ft_step(f, n0, (uint8_t)b1);
+            const uint32_t n1 = cn_step(f, n0, (uint8_t)b1);
             if (n1 == SPM_NONE) continue;
             if (b0 <= 0xDF) {
                 T[(b0 & 0x1F) << 6 | (b1 & 0x3F)] = n1;
@@ -666,7 +777,7 @@ static void cnode_build(spm_ftrie *f) {
             for (uint32_t b2 = 0x80; b2 <= 0xBF; b2++) {
                 const uint32_t cp = (b0 & 0x0F) << 12 | (b1 & 0x3F) << 6 | (b2 & 0x3F);
                 if (cp < 0x800) continue; /* an overlong form: not a character (walked byte by byte) */
-                T[cp] = spm_ft_step(f, n1, (uint8_t)b2);
+                T[cp] = cn_step(f, n1, (uint8_t)b2);
             }
         }
     }
@@ -715,6 +826,7 @@ const spm_ftrie *spm_ftrie_warm(const spm_model *cm) {
                 f->wide = W;
             }
         }
+        if (!(m->flags & (SPF_BPE | SPF_HF)) && m->score && m->ptype) da_build(f);
         if (!(m->flags & SPF_BPE)) cnode_build(f);
         for (int i = 0; i < 3; i++) {
             if (nb[i] < HUGE_ALIGN / 2 || (i == 2 && f->wide)) continue;
@@ -1200,6 +1312,39 @@ HOT walk_at walk_node(const spm_ftrie *f, uint32_t node) {
     return w;
 }
 
+/* The .model lattices' steps: over f->da when it is made (the unit's piece; its type and score from the model's
+ * arrays), else over the node records */
+HOT walk_at lat_step(const spm_model *m, const spm_ftrie *f, uint32_t node, uint8_t c) {
+    if (f->da) {
+        walk_at w;
+        int32_t id = -1;
+        w.node = da_step(f->da, node, c, &id);
+        if (w.node == SPM_NONE) return w;
+        w.id = id;
+        w.type = id >= 0 ? m->ptype[id] : 0;
+        return w;
+    }
+    return walk_step(f, node, c);
+}
+
+/* the walk at `node` (a unit of f->da when it is made) entered through char_node */
+HOT walk_at lat_node(const spm_model *m, const spm_ftrie *f, uint32_t node) {
+    if (f->da) {
+        walk_at w;
+        w.node = node;
+        if (node == SPM_NONE) return w;
+        w.id = (int32_t)(f->da[2 * (size_t)node + 1] >> 9) - 1;
+        w.type = w.id >= 0 ? m->ptype[w.id] : 0;
+        return w;
+    }
+    return walk_node(f, node);
+}
+
+/* the score of the piece at w, as lat_step found it (.model files) */
+HOT float lat_score(const spm_model *m, const spm_ftrie *f, walk_at w) {
+    return f->da ? m->score[w.id] : (float)f->nodes[w.node].score;
+}
+
 /* the score of the piece at w (f32 for .model files, f64 for tokenizer.json) */
 HOT float score_sp(const spm_ftrie *f, walk_at w) { return (float)f->nodes[w.node].score; }
 
@@ -1231,11 +1376,11 @@ static float sp_lattice(const spm_model *m, const spm_ftrie *f, const uint8_t *s
         walk_at w;
         if (mblen > 1 && char_node(f, s + st, mblen, &cn)) { /* the first character in one read */
             kp += mblen;
-            w = walk_node(f, cn);
+            w = lat_node(m, f, cn);
             goto at_node;
         }
         while (kp < size) {
-            w = walk_step(f, node, s[kp]);
+            w = lat_step(m, f, node, s[kp]);
             kp++;
         at_node:
             if (w.node == SPM_NONE) break;
@@ -1245,7 +1390,7 @@ static float sp_lattice(const spm_model *m, const spm_ftrie *f, const uint8_t *s
             const size_t length = kp - st;
             /* a user-defined piece scores 0.1 per byte after its first (a double rounded to float) */
             const float cand =
-                (w.type == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : score_sp(f, w)) + here;
+                (w.type == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : lat_score(m, f, w)) + here;
             if (best[kp].start == -1 || cand > score[kp]) {
                 score[kp] = cand;
                 best[kp].start = (int32_t)st;
@@ -2024,14 +2169,14 @@ static void uw_exact(const spm_model *m, const spm_ftrie *f, const uint8_t *s, s
         mbl[st] = (uint8_t)mblen;
         uint32_t cn;
         if (mblen > 1 && char_node(f, s + st, mblen, &cn)) { /* the first character in one read */
-            const walk_at w = walk_node(f, cn);
+            const walk_at w = lat_node(m, f, cn);
             if (w.node != SPM_NONE) {
                 node[st] = w.node;
                 at[st] = (uint8_t)(st + mblen);
                 if (w.type && w.type != SPT_UNUSED) {
                     cand[st] |= 1u << (mblen - 1);
                     cid[st][mblen - 1] = w.id;
-                    csc[st][mblen - 1] = w.type == SPT_USER ? (float)(0.1 * (double)((int)mblen - 1)) : score_sp(f, w);
+                    csc[st][mblen - 1] = w.type == SPT_USER ? (float)(0.1 * (double)((int)mblen - 1)) : lat_score(m, f, w);
                 }
                 if (st + mblen < n) go[ng++] = (uint8_t)st;
             }
@@ -2045,7 +2190,7 @@ static void uw_exact(const spm_model *m, const spm_ftrie *f, const uint8_t *s, s
         size_t keep = 0;
         for (size_t g = 0; g < ng; g++) {
             const size_t st = go[g], kp = at[st];
-            const walk_at w = walk_step(f, node[st], s[kp]);
+            const walk_at w = lat_step(m, f, node[st], s[kp]);
             if (w.node == SPM_NONE) continue;
             node[st] = w.node;
             at[st] = (uint8_t)(kp + 1);
@@ -2053,7 +2198,7 @@ static void uw_exact(const spm_model *m, const spm_ftrie *f, const uint8_t *s, s
                 const size_t length = kp + 1 - st;
                 cand[st] |= 1u << (length - 1);
                 cid[st][length - 1] = w.id;
-                csc[st][length - 1] = w.type == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : score_sp(f, w);
+                csc[st][length - 1] = w.type == SPT_USER ? (float)(0.1 * (double)((int)length - 1)) : lat_score(m, f, w);
             }
             if (kp + 1 < n) go[keep++] = (uint8_t)st;
         }

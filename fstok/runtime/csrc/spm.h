@@ -98,6 +98,13 @@ typedef struct {
      * Unigram models; SPM_NONE: no piece starts with it; NULL: none made): a lattice walk enters a character's
      * node in one read instead of one dependent record read per byte */
     uint32_t *cnode;
+    /* the pieces trie as a double array for the .model Unigram lattices (made by spm_ftrie_warm; NULL: the node
+     * records serve): unit t = (base, check); a node's child on byte c is the unit base ^ c whose check is
+     * c | 0x100 | (its piece + 1) << 9.  Every node has its own base, so the check of the label alone tells a
+     * child from another node's unit.  8 bytes per node where a record takes 32, so that the walks of a
+     * 32k-piece model stay in the second-level cache.  cnode then holds units, not nodes. */
+    uint32_t *da;
+    size_t da_bytes;
     size_t bytes[6]; /* the mapped sizes of nodes, (unused), rows, pairs, skey, chars (spm_huge_alloc) */
     uint32_t n_nodes, n_rows; /* records in nodes (one more is allocated), full rows in rows */
     int borrowed;             /* the tables are the artifact's (spm_ftrie_adopt), but for those of `own` */
