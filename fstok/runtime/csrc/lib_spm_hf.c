@@ -992,18 +992,17 @@ int spm_hf_encode_spans(const spm_model *m, spm_hf *h, const uint8_t *in, size_t
     return rc;
 }
 
-/* The handle's normalizer steps alone over UTF-8 `in` into *out (a tokenizer.json pipeline cuts the normalized
- * text before its model runs).  0 or -1 (no memory) */
-int spm_hf_normalize(const spm_hf *h, const uint8_t *in, size_t n, spm_bytes *out) {
-    spm_bytes a = {0}, b = {0};
+/* The handle's normalizer steps over in[0:n), alternating between the buffers a and b: *cur, *cn receive the
+ * result (in itself when there are no steps).  0 or -1 (no memory, or a step that failed) */
+static int hf_run_ops(const spm_hf *h, const uint8_t *in, size_t n, spm_bytes *a, spm_bytes *b, const uint8_t **cur_out,
+                      size_t *cn_out) {
     const uint8_t *cur = in;
     size_t cn = n;
-    int rc = -1;
     for (int k = 0; k < h->n_ops; k++) {
         const spm_hf_op *op = &h->ops[k];
-        spm_bytes *dst = (cur == a.p) ? &b : &a;
+        spm_bytes *dst = (cur == a->p) ? b : a;
         dst->n = 0;
-        if (spm_bytes_reserve(dst, cn + 16)) goto done;
+        if (spm_bytes_reserve(dst, cn + 16)) return -1;
         int r = 0;
         switch (op->kind) {
         case HFN_PRECOMPILED: r = precompiled(h, op, cur, cn, dst); break;
@@ -1014,10 +1013,23 @@ int spm_hf_normalize(const spm_hf *h, const uint8_t *in, size_t n, spm_bytes *ou
             break;
         default: r = -1;
         }
-        if (r) goto done;
+        if (r) return -1;
         cur = dst->p;
         cn = dst->n;
     }
+    *cur_out = cur;
+    *cn_out = cn;
+    return 0;
+}
+
+/* The handle's normalizer steps alone over UTF-8 `in` into *out (a tokenizer.json pipeline cuts the normalized
+ * text before its model runs).  0 or -1 (no memory) */
+int spm_hf_normalize(const spm_hf *h, const uint8_t *in, size_t n, spm_bytes *out) {
+    spm_bytes a = {0}, b = {0};
+    const uint8_t *cur = in;
+    size_t cn = n;
+    int rc = -1;
+    if (hf_run_ops(h, in, n, &a, &b, &cur, &cn)) goto done;
     out->n = 0;
     if (spm_bytes_reserve(out, cn + 1)) goto done;
     if (cn) memcpy(out->p, cur, cn);
@@ -1037,25 +1049,7 @@ int spm_hf_encode(const spm_model *m, spm_hf *h, const uint8_t *in, size_t n, in
     int rc = -1;
     const uint8_t *cur = in;
     size_t cn = n;
-    for (int k = 0; k < h->n_ops; k++) {
-        const spm_hf_op *op = &h->ops[k];
-        spm_bytes *dst = (cur == a.p) ? &b : &a;
-        dst->n = 0;
-        if (spm_bytes_reserve(dst, cn + 16)) goto done;
-        int r = 0;
-        switch (op->kind) {
-        case HFN_PRECOMPILED: r = precompiled(h, op, cur, cn, dst); break;
-        case HFN_REPLACE: r = replace_lit(op, cur, cn, dst); break;
-        case HFN_REPLACE_RUN: r = replace_run(op, cur, cn, dst); break;
-        case HFN_PREPEND:
-            if (cn) r = buf_put(dst, op->a, op->na) || buf_put(dst, cur, cn);
-            break;
-        default: r = -1;
-        }
-        if (r) goto done;
-        cur = dst->p;
-        cn = dst->n;
-    }
+    if (hf_run_ops(h, in, n, &a, &b, &cur, &cn)) goto done;
     if (h->pre == HFP_METASPACE && h->scheme == HFM_FIRST && h->n_ops) {
         /* the "first" scheme reads the original start of the normalized text, as the alignments move it: a
          * Replace at the start gives its content the span of the last character it replaces; a character
