@@ -13,7 +13,6 @@ shared); MB/s of UTF-8; ×N = fstok over HF; `≠` where the ids differ.  "what 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -24,7 +23,6 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 import bench_cold as C  # noqa: E402
-import diff_models as DM  # noqa: E402
 import diff_variants as DV  # noqa: E402
 
 DEFAULT = ["minilm whitespace pretok", "minilm normalizer sequence", "minilm punctuation Removed", "minilm wordlevel bert",
@@ -75,13 +73,7 @@ def main(argv=None) -> int:
         for name, base, edits in DV.variants():
             if not any((w == name) if args.only is None else (w in name) for w in names):
                 continue
-            with open(os.path.join(DM.VOCAB, DV.BASES[base]), encoding="utf-8") as f:
-                d = json.load(f)
-            for e in edits:
-                e(d)
-            path = os.path.join(tmp, "".join(c if c.isalnum() else "_" for c in name) + ".json")
-            with open(path, "w", encoding="utf-8") as f:
-                json.dump(d, f, ensure_ascii=False)
+            path = DV.write_variant(name, base, edits, tmp)
             tok = fstok.compile(path)
             hf = tokenizers.Tokenizer.from_file(path)
             hf.no_truncation()

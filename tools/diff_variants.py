@@ -547,12 +547,9 @@ def sample_inputs(every: int, n_hyp: int) -> list[tuple[str, str]]:
     return [(label, s) for s, label in out.items()]
 
 
-def run_variant(name, base, edits, items, tmpdir, tiny: bool = False) -> tuple[str, DM.Report | None, str]:
-    """('ok'|'mismatch'|'refused'|'unclear'|'hf-refuses', report, message)"""
-    import tokenizers
-
-    import fstok
-
+def write_variant(name, base, edits, tmpdir, tiny: bool = False) -> str:
+    """The variant's tokenizer.json (its base file, or the base cut small, with the edits applied) written into
+    tmpdir; returns its path."""
     if tiny:
         if base not in _TINY:
             _TINY[base] = tiny_base(base)
@@ -565,6 +562,16 @@ def run_variant(name, base, edits, items, tmpdir, tiny: bool = False) -> tuple[s
     path = os.path.join(tmpdir, "".join(c if c.isalnum() else "_" for c in name) + ".json")
     with open(path, "w", encoding="utf-8") as f:
         json.dump(d, f, ensure_ascii=False)
+    return path
+
+
+def run_variant(name, base, edits, items, tmpdir, tiny: bool = False) -> tuple[str, DM.Report | None, str]:
+    """('ok'|'mismatch'|'refused'|'unclear'|'hf-refuses', report, message)"""
+    import tokenizers
+
+    import fstok
+
+    path = write_variant(name, base, edits, tmpdir, tiny)
     try:
         tokenizers.Tokenizer.from_file(path)
     except Exception as e:  # HF itself refuses the file: nothing to compare
