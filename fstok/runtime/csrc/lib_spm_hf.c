@@ -767,12 +767,17 @@ static int run_piece(const spm_model *m, spm_hf *h, hf_scratch *sc, const uint8_
 
 spm_hf_scratch *spm_hf_scratch_new(void) { return (spm_hf_scratch *)calloc(1, sizeof(hf_scratch)); }
 
-void spm_hf_scratch_free(spm_hf_scratch *x) {
-    hf_scratch *sc = (hf_scratch *)x;
-    if (!sc) return;
+/* what a scratch holds (not the scratch itself) */
+static void hf_scratch_release(hf_scratch *sc) {
     spm_ints_free(&sc->tri);
     free(sc->w.sym);
     free(sc->w.q);
+}
+
+void spm_hf_scratch_free(spm_hf_scratch *x) {
+    hf_scratch *sc = (hf_scratch *)x;
+    if (!sc) return;
+    hf_scratch_release(sc);
     free(sc);
 }
 
@@ -986,9 +991,7 @@ int spm_hf_encode_spans(const spm_model *m, spm_hf *h, const uint8_t *in, size_t
     }
     spm_bytes_free(&buf);
     spm_ints_free(&segs);
-    spm_ints_free(&sc.tri);
-    free(sc.w.sym);
-    free(sc.w.q);
+    hf_scratch_release(&sc);
     return rc;
 }
 
@@ -1068,8 +1071,6 @@ done:
     spm_bytes_free(&a);
     spm_bytes_free(&b);
     spm_ints_free(&segs);
-    spm_ints_free(&sc.tri);
-    free(sc.w.sym);
-    free(sc.w.q);
+    hf_scratch_release(&sc);
     return rc;
 }
